@@ -1,0 +1,1 @@
+"""The command-line edge: thin commands, each mapping to one function."""

@@ -1,0 +1,1 @@
+"""``murmur.yaml``: the capsule manifest model, its loader and its lowering."""

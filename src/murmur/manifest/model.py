@@ -1,0 +1,239 @@
+"""The attrs model of ``murmur.yaml`` (contract sheet section 1).
+
+Every class is frozen. Absent blocks are ``None`` where absence means something different
+from an empty block (e.g. ``shell`` absent = no shell tool at all); list fields default to
+empty tuples. Validation lives in :mod:`murmur.manifest.load`, not here: these types only
+describe a manifest that already passed it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class Containment(enum.Enum):
+    """Containment classes, ordered: advisory < scoped < sealed."""
+
+    ADVISORY = "advisory"
+    SCOPED = "scoped"
+    SEALED = "sealed"
+
+    @property
+    def rank(self) -> int:
+        """0, 1, 2 for advisory, scoped, sealed."""
+        return ["advisory", "scoped", "sealed"].index(self.value)
+
+
+class TaskAcceptance(enum.Enum):
+    NONE = "none"
+    SINGLE = "single"
+    QUEUE = "queue"
+
+
+class AfterTask(enum.Enum):
+    EXIT = "exit"
+    SLEEP = "sleep"
+
+
+class Transport(enum.Enum):
+    HTTP = "http"
+    PROCESS = "process"
+
+
+@attrs.frozen
+class ArtifactRef:
+    """One ``artifacts[]`` entry: a tool, driver, hook or skill the capsule uses."""
+
+    name: str
+    version: str | None = None
+    runtime: str = "tool"  # tool | driver | hook | skill
+    source: str | None = None
+    local_source: bool | None = None
+
+
+@attrs.frozen
+class NetworkCaps:
+    """``capabilities.network``: ``allow`` entries (URL, bare host, host:port)."""
+
+    allow: tuple[str, ...] = ()
+    unix_sockets: bool = False
+
+
+@attrs.frozen
+class PeerFetchCaps:
+    allow: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ShellCaps:
+    """``capabilities.shell``: bare binary names and environment globs kept for them."""
+
+    allow: tuple[str, ...] = ()
+    baseline_env: tuple[str, ...] = ()
+    strip_env: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class SpawnCaps:
+    """``capabilities.spawn.allow``: capsule names this capsule may delegate to."""
+
+    allow: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class EnvCaps:
+    """``capabilities.env.allow``: environment variable names passed through."""
+
+    allow: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class FilesystemCaps:
+    scope: str = "."
+    workdir_exec: bool = False
+
+
+@attrs.frozen
+class StateCaps:
+    store: str | None = None
+
+
+@attrs.frozen
+class Capabilities:
+    """The whole ``capabilities`` block. ``None`` sub-blocks were absent."""
+
+    network: NetworkCaps | None = None
+    peer_fetch: PeerFetchCaps | None = None
+    shell: ShellCaps | None = None
+    spawn: SpawnCaps | None = None
+    env: EnvCaps | None = None
+    filesystem: FilesystemCaps | None = None
+    state: StateCaps | None = None
+    containment: Containment | None = None
+
+
+@attrs.frozen
+class DriverRef:
+    artifact: str
+    config: dict[str, object] | None = None
+
+
+@attrs.frozen
+class Inference:
+    """``inference``. ``api_key`` keeps its ``${VAR}`` text; it resolves only where inference runs."""
+
+    transport: Transport = Transport.HTTP
+    endpoint: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    driver: DriverRef | None = None
+    command: str | None = None
+    max_turns: int = 10
+    max_tokens: int = 8192
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+
+
+@attrs.frozen
+class Lifecycle:
+    """``lifecycle`` with the documented defaults (single + exit, depth 1, 600 s)."""
+
+    task_acceptance: TaskAcceptance = TaskAcceptance.SINGLE
+    queue_depth: int = 1
+    after_task: AfterTask = AfterTask.EXIT
+    delegation_deadline_secs: int = 600
+
+
+@attrs.frozen
+class PeerTasks:
+    accept: bool = False
+
+
+@attrs.frozen
+class Exports:
+    peer_tasks: PeerTasks | None = None
+
+
+@attrs.frozen
+class DoorCredential:
+    """One declared door credential: a name and the door methods it may call."""
+
+    name: str
+    scopes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Authentication:
+    scheme: str = "bearer"
+    credentials: tuple[DoorCredential, ...] = ()
+
+
+@attrs.frozen
+class Network:
+    authentication: Authentication | None = None
+
+
+@attrs.frozen
+class Retain:
+    """``trace.retain``; ``max_age`` in seconds."""
+
+    max_sessions: int | None = None
+    max_age: int | None = None
+
+
+@attrs.frozen
+class Trace:
+    retain: Retain | None = None
+
+
+@attrs.frozen
+class Manifest:
+    """A validated ``murmur.yaml``.
+
+    ``plan`` is the path (relative to the capsule root) of a plan file packed with the
+    capsule; its schema is ``spec/plan.md``.
+    """
+
+    name: str
+    version: str
+    description: str | None = None
+    artifacts: tuple[ArtifactRef, ...] = ()
+    capabilities: Capabilities = attrs.field(factory=Capabilities)
+    inference: Inference | None = None
+    plan: str | None = None
+    lifecycle: Lifecycle = attrs.field(factory=Lifecycle)
+    exports: Exports | None = None
+    network: Network | None = None
+    trace: Trace | None = None
+
+    @property
+    def spawn_allow(self) -> tuple[str, ...]:
+        """``capabilities.spawn.allow`` (empty when absent)."""
+        return self.capabilities.spawn.allow if self.capabilities.spawn else ()
+
+    @property
+    def shell_allow(self) -> tuple[str, ...]:
+        """``capabilities.shell.allow`` (empty when absent)."""
+        return self.capabilities.shell.allow if self.capabilities.shell else ()
+
+    @property
+    def env_allow(self) -> tuple[str, ...]:
+        """``capabilities.env.allow`` (empty when absent)."""
+        return self.capabilities.env.allow if self.capabilities.env else ()
+
+    @property
+    def network_allow(self) -> tuple[str, ...]:
+        """``capabilities.network.allow`` (empty when absent)."""
+        return self.capabilities.network.allow if self.capabilities.network else ()
+
+    @property
+    def accepts_peer_tasks(self) -> bool:
+        """``exports.peer_tasks.accept`` (false when absent)."""
+        return bool(self.exports and self.exports.peer_tasks and self.exports.peer_tasks.accept)
+
+    @property
+    def authentication(self) -> Authentication | None:
+        """``network.authentication`` or None for a public door."""
+        return self.network.authentication if self.network else None

@@ -1,0 +1,26 @@
+"""Every protocol bound the design documents fix, named after what it bounds (seconds).
+
+Production values are exactly the documents'. Tests use MockClock rather than changing them;
+the few multi-process tests that need a shorter bound pass it explicitly.
+"""
+
+from __future__ import annotations
+
+APPROVAL_LIFETIME = 60.0  # roost approval expiry after grant (seed 000)
+WIND_DOWN_GUARD = 20.0  # a session exits 143 this long after its wind-down trigger
+LAUNCHER_KILL = 25.0  # launcher SIGKILLs a member's group this long after closing its lifeline
+NOTHING_LEFT = 30.0  # promise: no member survives its formation longer than this
+READINESS = 180.0  # per-member readiness bound (formations)
+READINESS_PROBE_INTERVAL = 0.1  # card probe interval during readiness
+CHANNEL_FIRST_LINE = 10.0  # member waits this long for its formation channel's first line
+DOOR_URL_WAIT = 10.0  # a call waits this long for a callee's door URL on the channel
+DELEGATION_LAUNCH = 180.0  # child's first --json line must arrive within this
+DELEGATION_DELIVERY = 30.0  # task delivery to a fresh child retried for this long
+CHILD_WATCH = 600.0  # default delegation_deadline_secs
+IDLE_TIMEOUT = 30.0  # non queue+sleep sessions wait this long for an A2A message
+SSE_KEEPALIVE = 15.0  # SSE comment interval on streaming responses
+MEMBER_POLL = 0.5  # call-member polls GetTask this often
+BUSY_FIRST_WAIT = 1.0  # busy member: first re-offer after this
+BUSY_MAX_WAIT = 8.0  # busy member: waits double up to this
+BUSY_JITTER = 0.25  # busy member: up to this much jitter per wait
+SHELL_OUTPUT_CAP = 1 << 20  # bytes of stdout/stderr kept per shell command
