@@ -1,0 +1,1 @@
+"""One capsule session: door, tasks, lifecycle, trace, records, signals."""

@@ -1,0 +1,94 @@
+"""The seam between a session and its workload (a plan or an agent loop).
+
+The session's task runner builds a :class:`TaskContext` per task and awaits
+``workload.run_task(ctx)`` inside the task's own cancel scope. Cancellation (CancelTask,
+wind-down, deadline) arrives as ``trio.Cancelled``; a workload must leave nothing running
+(kill its process groups) and re-raise. Delegation and formation calls reach the workload
+through :class:`TaskServices`, whose members are ``None`` when the grant does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+
+from murmur.manifest.model import Manifest
+
+
+class TraceSink(Protocol):
+    """Appends one record to ``trace.jsonl`` and returns its ``evt_`` id."""
+
+    def emit(self, event_type: str, /, *, parent_id: str | None, **fields: object) -> str: ...
+
+
+@attrs.frozen
+class TaskOutcome:
+    """How a task ended, as the workload saw it.
+
+    Attributes:
+        status (str): ``ok`` | ``failed`` | ``max_turns_reached`` | ``no_answer``.
+        answer (str): the text answer (``ok``) or the failure message (otherwise).
+    """
+
+    status: str
+    answer: str
+
+
+# Services a workload may call; each is None when its grant does not exist.
+# delegate(capsule, version, task_text, wait) -> mapping with the delegate-task result fields
+DelegateFn = Callable[[str, str, str, bool], Awaitable[Mapping[str, object]]]
+# call_member(member, task_text) -> mapping with the call-member result fields
+CallMemberFn = Callable[[str, str], Awaitable[Mapping[str, object]]]
+
+
+@attrs.define
+class TaskServices:
+    delegate: DelegateFn | None = None
+    call_member: CallMemberFn | None = None
+    callees: tuple[str, ...] = ()
+
+
+@attrs.define
+class TaskContext:
+    """Everything a workload needs to run one task.
+
+    Attributes:
+        session_id (str): ``ses_…``.
+        task_id (str): ``tsk_…``.
+        context_id (str): ``ctx_…``.
+        text (str): the task text (first text part(s) of the message, joined).
+        origin (str): ``user`` | ``peer`` | ``event`` | ``completion`` | ``system``.
+        trust (str): ``trusted`` | ``untrusted``.
+        manifest (Manifest): the running capsule's manifest.
+        capsule_root (Path): directory holding the capsule's files (plan file etc.).
+        workdir (Path): the accessible workdir (shell cwd).
+        records_dir (Path): this session's records directory.
+        trace (TraceSink): the session's trace.
+        task_event_id (str): the ``evt_`` id of this task's ``task_start`` (parent of its records).
+        shell_env (Mapping[str, str]): the reduced environment shell commands get.
+        services (TaskServices): delegation / formation calls.
+    """
+
+    session_id: str
+    task_id: str
+    context_id: str
+    text: str
+    origin: str
+    trust: str
+    manifest: Manifest
+    capsule_root: Path
+    workdir: Path
+    records_dir: Path
+    trace: TraceSink
+    task_event_id: str
+    shell_env: Mapping[str, str]
+    services: TaskServices = attrs.field(factory=TaskServices)
+
+
+class Workload(Protocol):
+    """A plan executor or an agent loop."""
+
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome: ...
