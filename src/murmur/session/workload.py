@@ -42,13 +42,45 @@ class TaskOutcome:
 DelegateFn = Callable[[str, str, str, bool], Awaitable[Mapping[str, object]]]
 # call_member(member, task_text) -> mapping with the call-member result fields
 CallMemberFn = Callable[[str, str], Awaitable[Mapping[str, object]]]
+# member_answer(call_id) -> waits until that call ended; mapping with at least
+# {call_id, member, status, output} (status: completed | failed | canceled | rejected |
+# timed_out | unreachable | abandoned | no_answer; output: the member's answer text, cut at 64 KiB)
+MemberAnswerFn = Callable[[str], Awaitable[Mapping[str, object]]]
 
 
 @attrs.define
 class TaskServices:
+    """Runtime services for one task (spec/agent.md, "Services").
+
+    Attributes:
+        delegate: ``delegate-task``; None without ``capabilities.spawn.allow``.
+        call_member: ``call-member``; None without a reachability edge.
+        member_answer: waits for a call-member answer; None without a reachability edge.
+        callees: member names this member may call, in roster order.
+        entry_member: true for the formation's entry member (``end-without-answer`` refused).
+    """
+
     delegate: DelegateFn | None = None
     call_member: CallMemberFn | None = None
     callees: tuple[str, ...] = ()
+    member_answer: MemberAnswerFn | None = None
+    entry_member: bool = False
+
+
+@attrs.define
+class Usage:
+    """Counters a workload adds to while a task runs (all start at 0).
+
+    The session creates one per task (``TaskContext.usage``), reads it for ``task_end``
+    after the task ends however it ends (cancellation included), and sums them into the
+    ``session_end`` totals.
+    """
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    shell_calls: int = 0
 
 
 @attrs.define
@@ -70,6 +102,7 @@ class TaskContext:
         task_event_id (str): the ``evt_`` id of this task's ``task_start`` (parent of its records).
         shell_env (Mapping[str, str]): the reduced environment shell commands get.
         services (TaskServices): delegation / formation calls.
+        usage (Usage): counters the workload adds to (turns, tokens, tool and shell calls).
     """
 
     session_id: str
@@ -86,6 +119,7 @@ class TaskContext:
     task_event_id: str
     shell_env: Mapping[str, str]
     services: TaskServices = attrs.field(factory=TaskServices)
+    usage: Usage = attrs.field(factory=Usage)
 
 
 class Workload(Protocol):
