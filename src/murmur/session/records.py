@@ -1,0 +1,143 @@
+"""A session's records directory (spec/session.md "Records directory").
+
+The runtime writes nothing into the work folder; everything a session produces lives apart,
+in ``$MURMUR_HOME/records/<work folder without its leading />/<ses_id>/`` (S004's layout,
+generalised to every session), each directory owner-only (0700)::
+
+    task.md            the text of the task being run (rewritten per task)
+    trace.jsonl        the session's trace
+    out/result.txt     the outcome of the latest task that ran
+    out/result_<tsk>.txt   the outcome of each task (same text)
+    logs/              bootstrap.log (console lines that could not be printed), door.log
+    home/              $HOME of shell commands
+    tmp/               $TMPDIR of shell commands
+
+``out/result.txt`` holds the answer of a completed task, ``error: <message>`` for a failed one
+and ``canceled: <reason>`` for a cancelled one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from murmur import paths
+
+
+def records_root() -> Path:
+    """``$MURMUR_HOME/records``."""
+    return paths.murmur_home() / "records"
+
+
+def records_dir_for(workdir: Path, session_id: str) -> Path:
+    """Where the records of ``session_id`` working in ``workdir`` live.
+
+    Args:
+        workdir (Path): the session's work folder (made absolute and resolved).
+        session_id (str): ``ses_…``.
+    """
+    rel = workdir.resolve().as_posix().lstrip("/")
+    return records_root() / rel / session_id
+
+
+@attrs.frozen
+class Records:
+    """The paths of one records directory."""
+
+    root: Path
+
+    @property
+    def task_md(self) -> Path:
+        """``task.md``."""
+        return self.root / "task.md"
+
+    @property
+    def trace(self) -> Path:
+        """``trace.jsonl``."""
+        return self.root / "trace.jsonl"
+
+    @property
+    def out(self) -> Path:
+        """``out/``."""
+        return self.root / "out"
+
+    @property
+    def result(self) -> Path:
+        """``out/result.txt``."""
+        return self.out / "result.txt"
+
+    def task_result(self, task_id: str) -> Path:
+        """``out/result_<task_id>.txt``."""
+        return self.out / f"result_{task_id}.txt"
+
+    @property
+    def logs(self) -> Path:
+        """``logs/``."""
+        return self.root / "logs"
+
+    @property
+    def bootstrap_log(self) -> Path:
+        """``logs/bootstrap.log``: console lines written after stdout/stderr closed."""
+        return self.logs / "bootstrap.log"
+
+    @property
+    def home(self) -> Path:
+        """``home/`` (``$HOME`` of shell commands)."""
+        return self.root / "home"
+
+    @property
+    def tmp(self) -> Path:
+        """``tmp/`` (``$TMPDIR`` of shell commands)."""
+        return self.root / "tmp"
+
+
+def _mkdir_private(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def create_records(root: Path) -> Records:
+    """Create a records directory and its sub-directories, owner-only.
+
+    Raises:
+        OSError: a directory cannot be made.
+    """
+    rec = Records(root)
+    for d in (rec.root, rec.out, rec.logs, rec.home, rec.tmp):
+        _mkdir_private(d)
+    return rec
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file + rename), mode 0600.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+
+
+def result_text(state: str, text: str) -> str:
+    """The ``out/result.txt`` body for a terminal outcome.
+
+    Args:
+        state (str): ``completed`` | ``failed`` | ``canceled``.
+        text (str): the answer, the failure message or the cancel reason.
+    """
+    if state == "completed":
+        return text if text.endswith("\n") or not text else text + "\n"
+    prefix = "error" if state == "failed" else "canceled"
+    return f"{prefix}: {text}\n"

@@ -1,0 +1,173 @@
+"""Running-session records: ``$MURMUR_HOME/running/<ses_id>.json`` (contract sheet §3.3).
+
+Written (directory 0700, file 0600, atomically) once the door serves, removed when the session
+ends. A record names the process by pid *and* start time (``/proc/<pid>/stat`` field 22, in
+clock ticks since boot), so a reader never trusts a record whose pid was reused: only a failed
+pid/start-time check deletes a record. Authenticated doors also keep their tokens here (the
+only file that holds them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from murmur import paths
+from murmur.session.records import write_private
+
+
+def process_start_time(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), or None if unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after the last ")"
+    tail = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return int(tail[19])  # fields 3.. start at index 0, so field 22 is index 19
+    except (IndexError, ValueError):
+        return None
+
+
+@attrs.frozen
+class RunningRecord:
+    """One running session as ``mur ps`` and launchers see it.
+
+    Attributes:
+        session_id (str): ``ses_…``.
+        url (str): the door, ``http://127.0.0.1:<port>``.
+        pid (int): the session's process.
+        start_time (int): the process start time (``/proc`` field 22).
+        name (str), version (str): the capsule.
+        workdir (str): the work folder (absolute).
+        records_dir (str): the records directory (absolute).
+        started_at (str): RFC 3339 UTC time the door started serving.
+        outlives_launcher (bool): always false for now (no detached sessions).
+        formation_id (str | None): ``frm_…`` for a formation member.
+        door_token (str | None): the operator token (authenticated doors only).
+        credentials (dict[str, str] | None): declared credential name -> token.
+    """
+
+    session_id: str
+    url: str
+    pid: int
+    start_time: int
+    name: str
+    version: str
+    workdir: str
+    records_dir: str
+    started_at: str
+    outlives_launcher: bool = False
+    formation_id: str | None = None
+    door_token: str | None = None
+    credentials: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written (keys with a ``None`` value left out)."""
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+def record_path(session_id: str) -> Path:
+    """``$MURMUR_HOME/running/<session_id>.json``."""
+    return paths.running_dir() / f"{session_id}.json"
+
+
+def write_running(record: RunningRecord) -> Path:
+    """Write (or replace) a running record; returns its path.
+
+    Raises:
+        OSError: the directory or file cannot be written.
+    """
+    d = paths.running_dir()
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    p = record_path(record.session_id)
+    write_private(p, json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n")
+    return p
+
+
+def remove_running(session_id: str) -> None:
+    """Delete a running record if it exists."""
+    try:
+        record_path(session_id).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def read_running(path: Path) -> RunningRecord:
+    """Parse one record file.
+
+    Raises:
+        OSError: unreadable.
+        ValueError: not a running record (bad JSON, missing or mistyped fields).
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    known = {f.name for f in attrs.fields(RunningRecord)}
+    try:
+        rec = RunningRecord(**{k: v for k, v in data.items() if k in known})
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(rec.pid, int) or not isinstance(rec.start_time, int):
+        raise ValueError("pid and start_time must be integers")
+    return rec
+
+
+def check_alive(record: RunningRecord) -> str | None:
+    """Why ``record`` no longer names a live session, or None when pid and start time match."""
+    start = process_start_time(record.pid)
+    if start is None:
+        return f"process {record.pid} is gone"
+    if start != record.start_time:
+        return f"process {record.pid} is another program (pid reused)"
+    return None
+
+
+@attrs.frozen
+class Census:
+    """What :func:`list_running` found."""
+
+    live: tuple[RunningRecord, ...]
+    pruned: tuple[tuple[str, str], ...]  # (session id, reason)
+    unreadable: tuple[tuple[Path, str], ...]  # (file, reason)
+
+
+def list_running(*, prune: bool = True) -> Census:
+    """Every running record whose process is still the session, oldest first.
+
+    Args:
+        prune (bool): delete records whose pid/start-time check failed.
+    """
+    d = paths.running_dir()
+    live: list[RunningRecord] = []
+    pruned: list[tuple[str, str]] = []
+    bad: list[tuple[Path, str]] = []
+    try:
+        files = sorted(d.glob("ses_*.json"))
+    except OSError:
+        files = []
+    for f in files:
+        try:
+            rec = read_running(f)
+        except FileNotFoundError:
+            continue  # ended while we looked
+        except (OSError, ValueError) as exc:
+            bad.append((f, str(exc)))
+            continue
+        why = check_alive(rec)
+        if why is None:
+            live.append(rec)
+            continue
+        pruned.append((rec.session_id, why))
+        if prune:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+    return Census(tuple(live), tuple(pruned), tuple(bad))

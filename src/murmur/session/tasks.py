@@ -1,0 +1,215 @@
+"""The session's tasks: records, their event logs, and the one place a task changes state.
+
+Every state change goes through :meth:`TaskBook.apply`, which asks the pure state machine
+(:mod:`murmur.session.states`) and, when the change is allowed, updates the task, appends the
+stream events a watcher must see (an ``artifact`` event before a ``completed`` status), wakes
+every watcher, and on a terminal state calls the book's terminal callbacks exactly once. A late
+completion after a cancel is therefore refused here, never half-applied.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+import trio
+
+from murmur.ids import new_id
+from murmur.session.states import TaskEvent, TaskState, step
+
+MAX_KEPT_TASKS = 1000  # finished tasks kept for GetTask/ListTasks; older ones are forgotten
+
+
+def rfc3339_now() -> str:
+    """The wall clock as RFC 3339 UTC with microseconds and a ``Z``."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@attrs.frozen
+class StreamEvent:
+    """One entry of a task's event log (what a stream watcher is sent after the snapshot).
+
+    Attributes:
+        kind (str): ``status`` | ``artifact``.
+        state (TaskState): the state after the event (``status``) or at the time (``artifact``).
+        message (str | None): the status message text (``status`` events).
+        timestamp (str): RFC 3339 time of the event.
+        artifact (dict[str, Any] | None): the artifact (``artifact`` events).
+    """
+
+    kind: str
+    state: TaskState
+    message: str | None
+    timestamp: str
+    artifact: dict[str, Any] | None = None
+
+
+@attrs.define(eq=False)
+class Task:
+    """One task held by the session.
+
+    Attributes:
+        id (str): ``tsk_…``.
+        context_id (str): ``ctx_…`` (the caller's, or minted).
+        text (str): the task text given to the workload.
+        origin, trust, lane (str): classification (contract sheet §6.5).
+        source (str): ``a2a`` | ``task_md``.
+        message (dict[str, Any]): the user message as received (wire shape), or a synthesised one.
+        owner (str | None): the credential that started it when tasks are owner-scoped
+            (formation tokens ``member:<name>``); None otherwise.
+        launch (bool): the ``--task`` task or the idle run (a deciding task).
+        metadata (dict[str, Any]): wire ``metadata``.
+    """
+
+    id: str
+    context_id: str
+    text: str
+    origin: str
+    trust: str
+    lane: str
+    source: str
+    message: dict[str, Any]
+    owner: str | None = None
+    launch: bool = False
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    state: TaskState = TaskState.SUBMITTED
+    status_message: str | None = None
+    timestamp: str = attrs.field(factory=rfc3339_now)
+    artifacts: list[dict[str, Any]] = attrs.field(factory=list)
+    events: list[StreamEvent] = attrs.field(factory=list)
+    started: bool = False
+    cancel_reason: str | None = None
+    scope: trio.CancelScope | None = None
+    start_event_id: str | None = None
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the task has ended."""
+        return self.state.terminal
+
+    def changed(self) -> trio.Event:
+        """An event set at the next change of this task (take it before checking the log)."""
+        return self._changed
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+
+TerminalCallback = Callable[[Task], None]
+
+
+class TaskBook:
+    """Every task of one session, by id, in arrival order.
+
+    Args:
+        now (Callable[[], str]): RFC 3339 clock for status timestamps (injectable).
+        keep (int): finished tasks kept before the oldest are forgotten.
+    """
+
+    def __init__(self, *, now: Callable[[], str] = rfc3339_now, keep: int = MAX_KEPT_TASKS) -> None:
+        self._tasks: dict[str, Task] = {}
+        self._now = now
+        self._keep = keep
+        self._on_terminal: list[TerminalCallback] = []
+
+    def on_terminal(self, callback: TerminalCallback) -> None:
+        """Call ``callback(task)`` once for every task that reaches a terminal state."""
+        self._on_terminal.append(callback)
+
+    def new(
+        self,
+        *,
+        text: str,
+        message: dict[str, Any],
+        origin: str,
+        trust: str,
+        lane: str,
+        source: str,
+        context_id: str | None = None,
+        owner: str | None = None,
+        launch: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> Task:
+        """Create a task in state ``submitted`` (minting ``tsk_``/``ctx_`` ids as needed)."""
+        task = Task(
+            id=new_id("tsk"),
+            context_id=context_id or new_id("ctx"),
+            text=text,
+            origin=origin,
+            trust=trust,
+            lane=lane,
+            source=source,
+            message=message,
+            owner=owner,
+            launch=launch,
+            metadata=dict(metadata or {}),
+            timestamp=self._now(),
+        )
+        self._tasks[task.id] = task
+        self._forget_old()
+        return task
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or None."""
+        return self._tasks.get(task_id)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(list(self._tasks.values()))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def apply(
+        self,
+        task: Task,
+        event: TaskEvent,
+        *,
+        message: str | None = None,
+        answer: str | None = None,
+    ) -> bool:
+        """Apply ``event`` to ``task`` if the state machine allows it.
+
+        Args:
+            task (Task): the task.
+            event (TaskEvent): what happened.
+            message (str | None): the status message (failure text, cancel reason, rejection).
+            answer (str | None): the answer of a completion (becomes the ``response`` artifact
+                and the status message).
+
+        Returns:
+            bool: whether the task changed. ``False`` means the event was refused (the task
+            already ended, or the event does not apply to its state) and nothing was touched.
+        """
+        nxt = step(task.state, event)
+        if nxt is None:
+            return False
+        now = self._now()
+        if event is TaskEvent.START:
+            task.started = True
+        if event is TaskEvent.CANCEL:
+            task.cancel_reason = message
+        if nxt is TaskState.COMPLETED and answer is not None:
+            artifact = {"artifactId": "response", "name": "response", "parts": [{"text": answer}]}
+            task.artifacts.append(artifact)
+            task.events.append(StreamEvent("artifact", task.state, None, now, artifact))
+            message = answer
+        task.state = nxt
+        task.status_message = message
+        task.timestamp = now
+        task.events.append(StreamEvent("status", nxt, message, now))
+        task._notify()
+        if nxt.terminal:
+            for cb in list(self._on_terminal):
+                cb(task)
+        return True
+
+    def _forget_old(self) -> None:
+        excess = len(self._tasks) - self._keep
+        if excess <= 0:
+            return
+        for tid in [t.id for t in self._tasks.values() if t.terminal][:excess]:
+            del self._tasks[tid]

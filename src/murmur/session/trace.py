@@ -1,0 +1,145 @@
+"""``trace.jsonl``: one JSON object per line, written and flushed in order (contract sheet §5).
+
+Every line starts with ``event_type``, ``event_id`` (``evt_…``), ``parent_id`` (null only on
+``session_start``), ``session_id`` and ``timestamp`` (Unix milliseconds), in that order, then
+the event's own fields. Callers omit optional fields that do not apply rather than passing
+``None``. A failed write is fatal to the session (``E-RUN-007``): :class:`TraceWriter` raises
+:class:`TraceWriteError` and calls its ``on_failure`` callback once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from murmur.diagnostics import error
+from murmur.errors import DiagnosticError
+from murmur.ids import new_id
+
+_RESERVED = frozenset({"event_type", "event_id", "parent_id", "session_id", "timestamp"})
+
+
+def wall_ms() -> int:
+    """The wall clock in Unix milliseconds."""
+    return int(time.time() * 1000)
+
+
+class TraceWriteError(DiagnosticError):
+    """A trace line could not be written (``E-RUN-007``)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            error("E-RUN-007", f"the trace could not be written ({reason})", path=str(path))
+        )
+
+
+class TraceWriter:
+    """Appends records to one session's ``trace.jsonl`` (implements ``workload.TraceSink``).
+
+    Args:
+        path (Path): the trace file (created if absent, mode 0600).
+        session_id (str): ``ses_…`` stamped on every line.
+        now_ms (Callable[[], int]): clock in Unix milliseconds (injectable for tests).
+        on_failure (Callable[[TraceWriteError], None] | None): called once, on the first
+            failed write, before the error is raised.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        session_id: str,
+        *,
+        now_ms: Callable[[], int] = wall_ms,
+        on_failure: Callable[[TraceWriteError], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.session_id = session_id
+        self._now_ms = now_ms
+        self._on_failure = on_failure
+        self._failed: TraceWriteError | None = None
+        self.session_event_id: str | None = None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self._file: IO[str] | None = os.fdopen(fd, "a", encoding="utf-8")
+
+    @property
+    def failed(self) -> TraceWriteError | None:
+        """The first write failure, if any."""
+        return self._failed
+
+    def emit(self, event_type: str, /, *, parent_id: str | None, **fields: object) -> str:
+        """Append one record and flush it.
+
+        Args:
+            event_type (str): e.g. ``task_start``.
+            parent_id (str | None): the parent record's ``evt_`` id (None only for
+                ``session_start``).
+            **fields: the event's payload, in the order given (JSON-serialisable values).
+
+        Returns:
+            str: the new record's ``evt_`` id.
+
+        Raises:
+            TraceWriteError: the line could not be written (also after any earlier failure).
+            ValueError: a payload field reuses one of the five header names.
+        """
+        if clash := _RESERVED.intersection(fields):
+            raise ValueError(f"trace fields reuse header names: {sorted(clash)}")
+        if self._failed is not None:
+            raise self._failed
+        event_id = new_id("evt")
+        record: dict[str, object] = {
+            "event_type": event_type,
+            "event_id": event_id,
+            "parent_id": parent_id,
+            "session_id": self.session_id,
+            "timestamp": self._now_ms(),
+        }
+        record.update(fields)
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        try:
+            if self._file is None:
+                raise OSError("the trace is closed")
+            self._file.write(line)
+            self._file.flush()
+        except (OSError, ValueError) as exc:
+            self._fail(str(exc) or type(exc).__name__)
+        if event_type == "session_start":
+            self.session_event_id = event_id
+        return event_id
+
+    def _fail(self, reason: str) -> None:
+        err = TraceWriteError(self.path, reason)
+        self._failed = err
+        if self._on_failure is not None:
+            self._on_failure(err)
+        raise err
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file; later :meth:`emit` calls fail."""
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+
+
+def read_trace(path: Path) -> list[dict[str, object]]:
+    """Every record of a ``trace.jsonl`` in file order (a helper for tests and tools).
+
+    Raises:
+        OSError: the file cannot be read.
+        json.JSONDecodeError: a line is not JSON.
+    """
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,55 @@
+"""Tests of the records directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from murmur.session.records import create_records, records_dir_for, result_text, write_private
+
+
+class TestLayout:
+    def test_records_dir_mirrors_workdir(self, murmur_home: Path, tmp_path: Path) -> None:
+        """Records live under $MURMUR_HOME/records/<workdir without leading />/<ses>."""
+        wd = tmp_path / "proj"
+        wd.mkdir()
+        d = records_dir_for(wd, "ses_abc")
+        assert d == murmur_home / "records" / str(wd.resolve()).lstrip("/") / "ses_abc"
+
+    def test_create_private(self, murmur_home: Path) -> None:
+        """Every directory is created owner-only."""
+        rec = create_records(murmur_home / "records" / "x" / "ses_1")
+        for d in (rec.root, rec.out, rec.logs, rec.home, rec.tmp):
+            assert d.is_dir()
+            assert os.stat(d).st_mode & 0o777 == 0o700
+        assert rec.result == rec.root / "out" / "result.txt"
+        assert rec.task_result("tsk_1").name == "result_tsk_1.txt"
+
+
+class TestResultText:
+    @pytest.mark.parametrize(
+        ("state", "text", "expected"),
+        [
+            ("completed", "hello", "hello\n"),
+            ("completed", "hello\n", "hello\n"),
+            ("completed", "", ""),
+            ("failed", "boom", "error: boom\n"),
+            ("canceled", "CancelTask", "canceled: CancelTask\n"),
+        ],
+    )
+    def test_bodies(self, state: str, text: str, expected: str) -> None:
+        """Answers verbatim; failures `error: …`; cancels `canceled: …`."""
+        assert result_text(state, text) == expected
+
+
+class TestWritePrivate:
+    def test_atomic_0600(self, tmp_path: Path) -> None:
+        """The file is replaced whole with mode 0600 and no temp file is left."""
+        p = tmp_path / "f.txt"
+        write_private(p, "one")
+        write_private(p, "two")
+        assert p.read_text() == "two"
+        assert os.stat(p).st_mode & 0o777 == 0o600
+        assert [x.name for x in tmp_path.iterdir()] == ["f.txt"]

@@ -1,0 +1,75 @@
+"""Tests of running records: write, verify pid + start time, prune."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from murmur.session.running import (
+    RunningRecord,
+    check_alive,
+    list_running,
+    process_start_time,
+    record_path,
+    remove_running,
+    write_running,
+)
+
+
+def record(sid: str, pid: int, start: int | None = None, **kw: object) -> RunningRecord:
+    st = process_start_time(pid) if start is None else start
+    return RunningRecord(
+        session_id=sid, url="http://127.0.0.1:1", pid=pid, start_time=st or 0, name="n", version="1",
+        workdir="/w", records_dir="/r", started_at="2026-01-01T00:00:00.000Z", **kw,  # type: ignore[arg-type]
+    )
+
+
+class TestStartTime:
+    def test_self(self) -> None:
+        """Our own start time is readable and stable."""
+        a = process_start_time(os.getpid())
+        assert isinstance(a, int) and a == process_start_time(os.getpid())
+
+    def test_gone(self) -> None:
+        """A reaped process has none."""
+        p = subprocess.Popen([sys.executable, "-c", "pass"])
+        p.wait()
+        assert process_start_time(p.pid) is None
+
+
+class TestRecords:
+    def test_write_modes_and_remove(self, murmur_home: Path) -> None:
+        """Directory 0700, file 0600, None fields left out; remove deletes it."""
+        p = write_running(record("ses_a", os.getpid()))
+        assert os.stat(p.parent).st_mode & 0o777 == 0o700
+        assert os.stat(p).st_mode & 0o777 == 0o600
+        data = json.loads(p.read_text())
+        assert "door_token" not in data and data["pid"] == os.getpid()
+        remove_running("ses_a")
+        assert not p.exists()
+        remove_running("ses_a")  # idempotent
+
+    def test_live_pruned_unreadable(self, murmur_home: Path) -> None:
+        """A live record is listed; a dead or reused pid is pruned; junk is reported, kept."""
+        write_running(record("ses_live", os.getpid(), formation_id="frm_x"))
+        p = subprocess.Popen([sys.executable, "-c", "pass"])
+        p.wait()
+        write_running(record("ses_dead", p.pid, start=5))
+        write_running(record("ses_reused", os.getpid(), start=1))
+        junk = record_path("ses_junk")
+        junk.write_text("{not json")
+        census = list_running()
+        assert [r.session_id for r in census.live] == ["ses_live"]
+        assert census.live[0].formation_id == "frm_x"
+        assert sorted(s for s, _ in census.pruned) == ["ses_dead", "ses_reused"]
+        assert "reused" in dict(census.pruned)["ses_reused"]
+        assert [f.name for f, _ in census.unreadable] == ["ses_junk.json"]
+        assert not record_path("ses_dead").exists() and junk.exists()
+
+    def test_check_alive(self) -> None:
+        """check_alive names why a record is stale."""
+        assert check_alive(record("s", os.getpid())) is None
+        assert "reused" in (check_alive(record("s", os.getpid(), start=1)) or "")

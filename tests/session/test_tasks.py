@@ -1,0 +1,88 @@
+"""Tests of the task book: one terminal transition, event logs, watchers."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from murmur.ids import is_id
+from murmur.session.states import TaskEvent, TaskState
+from murmur.session.tasks import Task, TaskBook
+
+
+def new(book: TaskBook, **kw: object) -> Task:
+    args: dict[str, object] = {"text": "hi", "message": {}, "origin": "event", "trust": "untrusted", "lane": "bg", "source": "a2a"}
+    args.update(kw)
+    return book.new(**args)  # type: ignore[arg-type]
+
+
+class TestTaskBook:
+    def test_ids_minted(self) -> None:
+        """Tasks get tsk_ ids and a ctx_ id unless one is given."""
+        book = TaskBook()
+        t = new(book)
+        assert is_id(t.id, "tsk") and is_id(t.context_id, "ctx")
+        assert new(book, context_id="ctx_mine").context_id == "ctx_mine"
+        assert book.get(t.id) is t and len(book) == 2
+
+    def test_complete_logs_artifact_then_status(self) -> None:
+        """A completion appends the response artifact before the completed status."""
+        book = TaskBook(now=lambda: "T")
+        t = new(book)
+        assert book.apply(t, TaskEvent.START)
+        assert book.apply(t, TaskEvent.COMPLETE, answer="hello")
+        assert [(e.kind, e.state) for e in t.events] == [
+            ("status", TaskState.WORKING), ("artifact", TaskState.WORKING), ("status", TaskState.COMPLETED)]
+        assert t.artifacts == [{"artifactId": "response", "name": "response", "parts": [{"text": "hello"}]}]
+        assert t.status_message == "hello"
+
+    def test_terminal_callback_exactly_once(self) -> None:
+        """A late completion after a cancel changes nothing and fires no callback."""
+        book = TaskBook()
+        ended: list[tuple[str, TaskState]] = []
+        book.on_terminal(lambda task: ended.append((task.id, task.state)))
+        t = new(book)
+        book.apply(t, TaskEvent.START)
+        assert book.apply(t, TaskEvent.CANCEL, message="CancelTask")
+        assert not book.apply(t, TaskEvent.COMPLETE, answer="late")
+        assert not book.apply(t, TaskEvent.CANCEL, message="again")
+        assert ended == [(t.id, TaskState.CANCELED)]
+        assert t.cancel_reason == "CancelTask" and t.artifacts == []
+
+    def test_cancel_never_overwrites_completed(self) -> None:
+        """A cancel after completion is refused."""
+        book = TaskBook()
+        t = new(book)
+        book.apply(t, TaskEvent.START)
+        book.apply(t, TaskEvent.COMPLETE, answer="a")
+        assert not book.apply(t, TaskEvent.CANCEL)
+        assert t.state is TaskState.COMPLETED
+
+    def test_forgets_oldest_finished(self) -> None:
+        """Past the keep limit the oldest finished tasks are forgotten, live ones never."""
+        book = TaskBook(keep=3)
+        live = new(book)
+        done = []
+        for _ in range(4):
+            t = new(book)
+            book.apply(t, TaskEvent.REJECT, message="busy")
+            done.append(t)
+        ids = [t.id for t in book]
+        assert live.id in ids and done[-1].id in ids and done[0].id not in ids
+
+    async def test_watcher_wakes_on_change(self) -> None:
+        """A watcher holding changed() is woken by the next change."""
+        book = TaskBook()
+        t = new(book)
+        seen: list[TaskState] = []
+
+        async def watch() -> None:
+            ev = t.changed()
+            await ev.wait()
+            seen.append(t.state)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(watch)
+            await trio.testing.wait_all_tasks_blocked()
+            book.apply(t, TaskEvent.START)
+        assert seen == [TaskState.WORKING]
