@@ -182,6 +182,16 @@ CATALOGUE: dict[str, str] = {
     "E-RUN-047": "a member's installed artifact changed since admission",
     "E-RUN-053": "the formation --deadline was reached",
     "E-RUN-054": "a --deadline value cannot be parsed",
+    # --- plans ----------------------------------------------------------------------
+    "E-PLN-001": "the plan file cannot be read (none named, missing, unreadable, or outside the capsule)",
+    "E-PLN-002": "the plan is not valid YAML or has the wrong shape (unknown key, wrong type or value)",
+    "E-PLN-003": "a plan step id is missing, malformed, or declared twice",
+    "E-PLN-004": "a plan step has no action, or more than one",
+    "E-PLN-005": "a plan step depends on an unknown step or itself, or the steps form a cycle",
+    "E-PLN-006": "a shell step's binary is not a bare name in capabilities.shell.allow",
+    "E-PLN-007": "a capsule step names a capsule outside capabilities.spawn.allow, or no exact version",
+    "E-PLN-008": "a plan template or `if` cannot be parsed, or reads a step it does not depend on",
+    "E-PLN-009": "a write step's path is absolute or leaves the workdir",
     # --- warnings -------------------------------------------------------------------
     "W-SEC-001": "no kernel sandbox is enforced on this host; containment is advisory",
     "W-SEC-019": "an unknown manifest key was ignored",
