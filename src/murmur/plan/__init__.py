@@ -1,0 +1,16 @@
+"""Plans: the offline, deterministic workload (spec/plan.md).
+
+Public surface: :func:`load_plan` (read + validate a capsule's plan file),
+:class:`PlanWorkload` (the :class:`murmur.session.workload.Workload` that runs it) and the
+:class:`Plan` model.
+"""
+
+from __future__ import annotations
+
+from murmur.plan.executor import PlanWorkload as PlanWorkload
+from murmur.plan.load import load_plan as load_plan
+from murmur.plan.load import parse_plan as parse_plan
+from murmur.plan.model import Plan as Plan
+from murmur.plan.model import Step as Step
+
+__all__ = ["Plan", "PlanWorkload", "Step", "load_plan", "parse_plan"]
