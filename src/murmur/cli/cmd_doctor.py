@@ -1,0 +1,204 @@
+"""``mur doctor``: admit a roster (or load a capsule manifest) and report what would be refused.
+
+Contract sheet section 3.2; seed 004 ("`mur doctor` admits it and reports the result").
+
+* ``mur doctor --roster [PATH]`` — admit ``PATH`` (a project directory or the ``roster.yaml``
+  inside it; bare ``--roster`` means ``./roster.yaml``) exactly as ``mur run --roster`` would,
+  and report one line per member (``<name> <capsule>@<ver> [entry] serves peers|refuses peers
+  authenticated door|public door``), the ``reachability:`` edges, and every ``W-ROS-001``
+  warning with a ``Fix:`` line.
+* ``mur doctor`` in a directory — the roster when ``roster.yaml`` is there, and the capsule when
+  ``murmur.yaml`` is there (it loads and validates; diagnostics otherwise).
+* ``--json`` — one JSON object on stdout instead of the text report.
+
+Exit status: 0 when everything checked is admitted / valid (warnings never change it), 1 on
+any error (a refused roster included). The text report goes to stdout; each refusal's full
+diagnostic also goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from murmur.diagnostics import Diagnostic, error
+from murmur.errors import DiagnosticError
+from murmur.formation.admission import AdmittedRoster, admit_file
+from murmur.formation.roster import ROSTER_FILENAME, resolve_roster_path
+
+MANIFEST_FILENAME = "murmur.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--roster [PATH]`` and ``--json``."""
+    parser.add_argument(
+        "--roster",
+        nargs="?",
+        const=".",
+        default=None,
+        metavar="PATH",
+        help="admit this roster (a project directory or its roster.yaml; bare: ./roster.yaml)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check what ``args`` names; print the report; 0 when nothing is refused, else 1."""
+    cwd = Path.cwd()
+    report: dict[str, object] = {"ok": True, "capsule": None, "roster": None}
+    lines: list[str] = []
+    stderr: list[Diagnostic] = []
+
+    roster_path: Path | None = None
+    manifest_path: Path | None = None
+    if args.roster is not None:
+        roster_path = resolve_roster_path(args.roster, cwd=cwd)
+    else:
+        if (cwd / ROSTER_FILENAME).is_file():
+            roster_path = cwd / ROSTER_FILENAME
+        if (cwd / MANIFEST_FILENAME).is_file():
+            manifest_path = cwd / MANIFEST_FILENAME
+    if roster_path is None and manifest_path is None:
+        raise DiagnosticError(
+            error(
+                "E-IO-001",
+                f"nothing to check: no {ROSTER_FILENAME} or {MANIFEST_FILENAME} in {cwd}",
+                hint="run in a capsule or roster directory, or pass --roster PATH",
+            )
+        )
+
+    if manifest_path is not None:
+        capsule, ok = _check_capsule(manifest_path, cwd, lines, stderr)
+        report["capsule"] = capsule
+        report["ok"] = bool(report["ok"]) and ok
+    if roster_path is not None:
+        roster, ok = _check_roster(roster_path, cwd, lines, stderr)
+        report["roster"] = roster
+        report["ok"] = bool(report["ok"]) and ok
+
+    if args.json:
+        print(json.dumps(report, indent=None, sort_keys=False), flush=True)
+    else:
+        print("\n".join(lines), flush=True)
+        for d in stderr:
+            print(d.render(), file=sys.stderr, flush=True)
+    return 0 if report["ok"] else 1
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def _check_capsule(
+    path: Path, cwd: Path, lines: list[str], stderr: list[Diagnostic]
+) -> tuple[dict[str, object], bool]:
+    from murmur.manifest.load import load_manifest
+
+    shown = _shown(path, cwd)
+    lines.append(f"capsule: {shown}")
+    try:
+        manifest = load_manifest(path)
+    except DiagnosticError as exc:
+        for d in exc.diagnostics:
+            lines.append(f"  ✗ {d.render().splitlines()[0]}")
+        stderr.extend(exc.diagnostics)
+        return (
+            {"path": shown, "ok": False, "diagnostics": [d.to_json() for d in exc.diagnostics]},
+            False,
+        )
+    door = "authenticated door" if manifest.authentication is not None else "public door"
+    peers = "serves peers" if manifest.accepts_peer_tasks else "refuses peers"
+    lines.append(f"  ✓ {manifest.name} {manifest.version} {peers} {door}")
+    return (
+        {
+            "path": shown,
+            "ok": True,
+            "name": manifest.name,
+            "version": manifest.version,
+            "serves_peers": manifest.accepts_peer_tasks,
+            "authenticated": manifest.authentication is not None,
+            "diagnostics": [],
+        },
+        True,
+    )
+
+
+def _check_roster(
+    path: Path, cwd: Path, lines: list[str], stderr: list[Diagnostic]
+) -> tuple[dict[str, object], bool]:
+    shown = _shown(path, cwd)
+    lines.append(f"roster: {shown}")
+    try:
+        admitted = admit_file(path, display=shown)
+    except DiagnosticError as exc:
+        first = exc.diagnostics[0]
+        lines.append(f"  ✗ {first.render().splitlines()[0]}")
+        stderr.extend(exc.diagnostics)
+        return (
+            {"path": shown, "admitted": False,
+             "diagnostics": [d.to_json() for d in exc.diagnostics]},
+            False,
+        )
+    lines.extend(member_lines(admitted))
+    lines.append(f"  {reachability_line(admitted)}")
+    for overflow in admitted.overflows:
+        lines.append(f"  ⚠ {overflow.warning().render()}")
+        lines.append(f"    Fix: {overflow.fix()}")
+    n, e = len(admitted.members), len(admitted.edges)
+    lines.append(
+        f"  ✓ admitted: {n} member{'s' if n != 1 else ''}, {e} edge{'s' if e != 1 else ''}"
+    )
+    return (roster_json(admitted, shown), True)
+
+
+def member_line(admitted: AdmittedRoster, name: str) -> str:
+    """``<name> <capsule>@<ver> [entry] serves peers|refuses peers authenticated door|public door``."""
+    m = admitted.member(name)
+    parts = [m.name, m.coordinate]
+    if m.entry:
+        parts.append("entry")
+    parts.append("serves peers" if m.serves_peers else "refuses peers")
+    parts.append("authenticated door" if m.authenticated else "public door")
+    return " ".join(parts)
+
+
+def member_lines(admitted: AdmittedRoster) -> list[str]:
+    """One indented line per member, in roster order."""
+    return [f"  {member_line(admitted, m.name)}" for m in admitted.members]
+
+
+def reachability_line(admitted: AdmittedRoster) -> str:
+    """``reachability: a → b, …`` (``reachability: none`` without edges)."""
+    if not admitted.edges:
+        return "reachability: none"
+    return "reachability: " + ", ".join(f"{e.caller} → {e.callee}" for e in admitted.edges)
+
+
+def roster_json(admitted: AdmittedRoster, shown: str) -> dict[str, object]:
+    """The ``roster`` object of ``mur doctor --json``."""
+    return {
+        "path": shown,
+        "admitted": True,
+        "reachability": admitted.reachability.value,
+        "members": [
+            {
+                "name": m.name,
+                "capsule": m.capsule,
+                "version": m.version,
+                "sha256": m.sha256,
+                "entry": m.entry,
+                "serves_peers": m.serves_peers,
+                "authenticated": m.authenticated,
+                "callees": list(m.callees),
+            }
+            for m in admitted.members
+        ],
+        "edges": [{"from": e.caller, "to": e.callee} for e in admitted.edges],
+        "warnings": [w.to_json() for w in admitted.warnings],
+        "diagnostics": [],
+    }
