@@ -1,0 +1,354 @@
+"""Artifact stores: installing ``.mur.zip`` files and resolving them by exact version.
+
+Two stores, the same layout: the project store ``<project>/.murmur/artifacts/`` and the
+global store ``$MURMUR_HOME/artifacts/`` (``~/.murmur/artifacts/``)::
+
+    <store>/<scope>/<name>/<version>/
+        <name>-<version>.mur.zip   the archive bytes exactly as installed
+        root/                      the unpacked capsule (murmur.yaml + its files)
+        installed.json             {"ref", "name", "version", "sha256"}
+
+An artifact installed from a file has scope ``local``: ``local/<name>``. Resolution asks
+for an exact version, looks in the project store, then the global store, verifies the
+archive still hashes to the sha256 recorded at install (``E-REG-002``) and checks the
+project's ``murmur.lock`` (``E-REG-005``). Installs are atomic: everything is written to a
+temporary directory inside the store and renamed into place, so a failed install leaves
+the store as it was. Specification: ``spec/artifacts.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import uuid
+import zipfile
+from pathlib import Path
+
+import attrs
+
+from murmur import paths
+from murmur.diagnostics import error
+from murmur.errors import DiagnosticError
+from murmur.manifest.load import MAX_MANIFEST_BYTES, parse_manifest_bytes
+from murmur.manifest.model import Manifest
+from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
+from murmur.registry import archive
+from murmur.registry.build import archive_name, build
+from murmur.registry.lock import check_pin, lock_path, read_lock
+
+LOCAL_SCOPE = "local"
+ROOT_DIR = "root"
+RECORD_FILE = "installed.json"
+
+
+@attrs.frozen
+class Installed:
+    """One installed artifact.
+
+    Attributes:
+        scope (str): ``"project"``, ``"global"`` or ``"registry"`` (a store named directly).
+        ref (str): the scoped name, ``local/<name>``.
+        name (str): the bare capsule name.
+        version (str): its exact version.
+        sha256 (str): hex sha256 of the ``.mur.zip`` bytes.
+        archive (Path): the installed ``.mur.zip``.
+        root (Path): the unpacked capsule directory (read-only by convention).
+        manifest (Manifest): the manifest packed in the archive (references unresolved).
+    """
+
+    scope: str
+    ref: str
+    name: str
+    version: str
+    sha256: str
+    archive: Path
+    root: Path
+    manifest: Manifest
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def rehash(installed: Installed) -> str:
+    """The sha256 of the archive bytes on disk now (``""`` when the archive is gone).
+
+    Formation supervision compares it with the sha256 bound at admission (``E-RUN-047``).
+    """
+    try:
+        h = hashlib.sha256()
+        with installed.archive.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return ""
+
+
+# --- names -------------------------------------------------------------------------------
+
+
+def split_ref(ref: str, *, allow_bare: bool) -> tuple[str, str]:
+    """``(scope, name)`` of ``<scope>/<name>`` (or of a bare name when ``allow_bare``).
+
+    Raises:
+        DiagnosticError: ``E-REG-007`` for a bare name where a scoped one is needed (the hint
+        names ``local/<name>``) or a name that is not valid.
+    """
+    scope, sep, name = ref.partition("/")
+    if not sep:
+        if allow_bare and is_capsule_name(ref):
+            return LOCAL_SCOPE, ref
+        hint = (f"write `{LOCAL_SCOPE}/{ref}` for a capsule installed from its .mur.zip "
+                f"(scoped form `<scope>/<name>`)") if is_capsule_name(ref) else \
+            "artifact names are `<scope>/<name>`, e.g. `local/demo`"
+        raise DiagnosticError(error("E-REG-007", f"`{ref}` is not a scoped artifact name", hint=hint))
+    if not (is_capsule_name(scope) and is_capsule_name(name)):
+        raise DiagnosticError(error(
+            "E-REG-007", f"`{ref}` is not a valid artifact name",
+            hint="artifact names are `<scope>/<name>` in lowercase letters, digits and `-`"))
+    return scope, name
+
+
+def _version_ok(version: str) -> bool:
+    return bool(version.strip()) and version.strip().lower() not in RESERVED_VERSIONS \
+        and VERSION_RE.fullmatch(version) is not None
+
+
+def _reserved_version(ref: str, version: str) -> DiagnosticError:
+    shown = version.strip() or "(blank)"
+    return DiagnosticError(error(
+        "E-REG-004",
+        f"version {shown} of {ref} resolves to nothing: resolution needs an exact version",
+        hint="`latest`, `stable`, `edge` and a blank version name no artifact; give e.g. `0.1.0`"))
+
+
+# --- reading a store -----------------------------------------------------------------------
+
+
+def _entry_dir(store: Path, scope: str, name: str, version: str) -> Path:
+    return store / scope / name / version
+
+
+def _load_entry(entry: Path, scope_label: str) -> Installed:
+    """Read one installed entry, verifying its record against its archive bytes."""
+    where = str(entry)
+    try:
+        record = json.loads((entry / RECORD_FILE).read_text(encoding="utf-8"))
+        ref, name, version, sha = (str(record[k]) for k in ("ref", "name", "version", "sha256"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DiagnosticError(error(
+            "E-REG-002", f"the installed artifact at {entry} has no readable record ({exc})",
+            path=where, hint="reinstall it with `mur install`")) from None
+    zip_path = entry / f"{name}-{version}{archive.ARCHIVE_SUFFIX}"
+    try:
+        data = zip_path.read_bytes()
+    except OSError as exc:
+        raise DiagnosticError(error(
+            "E-REG-002", f"the archive of {ref}@{version} cannot be read ({exc.strerror})",
+            path=str(zip_path), hint="reinstall it with `mur install`")) from None
+    actual = sha256_bytes(data)
+    if actual != sha:
+        raise DiagnosticError(error(
+            "E-REG-002",
+            f"{ref}@{version} no longer matches its recorded sha256 (recorded {sha}, now {actual})",
+            path=str(zip_path), hint="reinstall it with `mur install`"))
+    with archive.open_archive(data, where=str(zip_path)) as zf:
+        raw = archive.read_member(zf, archive.MANIFEST_ENTRY, where=str(zip_path),
+                                  limit=MAX_MANIFEST_BYTES)
+    manifest = parse_manifest_bytes(raw, path=f"{zip_path}!{archive.MANIFEST_ENTRY}")
+    if (manifest.name, manifest.version) != (name, version):
+        raise DiagnosticError(error(
+            "E-REG-002", f"{ref}@{version} holds the manifest of {manifest.name}@{manifest.version}",
+            path=str(zip_path), hint="reinstall it with `mur install`"))
+    return Installed(scope_label, ref, name, version, sha, zip_path, entry / ROOT_DIR, manifest)
+
+
+def _find(store: Path, scope: str, name: str, version: str, label: str) -> Installed | None:
+    entry = _entry_dir(store, scope, name, version)
+    if not (entry / RECORD_FILE).is_file():
+        return None
+    return _load_entry(entry, label)
+
+
+def resolve_in_store(store_dir: Path, name: str, version: str) -> Installed | None:
+    """Look up one artifact in one store only (used by ``mur-roost --registry-path``).
+
+    Args:
+        store_dir (Path): a store directory (one holding ``<scope>/<name>/<version>/``).
+        name (str): a bare capsule name (meaning ``local/<name>``) or ``<scope>/<name>``.
+        version (str): the exact version; blank and reserved words resolve to nothing.
+
+    Returns:
+        Installed | None: the artifact (``scope="registry"``), or None when absent.
+
+    Raises:
+        DiagnosticError: ``E-REG-007`` for an invalid name; ``E-REG-002`` for an entry whose
+        bytes no longer match its record.
+    """
+    scope, bare = split_ref(name, allow_bare=True)
+    if not _version_ok(version):
+        return None
+    return _find(store_dir, scope, bare, version, "registry")
+
+
+def _stores(project_dir: Path | None) -> list[tuple[str, Path]]:
+    return [("project", paths.project_store(project_dir)), ("global", paths.global_store())]
+
+
+def resolve(
+    ref: str, version: str, *, project_dir: Path | None = None, check_lock: bool = True
+) -> Installed:
+    """Resolve ``<scope>/<name>`` at an exact version: project store, then global store.
+
+    Args:
+        ref (str): the scoped name, e.g. ``local/demo``.
+        version (str): the exact version.
+        project_dir (Path | None): the project (default: the current directory); its store
+            and ``murmur.lock`` are used.
+        check_lock (bool): check the project's ``murmur.lock`` (never written here).
+
+    Raises:
+        DiagnosticError: ``E-REG-007`` bare or invalid name; ``E-REG-004`` blank or reserved
+        version; ``E-REG-001`` not installed; ``E-REG-002`` tampered entry; ``E-REG-005``
+        disagreement with ``murmur.lock``; ``E-REG-008`` unreadable lock.
+    """
+    scope, name = split_ref(ref, allow_bare=False)
+    if not _version_ok(version):
+        if not version.strip() or version.strip().lower() in RESERVED_VERSIONS:
+            raise _reserved_version(ref, version)
+        raise DiagnosticError(error("E-REG-001", f"`{version}` is not a valid version of {ref}",
+                                    hint="give an exact version such as `0.1.0`"))
+    found: Installed | None = None
+    for label, store in _stores(project_dir):
+        found = _find(store, scope, name, version, label)
+        if found is not None:
+            break
+    if found is None:
+        others = sorted({i.version for i in list_installed(project_dir=project_dir) if i.ref == ref})
+        hint = (f"installed versions of {ref}: {', '.join(others)}" if others else
+                f"install it with `mur install <{name}-{version}.mur.zip>` (or -g for the global store)")
+        raise DiagnosticError(error("E-REG-001", f"{ref}@{version} is not installed", hint=hint))
+    if check_lock:
+        lock = lock_path(project_dir)
+        check_pin(read_lock(lock), ref, version, found.sha256, where=str(lock))
+    return found
+
+
+def list_installed(*, project_dir: Path | None = None) -> list[Installed]:
+    """Every readable installed artifact: project store first, then global; by ref, version.
+
+    Entries that fail verification are left out (``resolve`` reports them with a code).
+    """
+    out: list[Installed] = []
+    for label, store in _stores(project_dir):
+        found = []
+        for record in sorted(store.glob(f"*/*/*/{RECORD_FILE}")):
+            entry = record.parent
+            if any(p.startswith(".") for p in entry.relative_to(store).parts):
+                continue
+            with contextlib.suppress(DiagnosticError):
+                found.append(_load_entry(entry, label))
+        found.sort(key=lambda i: (i.ref, _version_key(i.version)))
+        out += found
+    return out
+
+
+def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    parts: list[tuple[int, int | str]] = []
+    for piece in version.replace("-", ".").replace("+", ".").split("."):
+        parts.append((0, int(piece)) if piece.isdigit() else (1, piece))
+    return tuple(parts)
+
+
+# --- installing ------------------------------------------------------------------------------
+
+
+def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> Installed:
+    """Install a ``.mur.zip`` (or build a capsule directory, then install its archive).
+
+    Args:
+        source (Path): a ``.mur.zip`` file or a capsule source directory.
+        global_ (bool): install into the global store instead of the project store.
+        project_dir (Path | None): the project whose store is used (default: the cwd).
+
+    Returns:
+        Installed: the new entry (``local/<name>``), scope ``"global"`` or ``"project"``.
+
+    Raises:
+        DiagnosticError: ``E-IO-001`` missing source; build codes for a directory; archive
+        codes ``E-BLD-003..008``; manifest codes for the packed ``murmur.yaml``. On any
+        failure the store is left as it was.
+    """
+    if source.is_dir():
+        source = build(source)
+    where = str(source)
+    try:
+        size = source.stat().st_size
+        if size > archive.MAX_ARCHIVE_BYTES:
+            raise DiagnosticError(error(
+                "E-BLD-006", f"the archive is {size} bytes (most: {archive.MAX_ARCHIVE_BYTES})",
+                path=where))
+        data = source.read_bytes()
+    except FileNotFoundError:
+        raise DiagnosticError(error("E-IO-001", f"no such file: {source}", path=where,
+                                    hint="pass a .mur.zip made by `mur build`, or a capsule directory")) from None
+    except OSError as exc:
+        raise DiagnosticError(error("E-IO-003", f"cannot read {source} ({exc.strerror})",
+                                    path=where)) from None
+    sha = sha256_bytes(data)
+    with archive.open_archive(data, where=where) as zf:
+        files = archive.check_entries(zf, where=where)
+        raw = archive.read_member(zf, archive.MANIFEST_ENTRY, where=where, limit=MAX_MANIFEST_BYTES)
+        manifest = parse_manifest_bytes(raw, path=f"{where}!{archive.MANIFEST_ENTRY}")
+        label = "global" if global_ else "project"
+        store = paths.global_store() if global_ else paths.project_store(project_dir)
+        entry = _place(zf, files, data, manifest, store, where=where)
+    return Installed(label, f"{LOCAL_SCOPE}/{manifest.name}", manifest.name, manifest.version, sha,
+                     entry / archive_name(manifest), entry / ROOT_DIR, manifest)
+
+
+def _guard_store(store: Path, where: str) -> None:
+    """Refuse a store path whose murmur-owned parts are symlinks (E-BLD-005)."""
+    base = store.parent  # `.murmur` (project) or MURMUR_HOME (global)
+    if store.parent.name == ".murmur":
+        base = store.parent.parent
+    archive.refuse_symlinks(base, store, where=where)
+
+
+def _place(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], data: bytes,
+           manifest: Manifest, store: Path, *, where: str) -> Path:
+    _guard_store(store, where)
+    final = _entry_dir(store, LOCAL_SCOPE, manifest.name, manifest.version)
+    archive.refuse_symlinks(store, final, where=where)
+    store.mkdir(parents=True, exist_ok=True)
+    tmp = store / f".tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    old: Path | None = None
+    try:
+        (tmp / ROOT_DIR).mkdir()
+        archive.extract(zf, files, tmp / ROOT_DIR, where=where)
+        (tmp / archive_name(manifest)).write_bytes(data)
+        record = {"ref": f"{LOCAL_SCOPE}/{manifest.name}", "name": manifest.name,
+                  "version": manifest.version, "sha256": sha256_bytes(data)}
+        (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        archive.refuse_symlinks(store, final, where=where)
+        if final.exists():
+            old = store / f".old-{uuid.uuid4().hex}"
+            os.rename(final, old)
+        os.rename(tmp, final)
+    except BaseException:
+        if old is not None and not final.exists():
+            os.rename(old, final)
+            old = None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
