@@ -1,0 +1,18 @@
+"""Agent capsules: the inference loop, its transports and its runtime-provided tools.
+
+A capsule whose manifest has an ``inference`` block runs its tasks through
+:class:`AgentWorkload` (build it with :func:`make_agent_workload` at launch). Modules:
+
+* :mod:`murmur.agent.config` — the ``inference`` block, checked once;
+* :mod:`murmur.agent.loop` — the turn loop of one task;
+* :mod:`murmur.agent.tools` / :mod:`murmur.agent.dispatch` — tools and their grants;
+* :mod:`murmur.agent.members` — call-member answers and the continuation;
+* :mod:`murmur.agent.fence` — untrusted-content markers;
+* :mod:`murmur.agent.transports` — the OpenAI-compatible, Anthropic and process drivers.
+
+Design: spec/agent.md.
+"""
+
+from murmur.agent.workload import AgentWorkload, make_agent_workload
+
+__all__ = ["AgentWorkload", "make_agent_workload"]

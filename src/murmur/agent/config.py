@@ -1,0 +1,195 @@
+"""An agent capsule's ``inference`` block, checked and resolved once at launch.
+
+:func:`agent_config` turns the manifest's ``inference`` block into an :class:`AgentConfig`,
+or refuses the launch with a coded diagnostic (contract sheet section 1.3):
+
+* ``E-RUN-005`` — ``transport: http`` with no ``driver.artifact``;
+* ``E-RUN-006`` — a driver artifact murmur does not provide, or a ``transport: process``
+  command not found on ``PATH``;
+* ``E-RUN-009`` — ``system_prompt_file`` unreadable;
+* ``E-MAN-003`` — no ``inference`` block, a bad endpoint, no model, both prompt keys.
+
+The provider key is **not** resolved here: only its reference is kept, and it is read from
+the environment at inference time (:func:`murmur.agent.transports.http.resolve_api_key`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from murmur.agent.transports import anthropic, openai
+from murmur.agent.transports.http import check_endpoint, key_variable
+from murmur.diagnostics import error
+from murmur.errors import DiagnosticError
+from murmur.manifest.model import Manifest, Transport
+
+__all__ = ["DRIVERS", "AgentConfig", "agent_config", "driver_kind"]
+
+# Built-in drivers by upstream artifact name.
+DRIVERS = {openai.ARTIFACT: "openai", anthropic.ARTIFACT: "anthropic"}
+
+
+@attrs.frozen
+class AgentConfig:
+    """What the agent loop needs from the manifest.
+
+    Attributes:
+        transport (str): ``http`` | ``process``.
+        driver (str | None): ``openai`` | ``anthropic`` (http only).
+        endpoint (str | None): the provider URL (http only).
+        model (str | None): the model name.
+        api_key_ref (str | None): ``inference.api_key`` as written (``${VAR}`` or literal).
+        max_tokens (int): per-turn output cap.
+        max_turns (int): inference calls per task.
+        system_prompt (str | None): the resolved system prompt text.
+        system_prompt_source (str): ``none`` | ``inline`` | ``file`` | ``override``.
+        driver_config (Mapping[str, object]): ``driver.config`` (empty when absent).
+        command (tuple[str, ...]): the agent CLI argv (process only).
+    """
+
+    transport: str
+    driver: str | None
+    endpoint: str | None
+    model: str | None
+    api_key_ref: str | None = attrs.field(repr=False)
+    max_tokens: int
+    max_turns: int
+    system_prompt: str | None
+    system_prompt_source: str
+    driver_config: Mapping[str, object] = attrs.field(factory=dict)
+    command: tuple[str, ...] = ()
+
+    @property
+    def key_name(self) -> str | None:
+        """The environment variable the key comes from, or None (no key / a literal)."""
+        return key_variable(self.api_key_ref)
+
+
+def driver_kind(artifact: str) -> str | None:
+    """``openai`` / ``anthropic`` for a built-in driver artifact name (bare or scoped)."""
+    return DRIVERS.get(artifact.rsplit("/", 1)[-1])
+
+
+def _refuse(code: str, message: str, hint: str | None = None) -> DiagnosticError:
+    return DiagnosticError(error(code, message, hint=hint))
+
+
+def _system_prompt(
+    manifest: Manifest, capsule_root: Path, override: str | None
+) -> tuple[str | None, str]:
+    inf = manifest.inference
+    assert inf is not None
+    if inf.system_prompt is not None and inf.system_prompt_file is not None:
+        raise _refuse(
+            "E-MAN-003",
+            "inference declares both system_prompt and system_prompt_file",
+            "keep one of them",
+        )
+    if override is not None:
+        return override, "override"
+    if inf.system_prompt is not None:
+        return inf.system_prompt.strip(), "inline"
+    if inf.system_prompt_file is not None:
+        path = capsule_root / inf.system_prompt_file
+        try:
+            return path.read_text(encoding="utf-8"), "file"
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise _refuse(
+                "E-RUN-009",
+                f"the system prompt file {inf.system_prompt_file} cannot be read: {reason}",
+                "the path is relative to the capsule's directory",
+            ) from exc
+    return None, "none"
+
+
+def agent_config(
+    manifest: Manifest,
+    capsule_root: Path,
+    *,
+    environ: Mapping[str, str],
+    system_prompt_override: str | None = None,
+) -> AgentConfig:
+    """Check and resolve the ``inference`` block of an agent capsule.
+
+    Args:
+        manifest (Manifest): a loaded manifest with an ``inference`` block.
+        capsule_root (Path): the capsule's directory (``system_prompt_file`` is relative to it).
+        environ (Mapping[str, str]): the session's environment (``PATH`` for a process command).
+        system_prompt_override (str | None): ``mur run --system-prompt``.
+
+    Returns:
+        AgentConfig: the resolved settings.
+
+    Raises:
+        DiagnosticError: ``E-MAN-003``, ``E-RUN-005``, ``E-RUN-006`` or ``E-RUN-009``.
+    """
+    inf = manifest.inference
+    if inf is None:
+        raise _refuse("E-MAN-003", "an agent capsule needs an `inference` block")
+    prompt, source = _system_prompt(manifest, capsule_root, system_prompt_override)
+    base = AgentConfig(
+        transport="http",
+        driver=None,
+        endpoint=None,
+        model=inf.model,
+        api_key_ref=inf.api_key,
+        max_tokens=inf.max_tokens,
+        max_turns=inf.max_turns,
+        system_prompt=prompt,
+        system_prompt_source=source,
+    )
+    if inf.transport is Transport.PROCESS:
+        return _process_config(inf.command, environ, base)
+    if inf.driver is None or not inf.driver.artifact:
+        raise _refuse(
+            "E-RUN-005",
+            "no inference driver is configured",
+            f"set inference.driver.artifact to {openai.ARTIFACT} or {anthropic.ARTIFACT}",
+        )
+    kind = driver_kind(inf.driver.artifact)
+    if kind is None:
+        raise _refuse(
+            "E-RUN-006",
+            f"the inference driver {inf.driver.artifact} is not available",
+            f"built-in drivers: {', '.join(DRIVERS)}",
+        )
+    if not inf.endpoint:
+        raise _refuse("E-MAN-003", "inference.endpoint is required for transport http")
+    problem = check_endpoint(inf.endpoint)
+    if problem is not None:
+        raise _refuse("E-MAN-003", problem)
+    if not inf.model:
+        raise _refuse("E-MAN-003", "inference.model is required for transport http")
+    return attrs.evolve(
+        base, driver=kind, endpoint=inf.endpoint, driver_config=dict(inf.driver.config or {})
+    )
+
+
+def _process_config(
+    command: str | None, environ: Mapping[str, str], base: AgentConfig
+) -> AgentConfig:
+    if not command or not command.strip():
+        raise _refuse("E-MAN-003", "inference.command is required for transport process")
+    try:
+        argv = tuple(shlex.split(command))
+    except ValueError as exc:
+        raise _refuse("E-MAN-003", f"inference.command cannot be split into words: {exc}") from exc
+    binary = argv[0]
+    if "/" in binary:
+        raise _refuse(
+            "E-MAN-003",
+            f"inference.command names a path ({binary}); name a bare program found on PATH",
+        )
+    if shutil.which(binary, path=environ.get("PATH", "")) is None:
+        raise _refuse(
+            "E-RUN-006",
+            f"the agent command {binary} is not on PATH",
+            "install it, or fix inference.command",
+        )
+    return attrs.evolve(base, transport="process", command=argv)

@@ -1,0 +1,300 @@
+"""HTTP plumbing shared by the built-in drivers: endpoints, the provider key, retries.
+
+* :func:`check_endpoint` — ``https://`` to any host, ``http://`` only to loopback
+  (contract sheet section 1.3).
+* :func:`resolve_api_key` — ``${UPPER_SNAKE}`` resolved from the capsule process's own
+  environment at inference time; anything else is a literal.
+* :func:`post_json` — one JSON POST with retries and backoff on 429 / 5xx / connection
+  failures, bounded by the attempt budget and by the calling task's deadline; 401 / 403
+  fail at once with ``E-RUN-027`` and are never retried.
+
+The provider key appears in exactly one place: the request header the driver builds. Every
+message this module produces is built from status codes and the endpoint, and any provider
+text quoted in one is passed through :func:`redact` first.
+
+Design: spec/agent.md, "Transports" and "Secrets".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import random
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from urllib.parse import urlsplit
+
+import attrs
+import httpx
+import trio
+
+from murmur.agent.transports import InferenceError
+
+__all__ = [
+    "REQUEST_TIMEOUT",
+    "RetryPolicy",
+    "check_endpoint",
+    "is_retryable",
+    "key_variable",
+    "parse_retry_after",
+    "post_json",
+    "redact",
+    "resolve_api_key",
+    "retry_delay",
+]
+
+# One inference request: connect within 10 s, the reply within 10 minutes (long generations).
+REQUEST_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+
+_KEY_REF = re.compile(r"^\$\{([A-Z_][A-Z0-9_]*)\}$")
+_SNIPPET = 300  # characters of a provider's error body quoted in a failure message
+
+
+def check_endpoint(url: str) -> str | None:
+    """Why ``url`` is not an acceptable inference endpoint, or None when it is.
+
+    Pure. ``https://`` with any host is accepted; ``http://`` only with ``localhost`` or a
+    loopback IP literal (``127.0.0.0/8``, ``::1``); a schemeless or other-scheme URL, or one
+    with a query or fragment, is refused.
+
+    Args:
+        url (str): ``inference.endpoint`` as written.
+
+    Returns:
+        str | None: one sentence naming the problem, or None.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"inference.endpoint {url!r} is not an http(s) URL with a host"
+    if parts.query or parts.fragment:
+        return f"inference.endpoint {url!r} carries a query or fragment"
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        return (
+            f"inference.endpoint {url!r} uses http to a host that is not loopback; "
+            "use https, or http only for localhost / 127.0.0.1 / ::1"
+        )
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def key_variable(raw: str | None) -> str | None:
+    """The variable name in a ``${UPPER_SNAKE_CASE}`` key reference, or None for a literal."""
+    if raw is None:
+        return None
+    m = _KEY_REF.match(raw)
+    return m.group(1) if m else None
+
+
+def resolve_api_key(raw: str | None, environ: Mapping[str, str]) -> str | None:
+    """The provider key for one task, read from the capsule's own environment.
+
+    Args:
+        raw (str | None): ``inference.api_key`` as written: ``${VAR}`` or a literal.
+        environ (Mapping[str, str]): this process's environment.
+
+    Returns:
+        str | None: the key; None when no key is configured (keyless local servers).
+
+    Raises:
+        InferenceError: (``runtime_error``) the named variable is unset or blank; the
+            message names the variable, never a value.
+    """
+    if raw is None:
+        return None
+    var = key_variable(raw)
+    if var is None:
+        return raw
+    value = environ.get(var, "")
+    if not value.strip():
+        raise InferenceError(
+            "runtime_error",
+            f"inference.api_key names ${{{var}}}, which is not set in the capsule's environment",
+        )
+    return value
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` replaced by ``[redacted]``."""
+    if secret and len(secret) >= 4:
+        return text.replace(secret, "[redacted]")
+    return text
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How a driver retries 429 / 5xx / connection failures (seconds).
+
+    Attributes:
+        max_attempts (int): requests made at most, the first included.
+        base_delay (float): wait after the first failure; doubles per failure.
+        max_delay (float): cap on one computed wait.
+        jitter (float): up to this much is added at random to each wait.
+        max_retry_after (float): cap on a provider's ``Retry-After``.
+    """
+
+    max_attempts: int = 6
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    jitter: float = 0.25
+    max_retry_after: float = 60.0
+
+
+def is_retryable(status: int) -> bool:
+    """True for the statuses a driver retries: 429 and every 5xx."""
+    return status == 429 or 500 <= status <= 599
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds form only), or None."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def retry_delay(
+    policy: RetryPolicy, failures: int, retry_after: float | None, jitter: float
+) -> float:
+    """Seconds to wait before the next attempt (pure).
+
+    Args:
+        policy (RetryPolicy): the bounds.
+        failures (int): failed attempts so far (>= 1).
+        retry_after (float | None): the provider's ``Retry-After``, seconds.
+        jitter (float): a number in [0, 1) scaling ``policy.jitter``.
+
+    Returns:
+        float: ``min(base * 2**(failures-1), max_delay)``, or the provider's ``Retry-After``
+        (capped at ``max_retry_after``) when that is longer, plus jitter.
+    """
+    computed: float = min(policy.base_delay * 2.0 ** (failures - 1), policy.max_delay)
+    if retry_after is not None:
+        computed = max(computed, min(retry_after, policy.max_retry_after))
+    return computed + policy.jitter * jitter
+
+
+def _snippet(resp: httpx.Response, secret: str | None) -> str:
+    try:
+        text = resp.text
+    except Exception:  # an undecodable body says nothing useful
+        return ""
+    text = " ".join(text.split())[:_SNIPPET]
+    return redact(text, secret)
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Mapping[str, object],
+    secret: str | None,
+    policy: RetryPolicy | None = None,
+    sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+    rng: Callable[[], float] = random.random,
+    key_name: str | None = None,
+) -> Mapping[str, object]:
+    """POST ``body`` as JSON and return the JSON object answered, retrying what is retryable.
+
+    Retries 429, 5xx and connection / timeout failures with exponential backoff
+    (:func:`retry_delay`) while attempts remain and the next attempt would start before the
+    calling task's deadline (``trio.current_effective_deadline()``). Cancellation abandons
+    the request in flight (httpx closes the connection) and propagates.
+
+    Args:
+        client (httpx.AsyncClient): the task's client.
+        url (str): the full request URL.
+        headers (Mapping[str, str]): request headers (the key header included).
+        body (Mapping[str, object]): the JSON body.
+        secret (str | None): the provider key, redacted from any quoted provider text.
+        policy (RetryPolicy | None): attempt budget and backoff (default: RetryPolicy()).
+        sleep: the waiting function (tests record the waits).
+        rng: a source of numbers in [0, 1) for jitter.
+        key_name (str | None): the variable ``inference.api_key`` names, for the hint.
+
+    Returns:
+        Mapping[str, object]: the parsed JSON object of a 2xx reply.
+
+    Raises:
+        InferenceError: ``credential_rejected`` (401 / 403, ``E-RUN-027``, not retried);
+            ``driver_error`` (another 4xx, or retries exhausted / past the deadline);
+            ``malformed_response`` (a 2xx whose body is not a JSON object).
+    """
+    policy = policy or RetryPolicy()
+    failures = 0
+    while True:
+        retry_after: float | None = None
+        try:
+            resp = await client.post(url, json=dict(body), headers=dict(headers))
+        except httpx.TransportError as exc:
+            failure = f"{type(exc).__name__} reaching {url}"
+        else:
+            status = resp.status_code
+            if status in (401, 403):
+                raise _credential_rejected(status, url, key_name)
+            if 200 <= status < 300:
+                return _parse_body(resp, url)
+            if not is_retryable(status):
+                detail = _snippet(resp, secret)
+                raise InferenceError(
+                    "driver_error",
+                    f"the inference provider answered HTTP {status} from {url}"
+                    + (f": {detail}" if detail else ""),
+                    status=status,
+                )
+            failure = f"HTTP {status} from {url}"
+            retry_after = parse_retry_after(resp.headers.get("retry-after"))
+        failures += 1
+        if failures >= policy.max_attempts:
+            raise InferenceError(
+                "driver_error",
+                f"inference failed after {failures} attempts; last: {failure}",
+            )
+        delay = retry_delay(policy, failures, retry_after, rng())
+        if trio.current_time() + delay >= trio.current_effective_deadline():
+            raise InferenceError(
+                "driver_error",
+                f"inference failed after {failures} attempt(s); last: {failure}; "
+                "retrying would pass the task's deadline",
+            )
+        await sleep(delay)
+
+
+def _credential_rejected(status: int, url: str, key_name: str | None) -> InferenceError:
+    where = f"the key in ${{{key_name}}}" if key_name else "the key in inference.api_key"
+    return InferenceError(
+        "credential_rejected",
+        f"E-RUN-027: the inference provider rejected the credential (HTTP {status} from {url}); "
+        f"check {where}; not retried",
+        status=status,
+        code="E-RUN-027",
+    )
+
+
+def _parse_body(resp: httpx.Response, url: str) -> Mapping[str, object]:
+    try:
+        data = json.loads(resp.content)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        raise InferenceError(
+            "malformed_response",
+            f"the inference provider at {url} answered HTTP {resp.status_code} "
+            "with a body that is not a JSON object",
+            status=resp.status_code,
+        )
+    return data

@@ -1,0 +1,190 @@
+"""The agent workload: what a session runs for a capsule with an ``inference`` block.
+
+:class:`AgentWorkload` implements :class:`murmur.session.workload.Workload`. Built once per
+session (:func:`make_agent_workload` checks the ``inference`` block and refuses the launch
+with a coded diagnostic), it runs each task:
+
+* ``transport: http`` — resolves the provider key from the capsule process's environment
+  (now, at inference time, never earlier), opens an HTTP client for the task, picks the
+  built-in driver and runs the :class:`~murmur.agent.loop.TaskLoop`;
+* ``transport: process`` — runs the agent CLI once
+  (:func:`~murmur.agent.transports.process.run_process_task`).
+
+Design: spec/agent.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+
+import httpx
+import trio
+
+from murmur.agent.config import AgentConfig, agent_config
+from murmur.agent.dispatch import ShellFn, ToolDispatcher
+from murmur.agent.loop import TaskLoop, initial_text
+from murmur.agent.tools import build_inventory
+from murmur.agent.transports import InferenceError, Transport
+from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
+from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_api_key
+from murmur.agent.transports.openai import OpenAIDriver
+from murmur.agent.transports.process import run_process_task
+from murmur.manifest.model import Manifest
+from murmur.session.workload import TaskContext, TaskOutcome, TaskServices
+from murmur.shell import run_shell
+
+__all__ = ["AgentWorkload", "make_agent_workload", "make_transport"]
+
+
+def make_transport(
+    config: AgentConfig,
+    client: httpx.AsyncClient,
+    api_key: str | None,
+    *,
+    policy: RetryPolicy,
+    sleep: Callable[[float], Awaitable[None]],
+) -> Transport:
+    """The built-in driver for ``config`` (``openai`` or ``anthropic``)."""
+    assert config.endpoint is not None and config.model is not None
+    if config.driver == "anthropic":
+        version = config.driver_config.get("anthropic_version", DEFAULT_VERSION)
+        return AnthropicDriver(
+            client=client,
+            endpoint=config.endpoint,
+            model=config.model,
+            max_tokens=config.max_tokens,
+            api_key=api_key,
+            key_name=config.key_name,
+            version=str(version),
+            policy=policy,
+            sleep=sleep,
+        )
+    field = config.driver_config.get("token_limit_field", "max_tokens")
+    return OpenAIDriver(
+        client=client,
+        endpoint=config.endpoint,
+        model=config.model,
+        max_tokens=config.max_tokens,
+        api_key=api_key,
+        key_name=config.key_name,
+        token_field="max_completion_tokens" if field == "max_completion_tokens" else "max_tokens",
+        policy=policy,
+        sleep=sleep,
+    )
+
+
+class AgentWorkload:
+    """Runs tasks of an agent capsule.
+
+    Construction checks the ``inference`` block (the launch is refused on a problem); the
+    provider key is not read until a task runs.
+
+    Args:
+        manifest (Manifest): the capsule's manifest (with an ``inference`` block).
+        capsule_root (Path): the capsule's directory (``system_prompt_file`` is relative to it).
+        environ (Mapping[str, str] | None): where the provider key is read at inference time
+            and whose ``PATH`` finds a process command (default: the live ``os.environ``).
+        system_prompt_override (str | None): ``mur run --system-prompt``.
+        policy (RetryPolicy | None): retry bounds for 429 / 5xx (default :class:`RetryPolicy`).
+        sleep: the backoff waiting function (tests record the waits).
+        shell (ShellFn): the shell runner for shell tools and the process transport.
+
+    Raises:
+        DiagnosticError: ``E-MAN-003``, ``E-RUN-005``, ``E-RUN-006``, ``E-RUN-009``
+            (see :func:`murmur.agent.config.agent_config`).
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        capsule_root: Path,
+        *,
+        environ: Mapping[str, str] | None = None,
+        system_prompt_override: str | None = None,
+        policy: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        shell: ShellFn = run_shell,
+    ) -> None:
+        self.manifest = manifest
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.config: AgentConfig = agent_config(
+            manifest,
+            capsule_root,
+            environ=self.environ,
+            system_prompt_override=system_prompt_override,
+        )
+        self.policy = policy or RetryPolicy()
+        self.sleep = sleep
+        self.shell = shell
+
+    def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
+        """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
+        return build_inventory(self.manifest, services).names
+
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+        """Run one task (see :class:`murmur.session.workload.Workload`).
+
+        Returns:
+            TaskOutcome: ``ok`` | ``failed`` | ``max_turns_reached`` | ``no_answer``.
+
+        Raises:
+            trio.Cancelled: the task was cancelled; nothing it started is left running.
+        """
+        if self.config.transport == "process":
+            return await run_process_task(
+                ctx,
+                self.config.command,
+                task_text=initial_text(ctx),
+                system_prompt=self.config.system_prompt,
+                shell=self.shell,
+            )
+        try:
+            api_key = resolve_api_key(self.config.api_key_ref, self.environ)
+        except InferenceError as exc:
+            ctx.trace.emit(
+                "task_failed",
+                parent_id=ctx.task_event_id,
+                task_id=ctx.task_id,
+                turn=0,
+                cause=exc.cause,
+                reason=exc.message,
+            )
+            return TaskOutcome("failed", exc.message)
+        inventory = build_inventory(ctx.manifest, ctx.services)
+        async with httpx.AsyncClient(
+            timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False
+        ) as client:
+            transport = make_transport(
+                self.config, client, api_key, policy=self.policy, sleep=self.sleep
+            )
+            loop = TaskLoop(
+                ctx=ctx,
+                transport=transport,
+                inventory=inventory,
+                dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell),
+                system=self.config.system_prompt,
+                max_turns=self.config.max_turns,
+                secret=api_key,
+            )
+            return await loop.run()
+
+
+def make_agent_workload(
+    manifest: Manifest,
+    capsule_root: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    system_prompt_override: str | None = None,
+) -> AgentWorkload:
+    """Check an agent capsule's ``inference`` block and build its workload.
+
+    The session calls this at launch; see :class:`AgentWorkload` for the arguments.
+
+    Raises:
+        DiagnosticError: ``E-MAN-003``, ``E-RUN-005``, ``E-RUN-006``, ``E-RUN-009``.
+    """
+    return AgentWorkload(
+        manifest, capsule_root, environ=environ, system_prompt_override=system_prompt_override
+    )
