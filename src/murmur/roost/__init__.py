@@ -1,0 +1,7 @@
+"""mur-roost: the spawn-authority daemon (seed 000).
+
+Layers: :mod:`~murmur.roost.envelope` (pure: lower a manifest, referee two envelopes),
+:mod:`~murmur.roost.ledger` (pure, clock-injected decisions), :mod:`~murmur.roost.app` (the
+Quart-Trio HTTP layer that only parses, asks the ledger and serialises) and
+:mod:`~murmur.roost.client` (the async client a capsule runtime uses).
+"""

@@ -1,0 +1,219 @@
+"""mur-roost's two MAC'd tokens: spawn credentials (``msc1.``) and spawn approvals (``msa1.``).
+
+Design: seed 000, "Credentials and approvals". A token is three dot-separated parts::
+
+    <kind>.<base64url(JSON payload)>.<base64url(HMAC-SHA256)>
+
+* ``kind`` is ``msc1`` (credential) or ``msa1`` (approval).
+* The MAC covers ``<kind>.<payload>`` -- the kind is bound into what is MAC'd -- and each kind
+  has its own key, so a credential presented as an approval (or the reverse) never verifies.
+* Both keys are random per process and live only in memory (:class:`Keyring`); a restart
+  invalidates every token minted before it.
+* Verification is strict and total: any string that is not exactly a token this keyring
+  minted yields ``None`` (never an exception), compared with :func:`hmac.compare_digest`.
+
+A credential names one session. An approval names the granting session, one artifact (name,
+version, sha256), the child's depth budget and its absolute expiry in unix milliseconds.
+Formation tokens (``mft1``, Ed25519) are not here; see ``murmur.formation.tokens``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import hashlib
+import hmac
+import json
+import re
+import secrets
+
+import attrs
+
+__all__ = [
+    "MAX_TOKEN_CHARS",
+    "ApprovalClaims",
+    "CredentialClaims",
+    "Keyring",
+    "TokenKind",
+]
+
+MAX_TOKEN_CHARS = 4096  # longer header values are refused before any decoding
+_KEY_BYTES = 32
+_MAC_B64_CHARS = 43  # 32 bytes of HMAC-SHA256, base64url without padding
+_B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
+_VERSION = 1
+
+
+class TokenKind(enum.Enum):
+    """The two token kinds and their wire prefixes."""
+
+    CREDENTIAL = "msc1"
+    APPROVAL = "msa1"
+
+
+@attrs.frozen
+class CredentialClaims:
+    """What a verified credential says: the session it was minted for.
+
+    Attributes:
+        session_id (str): the registered session this credential speaks for.
+    """
+
+    session_id: str
+
+
+@attrs.frozen
+class ApprovalClaims:
+    """What a verified approval says (all sealed under the approval key).
+
+    Attributes:
+        approval_id (str): unique per approval within one daemon process.
+        granted_by (str): session id of the session whose ``POST /spawn`` was granted.
+        name (str): the approved artifact's name.
+        version (str): the approved artifact's version.
+        sha256 (str): the approved artifact's content hash (lowercase hex).
+        depth_remaining (int): the child's depth budget (one less than its parent's).
+        expires_at_ms (int): absolute expiry, unix milliseconds.
+    """
+
+    approval_id: str
+    granted_by: str
+    name: str
+    version: str
+    sha256: str
+    depth_remaining: int
+    expires_at_ms: int
+
+
+def _b64e(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _b64d(text: str) -> bytes | None:
+    """Decode canonical unpadded base64url, or None (non-canonical encodings are refused)."""
+    if not _B64URL.match(text) or len(text) % 4 == 1:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw if _b64e(raw) == text else None
+
+
+@attrs.frozen(repr=False)
+class Keyring:
+    """The daemon's two in-memory MAC keys; mints and verifies tokens.
+
+    Build one per process with :meth:`generate`. Keys never appear in ``repr``.
+
+    Attributes:
+        credential_key (bytes): HMAC key for ``msc1`` tokens.
+        approval_key (bytes): HMAC key for ``msa1`` tokens.
+    """
+
+    credential_key: bytes
+    approval_key: bytes
+
+    def __repr__(self) -> str:
+        return "Keyring(<keys hidden>)"
+
+    @classmethod
+    def generate(cls) -> Keyring:
+        """A keyring with two fresh random 32-byte keys."""
+        return cls(secrets.token_bytes(_KEY_BYTES), secrets.token_bytes(_KEY_BYTES))
+
+    # --- minting ---------------------------------------------------------------------
+
+    def mint_credential(self, session_id: str) -> str:
+        """An ``msc1.`` credential naming ``session_id``."""
+        return self._seal(TokenKind.CREDENTIAL, {"v": _VERSION, "s": session_id})
+
+    def mint_approval(self, claims: ApprovalClaims) -> str:
+        """An ``msa1.`` approval sealing every field of ``claims``."""
+        payload: dict[str, object] = {
+            "v": _VERSION,
+            "s": claims.granted_by,
+            "a": claims.approval_id,
+            "n": claims.name,
+            "r": claims.version,
+            "h": claims.sha256,
+            "d": claims.depth_remaining,
+            "x": claims.expires_at_ms,
+        }
+        return self._seal(TokenKind.APPROVAL, payload)
+
+    # --- verification ----------------------------------------------------------------
+
+    def verify_credential(self, token: str | None) -> CredentialClaims | None:
+        """The claims of a credential this keyring minted, else None.
+
+        Args:
+            token (str | None): the presented header value (None when absent).
+
+        Returns:
+            CredentialClaims | None: None for anything absent, malformed, mis-kinded or
+            unverifiable.
+        """
+        payload = self._open(TokenKind.CREDENTIAL, token)
+        if payload is None or set(payload) != {"v", "s"}:
+            return None
+        sid = payload["s"]
+        if not isinstance(sid, str) or not sid:
+            return None
+        return CredentialClaims(sid)
+
+    def verify_approval(self, token: str | None) -> ApprovalClaims | None:
+        """The claims of an approval this keyring minted, else None (see verify_credential)."""
+        payload = self._open(TokenKind.APPROVAL, token)
+        if payload is None or set(payload) != {"v", "s", "a", "n", "r", "h", "d", "x"}:
+            return None
+        sid, aid, name, ver, sha = (payload[k] for k in ("s", "a", "n", "r", "h"))
+        depth, expires = payload["d"], payload["x"]
+        if not (
+            isinstance(sid, str)
+            and isinstance(aid, str)
+            and isinstance(name, str)
+            and isinstance(ver, str)
+            and isinstance(sha, str)
+            and isinstance(depth, int)
+            and isinstance(expires, int)
+            and not isinstance(depth, bool)
+            and not isinstance(expires, bool)
+        ):
+            return None
+        return ApprovalClaims(aid, sid, name, ver, sha, depth, expires)
+
+    # --- internals -------------------------------------------------------------------
+
+    def _key(self, kind: TokenKind) -> bytes:
+        return self.credential_key if kind is TokenKind.CREDENTIAL else self.approval_key
+
+    def _mac(self, kind: TokenKind, signed: str) -> bytes:
+        return hmac.new(self._key(kind), signed.encode("ascii"), hashlib.sha256).digest()
+
+    def _seal(self, kind: TokenKind, payload: dict[str, object]) -> str:
+        body = _b64e(json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode())
+        signed = f"{kind.value}.{body}"
+        return f"{signed}.{_b64e(self._mac(kind, signed))}"
+
+    def _open(self, kind: TokenKind, token: str | None) -> dict[str, object] | None:
+        if token is None or len(token) > MAX_TOKEN_CHARS or not token.isascii():
+            return None
+        parts = token.split(".")
+        if len(parts) != 3 or parts[0] != kind.value or len(parts[2]) != _MAC_B64_CHARS:
+            return None
+        mac = _b64d(parts[2])
+        raw = _b64d(parts[1])
+        if mac is None or raw is None:
+            return None
+        expected = self._mac(kind, f"{parts[0]}.{parts[1]}")
+        if not hmac.compare_digest(mac, expected):
+            return None
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(payload, dict) or type(payload.get("v")) is not int:
+            return None
+        return payload if payload["v"] == _VERSION else None
