@@ -15,7 +15,6 @@ from hypothesis.stateful import (
 
 from murmur.roost.envelope import Envelope
 from murmur.roost.ledger import (
-    APPROVAL_LIFETIME_MS,
     Artifact,
     Bounds,
     Ledger,
