@@ -192,7 +192,7 @@ class VerifyKey:
         if len(token) > MAX_TOKEN_CHARS:
             raise FormationTokenError(Reason.MALFORMED)
         parts = token.split(".")
-        if len(parts) != 3 or parts[0] != TAG:
+        if len(parts) != 3 or parts[0] != TAG or not parts[1] or not parts[2]:
             raise FormationTokenError(Reason.MALFORMED)
         _, payload_b64, sig_b64 = parts
         try:
