@@ -1,0 +1,42 @@
+"""``mur build [DIR] [--output PATH]``: pack a capsule directory into ``<name>-<version>.mur.zip``.
+
+Packing is deterministic (same sources, same bytes, same sha256). Prints the archive path
+and its sha256, or one JSON object with ``--json``. Specification: ``spec/artifacts.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``DIR``, ``--output``, ``--json``."""
+    parser.description = (
+        "Pack the capsule in DIR (default: the current directory) into "
+        "<name>-<version>.mur.zip. The same sources always give the same bytes and sha256."
+    )
+    parser.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                        help="the capsule source directory holding murmur.yaml (default: .)")
+    parser.add_argument("--output", "-o", type=Path, default=None, metavar="PATH",
+                        help="write the archive here (a directory or a file path; default: DIR)")
+    parser.add_argument("--json", action="store_true",
+                        help='print {"path", "name", "version", "sha256"} as one JSON line')
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build and report the archive."""
+    from murmur.manifest.load import load_manifest
+    from murmur.registry import build
+
+    path = build(args.dir, output=args.output)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    if args.json:
+        m = load_manifest(args.dir)
+        print(json.dumps({"path": str(path), "name": m.name, "version": m.version, "sha256": sha}))
+    else:
+        print(f"built {path}")
+        print(f"sha256 {sha}")
+    return 0
