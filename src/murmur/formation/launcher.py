@@ -1,0 +1,678 @@
+"""``mur run --roster``: launch an admitted roster as a formation and end it cancel-correctly.
+
+Seed 004, "Launching a formation" (seven steps), "Readiness", "How a formation ends";
+contract sheet section 3.4; ``DESIGN.md`` "One idea underneath"; ``spec/formation.md``.
+
+The launch is a nursery tree::
+
+    watchers nursery          signal watcher (SIGINT/SIGTERM/SIGHUP), deadline watcher
+    └─ relays nursery         peers' stdout/stderr relays (drain briefly after the end)
+       └─ members nursery     one supervisor per peer, then the entry member's supervisor
+
+Whatever ends the formation calls :meth:`FormationLaunch.end` once; the first reason wins and
+cancels the members' scope. Every supervisor then stops its member in a shielded ``finally``
+(close its lifeline; SIGKILL its group 25 s later if it still runs; reap). So:
+
+=========================================  ==============================================
+The formation ends because                 The launcher
+=========================================  ==============================================
+the entry member's process ended           closes every peer's lifeline; exits with the
+                                           entry member's status (128+sig when killed)
+SIGINT, SIGTERM or SIGHUP                  closes every lifeline, the entry member's too;
+                                           exits 130/143/129; a second signal SIGKILLs
+                                           every member synchronously and exits at once
+a peer did not come up                     closes every started member's lifeline; never
+                                           starts the entry member; ``E-RUN-045``, exit 1
+the ``--deadline`` fell                    closes every lifeline; before the entry member
+                                           started: ``E-RUN-053``, exit 1; after: the entry
+                                           member's status
+the launcher was killed                    (the kernel closes every lifeline)
+=========================================  ==============================================
+
+:class:`FormationLaunch` is clock- and process-agnostic (spawner, probe, timers and signal
+source are injected) so every row runs under MockClock with fake members.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
+from typing import NoReturn, TextIO
+
+import attrs
+import trio
+
+from murmur.diagnostics import Diagnostic, error
+from murmur.formation import launchplan
+from murmur.formation.launchplan import LaunchPlan
+from murmur.formation.supervise import (
+    Failure,
+    LiveMembers,
+    PeerBoard,
+    PeerContext,
+    Probe,
+    ReadyPeer,
+    Spawner,
+    Stopped,
+    Timers,
+    Verify,
+    describe_status,
+    shell_status,
+    supervise_entry,
+    supervise_peer,
+)
+
+FORMATION_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that end a formation (a second one ends the launcher at once)."""
+
+
+class EndReason(enum.Enum):
+    """Why a formation ended (the first reason wins)."""
+
+    ENTRY_ENDED = "entry_ended"
+    SIGNAL = "signal"
+    PEER_FAILED = "peer_failed"
+    DEADLINE = "deadline"
+    REFUSED = "refused"  # the entry member could not be started (artifact changed, spawn)
+
+
+def exit_status(
+    reason: EndReason | None,
+    *,
+    signum: int | None,
+    entry_started: bool,
+    entry_code: int | None,
+) -> int:
+    """The launcher's exit status (contract sheet section 3.4; pure).
+
+    Args:
+        reason (EndReason | None): why the formation ended.
+        signum (int | None): the signal, for :attr:`EndReason.SIGNAL`.
+        entry_started (bool): whether the entry member was started.
+        entry_code (int | None): its returncode (``-sig`` when a signal ended it).
+
+    Returns:
+        int: 128 + signal for a signalled launcher; 1 for a refusal before the entry member
+        started; otherwise the entry member's status as a shell reports it.
+    """
+    if reason is EndReason.SIGNAL and signum is not None:
+        return 128 + signum
+    if reason in (EndReason.PEER_FAILED, EndReason.REFUSED):
+        return 1
+    if not entry_started or entry_code is None:
+        return 1
+    return shell_status(entry_code)
+
+
+@attrs.frozen
+class LaunchResult:
+    """How a launch ended.
+
+    Attributes:
+        exit_status (int): what ``mur run --roster`` exits with.
+        reason (EndReason | None): why the formation ended.
+        diagnostics (tuple[Diagnostic, ...]): refusals to print (after every member stopped).
+        ready (tuple[ReadyPeer, ...]): the peers that came up, in roster order.
+        stopped (Mapping[str, Stopped]): how each started member ended.
+        entry_code (int | None): the entry member's returncode when it ran.
+    """
+
+    exit_status: int
+    reason: EndReason | None
+    diagnostics: tuple[Diagnostic, ...]
+    ready: tuple[ReadyPeer, ...]
+    stopped: Mapping[str, Stopped]
+    entry_code: int | None
+
+
+def _exit_now(status: int) -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
+class FormationLaunch:
+    """Steps 3-7 of a launch: start peers, wait for their doors, start the entry, end.
+
+    Args:
+        plan (LaunchPlan): what to start.
+        spawner (Spawner): starts processes.
+        probe (Probe | None): one door probe (None: the readiness line alone counts).
+        timers (Timers): the bounds.
+        deadline (float | None): the formation's moment on the Trio clock.
+        verify (Mapping[str, Verify] | None): per member, the artifact re-hash run just
+            before it starts (``E-RUN-047``).
+        json_mode (bool): print the formation line on ``out``; else the formation block on
+            ``err``.
+        out (TextIO | None), err (TextIO | None): the launcher's stdout and stderr.
+        exit_now (Callable[[int], NoReturn]): the immediate exit of a second signal.
+    """
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        *,
+        spawner: Spawner,
+        probe: Probe | None,
+        timers: Timers | None = None,
+        deadline: float | None = None,
+        verify: Mapping[str, Verify] | None = None,
+        json_mode: bool = False,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        exit_now: Callable[[int], NoReturn] = _exit_now,
+    ) -> None:
+        self.plan = plan
+        self._spawner = spawner
+        self._probe = probe
+        self._timers = timers or Timers()
+        self._deadline = deadline
+        self._verify = dict(verify or {})
+        self._json = json_mode
+        self._out = out
+        self._err = err
+        self._exit_now = exit_now
+        self.board = PeerBoard([p.member.name for p in plan.peers])
+        self.live = LiveMembers()
+        self.reason: EndReason | None = None
+        self.signum: int | None = None
+        self.entry_started = False
+        self.entry_code: int | None = None
+        self.entry_pid: int | None = None
+        self._entry_failure: Failure | None = None
+        self._members_scope: trio.CancelScope | None = None
+        self._pending_end = False
+        self.formation_line: dict[str, object] | None = None
+
+    # -- ending ---------------------------------------------------------------------------
+
+    def end(self, reason: EndReason, signum: int | None = None) -> None:
+        """End the formation (the first reason wins): every member's lifeline will close."""
+        if self.reason is not None:
+            return
+        self.reason = reason
+        self.signum = signum
+        if self._members_scope is not None:
+            self._members_scope.cancel()
+        else:
+            self._pending_end = True
+
+    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        seen = 0
+        async for signum in signals:
+            seen += 1
+            if seen > 1:
+                # a second signal: nothing more is awaited (trio-stack P9)
+                self.live.kill_all()
+                self._exit_now(128 + signum)
+            self.end(EndReason.SIGNAL, signum)
+
+    async def _watch_deadline(self, deadline: float) -> None:
+        await trio.sleep_until(deadline)
+        self.end(EndReason.DEADLINE)
+
+    # -- the launch ---------------------------------------------------------------------
+
+    async def run(self, signals: AsyncIterator[int] | None = None) -> LaunchResult:
+        """Launch, hold and end the formation; returns once every member is reaped."""
+        if self._deadline is not None and trio.current_time() >= self._deadline:
+            self.end(EndReason.DEADLINE)
+        async with trio.open_nursery() as watchers:
+            if signals is not None:
+                watchers.start_soon(self._watch_signals, signals)
+            if self._deadline is not None:
+                watchers.start_soon(self._watch_deadline, self._deadline)
+            async with trio.open_nursery() as relays:
+                ctx = PeerContext(
+                    formation_id=self.plan.formation_id,
+                    spawner=self._spawner,
+                    relays=relays,
+                    board=self.board,
+                    live=self.live,
+                    probe=self._probe,
+                    timers=self._timers,
+                )
+                async with trio.open_nursery() as members:
+                    self._members_scope = members.cancel_scope
+                    if self._pending_end:
+                        members.cancel_scope.cancel()
+                    members.start_soon(self._orchestrate, ctx, members)
+                relays.cancel_scope.deadline = trio.current_time() + self._timers.relay_drain
+            watchers.cancel_scope.cancel()
+        return self._result()
+
+    async def _orchestrate(self, ctx: PeerContext, members: trio.Nursery) -> None:
+        await trio.lowlevel.checkpoint()  # an end before the launch starts nothing
+        for p in self.plan.peers:
+            members.start_soon(
+                partial(
+                    supervise_peer,
+                    ctx,
+                    p.spec,
+                    str(p.workdir),
+                    verify=self._verify.get(p.member.name),
+                    on_exit=self._peer_exited,
+                )
+            )
+        await self.board.settled.wait()
+        if self.board.failures:
+            self.end(EndReason.PEER_FAILED)
+            return
+        urls = {name: peer.url for name, peer in self.board.ready.items()}
+        # step 5: hand out addresses to each peer that may call others
+        for p in self.plan.peers:
+            if p.member.callees:
+                line = launchplan.addresses_line(p.member.callees, urls)
+                await self.board.handles[p.member.name].send_line(line)
+        if self._deadline is not None and trio.current_time() >= self._deadline:
+            self.end(EndReason.DEADLINE)
+            return
+        entry = self.plan.entry
+        check = self._verify.get(entry.name)
+        if check is not None:
+            changed = await check()
+            if changed is not None:
+                self._entry_failure = Failure(entry.name, changed, "E-RUN-047")
+                self.end(EndReason.REFUSED)
+                return
+        self._announce()
+        # step 6: the entry member, last, with its addresses and role already on its channel
+        spec = launchplan.entry_spec_with_addresses(self.plan, urls)
+        members.start_soon(
+            partial(
+                supervise_entry,
+                ctx,
+                spec,
+                on_started=self._entry_started,
+                on_failed=self._entry_failed,
+                on_exit=self._entry_exited,
+                on_stopped=self._entry_stopped,
+            )
+        )
+
+    # -- callbacks ----------------------------------------------------------------------
+
+    def _peer_exited(self, name: str, code: int) -> None:
+        if self.reason is None:
+            self._say(f"[mur run] member '{name}' exited with {describe_status(code)}")
+
+    def _entry_started(self, pid: int) -> None:
+        self.entry_started = True
+        self.entry_pid = pid
+
+    def _entry_failed(self, reason: str) -> None:
+        self._entry_failure = Failure(self.plan.entry.name, reason)
+        self.end(EndReason.REFUSED)
+
+    def _entry_exited(self, code: int) -> None:
+        self.entry_code = code
+        self.end(EndReason.ENTRY_ENDED)
+
+    def _entry_stopped(self, stopped: Stopped) -> None:
+        self.entry_code = stopped.returncode
+        self.board.mark_stopped(self.plan.entry.name, stopped)
+        if self.entry_pid is not None:
+            self.board.started[self.plan.entry.name] = self.entry_pid
+
+    # -- output ---------------------------------------------------------------------------
+
+    def _say(self, line: str) -> None:
+        stream = self._err if self._err is not None else sys.stderr
+        try:
+            print(line, file=stream, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    def _announce(self) -> None:
+        """The formation line (``--json``, stdout) or block (stderr), before the entry starts."""
+        peers = [self.board.ready[p.member.name] for p in self.plan.peers]
+        self.formation_line = {
+            "entry": self.plan.entry.name,
+            "formation_id": self.plan.formation_id,
+            "peers": [
+                {
+                    "name": p.name,
+                    "pid": p.pid,
+                    "session_id": p.session_id,
+                    "url": p.url,
+                    "workdir": p.workdir,
+                }
+                for p in peers
+            ],
+        }
+        if self._json:
+            stream = self._out if self._out is not None else sys.stdout
+            try:
+                print(json.dumps(self.formation_line), file=stream, flush=True)
+            except (OSError, ValueError):
+                pass
+            return
+        entry = self.plan.entry
+        lines = [f"formation: {self.plan.formation_id}", f"  entry: {entry.name} ({entry.coordinate})"]
+        for p, plan in zip(peers, self.plan.peers, strict=True):
+            lines.append(
+                f"  peer: {p.name} ({plan.member.coordinate}) pid {p.pid} {p.url} "
+                f"session {p.session_id} workdir {p.workdir}"
+            )
+        self._say("\n".join(lines))
+
+    # -- result ---------------------------------------------------------------------------
+
+    def _coordinate(self, name: str) -> str:
+        if name == self.plan.entry.name:
+            return self.plan.entry.coordinate
+        for p in self.plan.peers:
+            if p.member.name == name:
+                return p.member.coordinate
+        return "?"
+
+    def _diagnostics(self) -> list[Diagnostic]:
+        failures = list(self.board.failures_in_order())
+        if self._entry_failure is not None:
+            failures.append(self._entry_failure)
+        out: list[Diagnostic] = []
+        for f in failures:
+            if f.code == "E-RUN-047":
+                out.append(artifact_changed(f.name, self._coordinate(f.name), f.reason))
+        did_not_come_up = [f for f in failures if f.code == "E-RUN-045"]
+        if did_not_come_up:
+            out.append(
+                not_launched(
+                    [(f.name, self._coordinate(f.name), f.reason) for f in did_not_come_up],
+                    self.board.stopped_by_launcher(),
+                )
+            )
+        if self.reason is EndReason.DEADLINE and not self.entry_started:
+            out.append(deadline_before_entry(self.board.stopped_by_launcher()))
+        return out
+
+    def _result(self) -> LaunchResult:
+        return LaunchResult(
+            exit_status=exit_status(
+                self.reason,
+                signum=self.signum,
+                entry_started=self.entry_started,
+                entry_code=self.entry_code,
+            ),
+            reason=self.reason,
+            diagnostics=tuple(self._diagnostics()),
+            ready=tuple(
+                self.board.ready[p.member.name]
+                for p in self.plan.peers
+                if p.member.name in self.board.ready
+            ),
+            stopped=dict(self.board.stopped),
+            entry_code=self.entry_code,
+        )
+
+
+def _stopped_text(stopped: list[tuple[str, int]]) -> str:
+    if not stopped:
+        return "stopped: none"
+    return "stopped: " + ", ".join(f"{n} (pid {pid})" for n, pid in stopped)
+
+
+def not_launched(
+    failures: list[tuple[str, str, str]], stopped: list[tuple[str, int]]
+) -> Diagnostic:
+    """The ``E-RUN-045`` report (contract sheet section 3.4).
+
+    Args:
+        failures (list[tuple[str, str, str]]): ``(name, capsule@version, reason)`` per member
+            that did not come up, in roster order.
+        stopped (list[tuple[str, int]]): ``(name, pid)`` of every member the launcher
+            stopped, in roster order.
+    """
+    body = "the formation could not be launched"
+    for name, coordinate, reason in failures:
+        body += f"\n  '{name}' ({coordinate}): {reason}"
+    body += "\n  " + _stopped_text(stopped)
+    return error(
+        "E-RUN-045",
+        body,
+        hint="fix the member named above (run it alone with `mur run --capsule … "
+        "--capsule-version …` to see it start), then launch the roster again",
+    )
+
+
+def artifact_changed(name: str, coordinate: str, reason: str) -> Diagnostic:
+    """The ``E-RUN-047`` refusal for one member."""
+    return error(
+        "E-RUN-047",
+        f"member '{name}' ({coordinate}): {reason}",
+        hint="the installed artifact is not the one admission bound this launch to; "
+        "reinstall it and launch the roster again",
+    )
+
+
+def deadline_before_entry(stopped: list[tuple[str, int]]) -> Diagnostic:
+    """The launcher's ``E-RUN-053``: the deadline fell before the entry member started."""
+    return error(
+        "E-RUN-053",
+        "the formation's --deadline was reached before its entry member started\n  "
+        + _stopped_text(stopped),
+        hint="give the formation a later --deadline",
+    )
+
+
+# --- `mur run --roster` ----------------------------------------------------------------
+
+ROSTER_FLAGS_ALLOWED = frozenset(
+    {"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline"}
+)
+"""``mur run`` options ``--roster`` combines with (contract sheet section 3.1, seed 004)."""
+
+
+def refuse_inside_formation(environ: Mapping[str, str]) -> None:
+    """``E-RUN-046`` when this process is already a formation member (seed 004).
+
+    Raises:
+        DiagnosticError: ``MURMUR_FORMATION_ID`` is set, or ``MURMUR_FORMATION_PEERS`` is.
+    """
+    from murmur.errors import DiagnosticError
+
+    if environ.get("MURMUR_FORMATION_ID", "").strip():
+        raise DiagnosticError(
+            error(
+                "E-RUN-046",
+                "`mur run --roster` cannot run inside a formation: this process carries "
+                "MURMUR_FORMATION_ID, so it is a formation member",
+                hint="launch the roster from a shell that is not a formation member",
+            )
+        )
+    if "MURMUR_FORMATION_PEERS" in environ:
+        raise DiagnosticError(
+            error(
+                "E-RUN-046",
+                "MURMUR_FORMATION_PEERS is set in mur run's own environment; it is "
+                "runtime-owned and handed only to a member's components",
+                hint="unset MURMUR_FORMATION_PEERS",
+            )
+        )
+
+
+def _artifact_check(archive: os.PathLike[str] | None, sha256: str) -> Verify | None:
+    """A re-hash of ``archive`` against the admitted ``sha256`` (run in a worker thread)."""
+    if archive is None:
+        return None
+    path = os.fspath(archive)
+
+    def digest() -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except OSError:
+            return ""
+        return h.hexdigest()
+
+    async def check() -> str | None:
+        now = await trio.to_thread.run_sync(digest)
+        if now == sha256:
+            return None
+        if not now:
+            return f"its installed artifact {path} can no longer be read"
+        return f"its installed artifact {path} changed since admission"
+
+    return check
+
+
+async def _launch_main(
+    roster_arg: str | None,
+    options: launchplan.RosterOptions,
+    deadline_unix: float | None,
+    timers: Timers,
+) -> int:
+    """Admit, mint, prepare directories, launch, report, retain (inside ``trio.run``)."""
+    import time
+    from pathlib import Path
+
+    from murmur import ids
+    from murmur.cli._common import emit
+    from murmur.formation import dirs, procinfo, retention
+    from murmur.formation.admission import admit_file
+    from murmur.formation.process import ProcessSpawner, mur_command
+    from murmur.formation.readiness import HttpProbe
+    from murmur.formation.roster import resolve_roster_path
+    from murmur.formation.tokens import FormationKey
+    from murmur.session.deadline import rfc3339
+
+    # install the signal receiver before anything slow (trio-stack P10)
+    with trio.open_signal_receiver(*FORMATION_SIGNALS) as signals:
+        cwd = Path.cwd()
+        roster_path = resolve_roster_path(roster_arg, cwd=cwd)
+        admitted = admit_file(roster_path)
+        for warning in admitted.warnings:
+            emit(warning, prefix="[mur run] ")
+        project_dir = (admitted.project_dir or roster_path.resolve().parent).resolve()
+
+        # step 2: one formation id and one signing key, in this process's memory only
+        formation_id = ids.new_id("frm")
+        key = FormationKey.generate()
+
+        layout = dirs.FormationLayout(project_dir, formation_id)
+        marker = dirs.Marker(
+            str(project_dir), os.getpid(), procinfo.start_time(os.getpid()) or ""
+        )
+        peer_names = [m.name for m in admitted.peers]
+        prepared = dirs.prepare(layout, marker, peer_names)
+        if prepared.marker_warning is not None:
+            print(dirs.marker_warning_line(prepared.marker_warning), file=sys.stderr, flush=True)
+        entry = admitted.entry
+        retain = entry.manifest.trace.retain if entry.manifest.trace else None
+        if prepared.refusals:
+            emit(
+                not_launched(
+                    [
+                        (r.member, admitted.member(r.member).coordinate, r.reason)
+                        for r in prepared.refusals
+                    ],
+                    [],
+                )
+            )
+            retention.run_pass(project_dir, formation_id, retain)
+            return 1
+
+        deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
+        plan = launchplan.build(
+            admitted,
+            formation_id=formation_id,
+            key=key,
+            project_dir=project_dir,
+            peer_dirs=prepared.peer_dirs,
+            options=options,
+            mur=mur_command(),
+            base_env=os.environ,
+            cwd=str(cwd),
+            deadline=deadline_text,
+        )
+        verify = {
+            m.name: check
+            for m in admitted.members
+            if (check := _artifact_check(m.archive, m.sha256)) is not None
+        }
+        trio_deadline = (
+            trio.current_time() + (deadline_unix - time.time())
+            if deadline_unix is not None
+            else None
+        )
+        async with HttpProbe() as probe:
+            launch = FormationLaunch(
+                plan,
+                spawner=ProcessSpawner(),
+                probe=probe,
+                timers=timers,
+                deadline=trio_deadline,
+                verify=verify,
+                json_mode=options.json,
+            )
+            result = await launch.run(signals)
+        del key  # step 7: the signing key is dropped with the formation
+        for d in result.diagnostics:
+            emit(d)
+        retention.run_pass(project_dir, formation_id, retain)
+        return result.exit_status
+
+
+def roster_options(args: object) -> tuple[str | None, launchplan.RosterOptions, str | None]:
+    """Read ``mur run``'s parsed arguments for a ``--roster`` launch.
+
+    Args:
+        args: the ``argparse.Namespace`` of ``mur run`` (attributes ``roster``, ``task``,
+            ``json``, ``verbose``, ``no_env_file``, ``containment``, ``deadline``).
+
+    Returns:
+        tuple: ``(roster argument or None for bare, options, deadline text or None)``.
+    """
+    roster = getattr(args, "roster", None)
+    roster_arg = roster if isinstance(roster, str) and roster.strip() else None
+    options = launchplan.RosterOptions(
+        task=getattr(args, "task", None),
+        json=bool(getattr(args, "json", False)),
+        verbose=bool(getattr(args, "verbose", False)),
+        no_env_file=bool(getattr(args, "no_env_file", False)),
+        containment=getattr(args, "containment", None),
+    )
+    deadline = getattr(args, "deadline", None)
+    return roster_arg, options, deadline if isinstance(deadline, str) else None
+
+
+def run_roster(args: object, *, timers: Timers | None = None) -> int:
+    """``mur run --roster``: the whole launch; returns the launcher's exit status.
+
+    The caller (``mur run``) has already refused ``--resume`` and every flag ``--roster``
+    does not combine with (exit 2). The exit status is returned from outside ``trio.run``
+    (trio-stack P6).
+
+    Args:
+        args: ``mur run``'s parsed arguments (see :func:`roster_options`).
+        timers (Timers | None): the bounds (default: the documents').
+
+    Returns:
+        int: see :func:`exit_status`; 1 for a refusal before launch (admission, directories).
+
+    Raises:
+        DiagnosticError: ``E-RUN-046`` inside a formation; admission refusals
+            (``E-ROS-*``, ``E-REG-005``); ``E-RUN-054`` for a bad ``--deadline`` (exit 2).
+    """
+    import time
+
+    from murmur.session.deadline import parse_deadline
+
+    started = time.time()
+    roster_arg, options, deadline = roster_options(args)
+    refuse_inside_formation(os.environ)
+    deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None
+    status: int = trio.run(_launch_main, roster_arg, options, deadline_unix, timers or Timers())
+    return status

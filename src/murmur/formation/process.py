@@ -1,0 +1,320 @@
+"""Starting a member as a real process: pipes, process group, relays.
+
+Seed 004, "Launching a formation" step 3 and "How a formation ends"; trio-stack sections 2c
+and 2f and pitfalls P5 (own process groups, always reap), P10 (close the child's pipe ends
+in the launcher right after spawning, or EOF never arrives).
+
+Each member gets two inherited pipes, numbered in its environment:
+
+* ``MURMUR_FORMATION_CHANNEL`` — the read end of its formation channel. The launcher writes
+  the first line (its credentials) before the process starts; for the entry member also its
+  callees' addresses and its role. Later lines (peers' addresses) go through
+  :meth:`ProcessHandle.send_line`.
+* ``MURMUR_FORMATION_LIFELINE`` — the read end of its lifeline. The launcher holds the only
+  write end and never writes to it; closing it (or dying) is the one signal a member reads.
+
+Both ends the launcher keeps are close-on-exec, so no other member inherits them. A peer
+runs in its own process group (``start_new_session``) with stdout piped (its readiness
+line) and stderr piped and relayed to the launcher's stderr behind ``[name] ``; the entry
+member stays in the launcher's group and shares its stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import trio
+
+from murmur.formation.readiness import MAX_READINESS_LINE
+from murmur.formation.supervise import MemberSpec
+
+CHANNEL_ENV = "MURMUR_FORMATION_CHANNEL"
+LIFELINE_ENV = "MURMUR_FORMATION_LIFELINE"
+MUR_BINARY_ENV = "MURMUR_MUR_BINARY"
+
+LAST_STDERR_LINES = 5
+"""How many of a peer's last stderr lines an E-RUN-045 report quotes."""
+
+_MAX_RELAY_LINE = 64 * 1024
+
+
+def mur_command(environ: dict[str, str] | None = None) -> list[str]:
+    """The command that runs ``mur`` for a member.
+
+    ``$MURMUR_MUR_BINARY`` when set and non-blank; else the ``mur`` script beside the
+    current interpreter; else ``<python> -m murmur.cli.mur``.
+    """
+    env = os.environ if environ is None else environ
+    explicit = env.get(MUR_BINARY_ENV, "").strip()
+    if explicit:
+        return [explicit]
+    beside = Path(sys.executable).parent / "mur"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    found = shutil.which("mur")
+    if found and Path(found).parent == Path(sys.executable).parent:
+        return [found]
+    return [sys.executable, "-m", "murmur.cli.mur"]
+
+
+def _prefill(fd: int, data: bytes) -> bytes:
+    """Write as much of ``data`` as the pipe takes without blocking; the rest is returned."""
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            break
+        view = view[written:]
+    return bytes(view)
+
+
+def _close_quietly(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+class _Relay:
+    """Writes a member's lines to the launcher's stderr behind ``[name] ``."""
+
+    def __init__(self, name: str, err: BinaryIO) -> None:
+        self._prefix = f"[{name}] ".encode()
+        self._err = err
+        self.last: collections.deque[str] = collections.deque(maxlen=LAST_STDERR_LINES)
+
+    def line(self, raw: bytes) -> None:
+        self.last.append(raw.decode("utf-8", "replace").rstrip("\r"))
+        try:
+            self._err.write(self._prefix + raw + b"\n")
+            self._err.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class ProcessHandle:
+    """A started member process (implements ``supervise.MemberHandle``).
+
+    Created by :class:`ProcessSpawner`; not constructed directly.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        proc: trio.Process,
+        channel_fd: int,
+        lifeline_fd: int,
+        *,
+        peer: bool,
+        err: BinaryIO,
+    ) -> None:
+        self.name = name
+        self._proc = proc
+        self._peer = peer
+        self._lifeline: int | None = lifeline_fd
+        self._channel: trio.lowlevel.FdStream | None = trio.lowlevel.FdStream(channel_fd)
+        self._channel_lock = trio.Lock()
+        self._relay = _Relay(name, err)
+        self._first: bytes | None = None
+        self._first_seen = trio.Event()
+
+    @property
+    def pid(self) -> int:
+        """The member's pid (its process group id too, for a peer)."""
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once reaped (``-sig`` when a signal ended it)."""
+        return self._proc.returncode
+
+    async def first_line(self) -> bytes | None:
+        """Its first stdout line without the newline; None when stdout ended before one."""
+        await self._first_seen.wait()
+        return self._first
+
+    async def send_line(self, line: bytes) -> None:
+        """Write ``line`` on its channel; a member that is gone is silently skipped."""
+        async with self._channel_lock:
+            if self._channel is None:
+                return
+            try:
+                await self._channel.send_all(line)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+
+    def close_lifeline(self) -> None:
+        """Close the launcher's write end of its lifeline (once)."""
+        fd, self._lifeline = self._lifeline, None
+        _close_quietly(fd)
+
+    def kill(self) -> None:
+        """SIGKILL a peer's process group, or the entry member's process."""
+        if self._proc.returncode is not None:
+            return
+        try:
+            if self._peer:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            else:
+                os.kill(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def wait(self) -> int:
+        """Wait for exit and reap; the exit status."""
+        return await self._proc.wait()
+
+    def last_stderr(self) -> Sequence[str]:
+        """Its last stderr lines (at most five)."""
+        return list(self._relay.last)
+
+    async def aclose(self) -> None:
+        """Close the channel and lifeline; sweep a reaped peer's process group."""
+        self.close_lifeline()
+        async with self._channel_lock:
+            chan, self._channel = self._channel, None
+            if chan is not None:
+                await chan.aclose()
+        if self._peer and self._proc.returncode is not None:
+            # grandchildren left in the member's group go with it (trio-stack 2c)
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # -- relays (run in the launcher's relay nursery) ----------------------------------
+
+    def _deliver_first(self, line: bytes | None) -> None:
+        if not self._first_seen.is_set():
+            self._first = line
+            self._first_seen.set()
+
+    async def read_stdout(self) -> None:
+        """Take its first stdout line; relay any later ones to stderr."""
+        stream = self._proc.stdout
+        assert stream is not None
+        buf = bytearray()
+        try:
+            while True:
+                try:
+                    chunk = await stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not chunk:
+                    break
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        limit = MAX_READINESS_LINE if not self._first_seen.is_set() else _MAX_RELAY_LINE
+                        if len(buf) > limit:
+                            self._take_line(bytes(buf))
+                            buf.clear()
+                        break
+                    self._take_line(bytes(buf[:nl]))
+                    del buf[: nl + 1]
+            if buf:
+                self._take_line(bytes(buf))
+        finally:
+            self._deliver_first(None)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    def _take_line(self, line: bytes) -> None:
+        if not self._first_seen.is_set():
+            self._deliver_first(line)
+        else:
+            self._relay.line(line)
+
+    async def relay_stderr(self) -> None:
+        """Copy its stderr to the launcher's, one ``[name] `` line at a time."""
+        stream = self._proc.stderr
+        assert stream is not None
+        buf = bytearray()
+        try:
+            while True:
+                try:
+                    chunk = await stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not chunk:
+                    break
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        if len(buf) > _MAX_RELAY_LINE:
+                            self._relay.line(bytes(buf))
+                            buf.clear()
+                        break
+                    self._relay.line(bytes(buf[:nl]))
+                    del buf[: nl + 1]
+            if buf:
+                self._relay.line(bytes(buf))
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+class ProcessSpawner:
+    """Starts members as real processes (implements ``supervise.Spawner``).
+
+    Args:
+        err (BinaryIO | None): where peers' stderr is relayed (default: this process's).
+    """
+
+    def __init__(self, err: BinaryIO | None = None) -> None:
+        self._err = err if err is not None else sys.stderr.buffer
+
+    async def spawn(self, spec: MemberSpec, relays: trio.Nursery) -> ProcessHandle:
+        """Start ``spec``: pipes made, channel pre-filled, child ends closed here.
+
+        Raises:
+            OSError: the process could not be started (every pipe is closed again).
+        """
+        chan_r, chan_w = os.pipe()
+        life_r, life_w = os.pipe()
+        keep: list[int] = [chan_w, life_w]
+        try:
+            rest = _prefill(chan_w, spec.channel)
+            env = dict(spec.env)
+            env[CHANNEL_ENV] = str(chan_r)
+            env[LIFELINE_ENV] = str(life_r)
+            pipe = subprocess.PIPE if spec.peer else None
+            proc = await trio.lowlevel.open_process(
+                list(spec.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=pipe,
+                stderr=pipe,
+                pass_fds=(chan_r, life_r),
+                start_new_session=spec.peer,
+                env=env,
+                cwd=spec.cwd,
+            )
+            keep.clear()
+        finally:
+            # the child holds its own copies now: REQUIRED, or EOF never arrives (P10)
+            _close_quietly(chan_r)
+            _close_quietly(life_r)
+            for fd in keep:
+                _close_quietly(fd)
+        handle = ProcessHandle(spec.name, proc, chan_w, life_w, peer=spec.peer, err=self._err)
+        if rest:
+            relays.start_soon(handle.send_line, rest)
+        if spec.peer:
+            relays.start_soon(handle.read_stdout)
+            relays.start_soon(handle.relay_stderr)
+        else:
+            handle._deliver_first(None)
+        return handle

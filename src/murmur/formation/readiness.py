@@ -1,0 +1,206 @@
+"""Is a peer ready? Its readiness line, and its door answering as the session it reported.
+
+Seed 004, "Readiness": a peer is ready when the door at the URL its ``--json`` readiness line
+reported serves an agent card naming the session id that line reported. The door is probed
+every 100 ms. Each way a peer can fail is one reason in the ``E-RUN-045`` report
+(contract sheet section 3.4).
+
+Pure pieces: :func:`parse_readiness_line`, :func:`card_session_id`. The probe loop
+:func:`wait_for_door` takes its fetcher and interval as arguments, so MockClock tests drive it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+import attrs
+import httpx
+import trio
+
+from murmur import ids
+
+MAX_READINESS_LINE = 1 << 20
+"""A first line longer than this (bytes) is not a readiness line."""
+
+CAPSULE_EXTENSION_SUFFIX = "murmur-capsule-v1"
+"""The card extension whose ``params.sessionId`` names the session (contract sheet 6.1)."""
+
+
+@attrs.frozen
+class Report:
+    """What a peer's readiness line reported.
+
+    Attributes:
+        session_id (str): ``ses_`` + 32 hex.
+        url (str): its door, always ``http://host:port`` (a bare ``host:port`` gains ``http://``).
+        pid (int | None): the pid it reported.
+        formation_id (str | None): the formation it says it belongs to.
+        operator_token (str | None): the door's operator token when the door is authenticated;
+            used only to read the extended card, never printed.
+    """
+
+    session_id: str
+    url: str
+    pid: int | None = None
+    formation_id: str | None = None
+    operator_token: str | None = attrs.field(default=None, repr=False)
+
+
+# Reasons, worded for the E-RUN-045 body: "'<name>' (<capsule>@<version>): <reason>".
+NOT_A_READINESS_LINE = "its first line was not a readiness line"
+NO_DOOR = "it reported no door"
+NO_FORMATION = "it reported no formation"
+OTHER_FORMATION = "it reported another formation"
+
+
+def normalise_url(url: str) -> str:
+    """``host:port`` -> ``http://host:port``; an ``http(s)://`` URL loses a trailing ``/``."""
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    return text.rstrip("/")
+
+
+def parse_readiness_line(line: bytes, formation_id: str) -> Report | str:
+    """Judge a peer's first stdout line.
+
+    Args:
+        line (bytes): the line, with or without its newline.
+        formation_id (str): the formation the peer was launched in.
+
+    Returns:
+        Report | str: the report, or the refusal reason (one of the module constants).
+    """
+    if len(line) > MAX_READINESS_LINE:
+        return NOT_A_READINESS_LINE
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return NOT_A_READINESS_LINE
+    if not isinstance(data, dict):
+        return NOT_A_READINESS_LINE
+    session = data.get("session_id")
+    if not isinstance(session, str) or not ids.is_id(session, "ses"):
+        return NOT_A_READINESS_LINE
+    url = data.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return NO_DOOR
+    reported = data.get("formation_id")
+    if reported is None:
+        return NO_FORMATION
+    if reported != formation_id:
+        return OTHER_FORMATION
+    pid = data.get("pid")
+    token = None
+    tokens = data.get("tokens")
+    if isinstance(tokens, dict) and isinstance(tokens.get("operator"), str):
+        token = tokens["operator"]
+    return Report(
+        session_id=session,
+        url=normalise_url(url),
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        formation_id=reported,
+        operator_token=token,
+    )
+
+
+def card_session_id(card: object) -> str | None:
+    """The session id an agent card names, or None.
+
+    Looks in ``capabilities.extensions[]`` for the murmur capsule extension (matched by its
+    ``uri`` suffix) and reads ``params.sessionId``; failing that, any extension whose params
+    carry a ``sessionId``.
+    """
+    if not isinstance(card, dict):
+        return None
+    caps = card.get("capabilities")
+    exts = caps.get("extensions") if isinstance(caps, dict) else None
+    if not isinstance(exts, list):
+        return None
+    fallback: str | None = None
+    for ext in exts:
+        if not isinstance(ext, dict):
+            continue
+        params = ext.get("params")
+        sid = params.get("sessionId") if isinstance(params, dict) else None
+        if not isinstance(sid, str):
+            continue
+        uri = ext.get("uri")
+        if isinstance(uri, str) and uri.endswith(CAPSULE_EXTENSION_SUFFIX):
+            return sid
+        fallback = fallback or sid
+    return fallback
+
+
+async def wait_for_door(
+    report: Report,
+    fetch_session_id: Callable[[Report], Awaitable[str | None]],
+    *,
+    interval: float,
+) -> None:
+    """Probe the reported door until it answers as the reported session.
+
+    Never returns otherwise: the caller bounds it (readiness deadline, process exit).
+
+    Args:
+        report (Report): the peer's readiness report.
+        fetch_session_id: one probe; returns the session id the door's card names, or None
+            when the door did not answer (connection refused, bad status, not a card).
+        interval (float): seconds between probes (100 ms in production).
+    """
+    while True:
+        if await fetch_session_id(report) == report.session_id:
+            return
+        await trio.sleep(interval)
+
+
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+class HttpProbe:
+    """Reads the session id a live door's card names, over real HTTP.
+
+    The public card is tried first; when it names no session and the readiness line carried
+    an operator token (an authenticated door), the extended card is read with
+    ``GetExtendedAgentCard``. Any transport error or unexpected answer counts as "did not
+    answer". Use as an async context manager (it owns one ``httpx.AsyncClient``).
+
+    Args:
+        request_timeout (float): seconds per HTTP request.
+    """
+
+    def __init__(self, request_timeout: float = 2.0) -> None:
+        self._client = httpx.AsyncClient(timeout=request_timeout, trust_env=False)
+
+    async def __aenter__(self) -> HttpProbe:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    async def __call__(self, report: Report) -> str | None:
+        """One probe of ``report.url``; the session id its card names, or None."""
+        try:
+            resp = await self._client.get(report.url + CARD_PATH)
+            if resp.status_code == 200:
+                sid = card_session_id(resp.json())
+                if sid is not None or report.operator_token is None:
+                    return sid
+            if report.operator_token is None:
+                return None
+            rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}
+            resp = await self._client.post(
+                report.url + "/",
+                json=rpc,
+                headers={
+                    "Authorization": f"Bearer {report.operator_token}",
+                    "A2A-Version": "1.0",
+                },
+            )
+            if resp.status_code != 200:
+                return None
+            body = resp.json()
+            return card_session_id(body.get("result")) if isinstance(body, dict) else None
+        except (httpx.HTTPError, ValueError):
+            return None
