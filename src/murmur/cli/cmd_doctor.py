@@ -47,44 +47,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check what ``args`` names; print the report; 0 when nothing is refused, else 1."""
     cwd = Path.cwd()
-    report: dict[str, object] = {"ok": True, "capsule": None, "roster": None}
+    report: dict[str, object] = {"ok": True, "capsule": None, "roster": None, "diagnostics": []}
     lines: list[str] = []
     stderr: list[Diagnostic] = []
 
-    roster_path: Path | None = None
+    roster_arg: Path | DiagnosticError | None = None
     manifest_path: Path | None = None
     if args.roster is not None:
-        roster_path = resolve_roster_path(args.roster, cwd=cwd)
+        try:
+            roster_arg = resolve_roster_path(args.roster, cwd=cwd)
+        except DiagnosticError as exc:
+            roster_arg = exc
     else:
         if (cwd / ROSTER_FILENAME).is_file():
-            roster_path = cwd / ROSTER_FILENAME
+            roster_arg = cwd / ROSTER_FILENAME
         if (cwd / MANIFEST_FILENAME).is_file():
             manifest_path = cwd / MANIFEST_FILENAME
-    if roster_path is None and manifest_path is None:
-        raise DiagnosticError(
-            error(
-                "E-IO-001",
-                f"nothing to check: no {ROSTER_FILENAME} or {MANIFEST_FILENAME} in {cwd}",
-                hint="run in a capsule or roster directory, or pass --roster PATH",
-            )
-        )
 
+    ok = True
+    if roster_arg is None and manifest_path is None:
+        nothing = error(
+            "E-IO-001",
+            f"nothing to check: no {ROSTER_FILENAME} or {MANIFEST_FILENAME} in {cwd}",
+            hint="run in a capsule or roster directory, or pass --roster PATH",
+        )
+        report["diagnostics"] = [nothing.to_json()]
+        stderr.append(nothing)
+        ok = False
     if manifest_path is not None:
-        capsule, ok = _check_capsule(manifest_path, cwd, lines, stderr)
+        capsule, capsule_ok = _check_capsule(manifest_path, cwd, lines, stderr)
         report["capsule"] = capsule
-        report["ok"] = bool(report["ok"]) and ok
-    if roster_path is not None:
-        roster, ok = _check_roster(roster_path, cwd, lines, stderr)
+        ok = ok and capsule_ok
+    if isinstance(roster_arg, DiagnosticError):
+        lines.append(f"roster: {args.roster}")
+        lines.append(f"  ✗ {roster_arg.diagnostics[0].render().splitlines()[0]}")
+        stderr.extend(roster_arg.diagnostics)
+        report["roster"] = {"path": str(args.roster), "admitted": False,
+                            "diagnostics": [d.to_json() for d in roster_arg.diagnostics]}
+        ok = False
+    elif roster_arg is not None:
+        roster, roster_ok = _check_roster(roster_arg, cwd, lines, stderr)
         report["roster"] = roster
-        report["ok"] = bool(report["ok"]) and ok
+        ok = ok and roster_ok
+    report["ok"] = ok
 
     if args.json:
-        print(json.dumps(report, indent=None, sort_keys=False), flush=True)
+        print(json.dumps(report), flush=True)
     else:
-        print("\n".join(lines), flush=True)
+        if lines:
+            print("\n".join(lines), flush=True)
         for d in stderr:
             print(d.render(), file=sys.stderr, flush=True)
-    return 0 if report["ok"] else 1
+    return 0 if ok else 1
 
 
 def _shown(path: Path, cwd: Path) -> str:

@@ -71,9 +71,8 @@ def roster_files(name: str) -> dict[str, str]:
         "lead/plan.yaml": (
             "steps:\n"
             "  - id: ask\n"
-            "    member:\n"
-            "      member: worker\n"
-            "      task: \"{{ task }}\"\n"
+            "    member: worker\n"
+            "    task: \"{{ task }}\"\n"
             "output: \"{{ steps.ask.output }}\"\n"
         ),
         "worker/murmur.yaml": (

@@ -1,0 +1,172 @@
+"""`mur doctor` (and `mur new --roster`) through the real `mur` executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+MUR = str(Path(sys.executable).parent / "mur")
+
+
+def mur(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MUR, *args], cwd=cwd, env=dict(env or os.environ), text=True,
+                          capture_output=True, timeout=60, check=False)
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+PLAN = 'steps:\n  - id: a\n    shell: [echo, "{{ task }}"]\noutput: "{{ steps.a.stdout }}"\n'
+
+
+def capsule(root: Path, name: str, *, lifecycle: str, serves: bool = True) -> Path:
+    d = root / name
+    d.mkdir()
+    text = (f"name: {name}\nversion: 1.0.0\nplan: plan.yaml\nlifecycle:\n{lifecycle}"
+            "capabilities:\n  shell:\n    allow: [echo]\n  network:\n    allow: [localhost]\n"
+            "network:\n  authentication:\n    scheme: bearer\n")
+    if serves:
+        text += "exports:\n  peer_tasks:\n    accept: true\n"
+    (d / "murmur.yaml").write_text(text)
+    (d / "plan.yaml").write_text(PLAN)
+    return d
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """`mur new --roster demo`, then build and install each member globally (once)."""
+    root = tmp_path_factory.mktemp("doctor")
+    env = dict(os.environ, MURMUR_HOME=str(root / "home"))
+    ok(mur("new", "--roster", "demo", cwd=root, env=env))
+    project = root / "demo"
+    for member in ("lead", "worker"):
+        ok(mur("build", member, cwd=project, env=env))
+        ok(mur("install", "-g", f"{member}/demo-{member}-0.1.0.mur.zip", cwd=project, env=env))
+    return project, env
+
+
+class TestScaffoldAdmitted:
+    def test_admitted_as_written(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """The `mur new --roster` roster is admitted after build + install, with its report."""
+        project, env = demo
+        proc = ok(mur("doctor", "--roster", "demo", cwd=project.parent, env=env))
+        assert proc.stdout.splitlines() == [
+            "roster: demo/roster.yaml",
+            "  lead local/demo-lead@0.1.0 entry refuses peers authenticated door",
+            "  worker local/demo-worker@0.1.0 serves peers authenticated door",
+            "  reachability: lead → worker",
+            "  ✓ admitted: 2 members, 1 edge",
+        ]
+        assert proc.stderr == ""
+
+    def test_json(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """--json prints one object: members, sha256, callees, edges, no warnings."""
+        project, env = demo
+        proc = ok(mur("doctor", "--roster", "--json", cwd=project, env=env))
+        report = json.loads(proc.stdout)
+        assert report["ok"] is True and report["capsule"] is None
+        roster = report["roster"]
+        assert [m["name"] for m in roster["members"]] == ["lead", "worker"]
+        assert roster["members"][0]["callees"] == ["worker"] and roster["members"][0]["entry"]
+        assert all(len(m["sha256"]) == 64 for m in roster["members"])
+        assert roster["edges"] == [{"from": "lead", "to": "worker"}]
+        assert roster["warnings"] == []
+
+    def test_bare_doctor_in_roster_dir(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """`mur doctor` with no flags admits ./roster.yaml."""
+        project, env = demo
+        proc = ok(mur("doctor", cwd=project, env=env))
+        assert proc.stdout.splitlines()[0] == "roster: roster.yaml"
+
+    def test_capsule_only(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """In a capsule directory, doctor loads murmur.yaml and reports it."""
+        project, env = demo
+        proc = ok(mur("doctor", cwd=project / "worker", env=env))
+        assert proc.stdout.splitlines() == [
+            "capsule: murmur.yaml", "  ✓ demo-worker 0.1.0 serves peers authenticated door"]
+
+    def test_roster_file_path(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """--roster accepts the roster.yaml itself."""
+        project, env = demo
+        ok(mur("doctor", "--roster", str(project / "roster.yaml"), cwd=project.parent, env=env))
+
+
+class TestRefusals:
+    def test_structural_fault_nothing_installed(self, tmp_path: Path) -> None:
+        """A roster with a rule naming no member: exit 1, E-ROS-004 at its line."""
+        (tmp_path / "roster.yaml").write_text(
+            "roster_version: 1\nmembers:\n  - {name: a, capsule: local/a, version: '1', entry: true}\n"
+            "reachability:\n  - from: a\n    to: [ghost]\n")
+        proc = mur("doctor", "--roster", ".", cwd=tmp_path)
+        assert proc.returncode == 1
+        assert proc.stdout.splitlines()[1].startswith("  ✗ error[E-ROS-004]: roster.yaml: ")
+        assert "  --> roster.yaml:6" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+    def test_not_installed_json(self, tmp_path: Path) -> None:
+        """A member not installed: exit 1, the JSON names E-ROS-007 and the line."""
+        (tmp_path / "roster.yaml").write_text(
+            "roster_version: 1\nmembers:\n  - {name: a, capsule: local/a, version: '1', entry: true}\n")
+        proc = mur("doctor", "--json", cwd=tmp_path)
+        assert proc.returncode == 1
+        report = json.loads(proc.stdout)
+        assert report["ok"] is False and report["roster"]["admitted"] is False
+        d = report["roster"]["diagnostics"][0]
+        assert (d["code"], d["line"]) == ("E-ROS-007", 3)
+
+    def test_other_file_name(self, tmp_path: Path) -> None:
+        """--roster naming another file is E-ROS-001, also in JSON."""
+        (tmp_path / "team.yaml").write_text("x: 1\n")
+        proc = mur("doctor", "--roster", "team.yaml", "--json", cwd=tmp_path)
+        assert proc.returncode == 1
+        assert json.loads(proc.stdout)["roster"]["diagnostics"][0]["code"] == "E-ROS-001"
+
+    def test_nothing_to_check(self, tmp_path: Path) -> None:
+        """No roster.yaml or murmur.yaml: exit 1 with E-IO-001."""
+        proc = mur("doctor", cwd=tmp_path)
+        assert proc.returncode == 1 and "error[E-IO-001]" in proc.stderr
+
+    def test_broken_manifest(self, tmp_path: Path) -> None:
+        """A capsule whose murmur.yaml is invalid: exit 1, its E-MAN diagnostic."""
+        (tmp_path / "murmur.yaml").write_text("name: x\n")
+        proc = mur("doctor", cwd=tmp_path)
+        assert proc.returncode == 1
+        assert "✗ error[E-MAN-" in proc.stdout and "error[E-MAN-" in proc.stderr
+
+
+class TestWarning:
+    def test_w_ros_001_reported_exit_0(self, tmp_path: Path) -> None:
+        """Three callers into a single-task member: W-ROS-001 line and Fix:, still exit 0."""
+        single = "  task_acceptance: single\n  after_task: exit\n"
+        queue = "  task_acceptance: queue\n  queue_depth: 4\n  after_task: sleep\n"
+        capsule(tmp_path, "lead", lifecycle=single, serves=False)
+        for name in ("a", "b"):
+            capsule(tmp_path, name, lifecycle=queue)
+        capsule(tmp_path, "target", lifecycle=single)
+        for name in ("lead", "a", "b", "target"):
+            ok(mur("install", "-g", name, cwd=tmp_path))
+        (tmp_path / "roster.yaml").write_text(
+            "roster_version: 1\nmembers:\n"
+            "  - {name: lead, capsule: local/lead, version: 1.0.0, entry: true}\n"
+            "  - {name: a, capsule: local/a, version: 1.0.0}\n"
+            "  - {name: b, capsule: local/b, version: 1.0.0}\n"
+            "  - {name: target, capsule: local/target, version: 1.0.0}\n"
+            "reachability: all\n")
+        proc = ok(mur("doctor", "--roster", cwd=tmp_path))
+        warning = ("  ⚠ warning[W-ROS-001]: roster.yaml lets 2 members call 'target' (a, b), "
+                   "but it holds 1 task at once (lifecycle.task_acceptance: single) so a call "
+                   "arriving while it is busy is rejected; lifecycle.task_acceptance: queue with "
+                   "lifecycle.queue_depth: 1 would hold them all "
+                   "(https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)")
+        assert warning in proc.stdout.splitlines()
+        assert "    Fix: target (local/target@1.0.0): set lifecycle.task_acceptance: queue" in proc.stdout
+        assert ("  reachability: a → b, a → target, b → a, b → target, target → a, target → b"
+                in proc.stdout.splitlines())
