@@ -1,0 +1,244 @@
+"""Test doubles for the agent loop: a scripted HTTP provider, a trace sink, a task context.
+
+:class:`ScriptedServer` is a tiny HTTP/1.1 server on ``127.0.0.1:0`` (raw Trio streams, so
+a test can see exactly when a client abandons a request). It answers each request with the
+next :class:`Reply` of its script and records what it received.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+import trio
+
+from murmur.ids import new_id
+from murmur.manifest.model import (
+    Capabilities,
+    DriverRef,
+    Inference,
+    Manifest,
+    ShellCaps,
+    SpawnCaps,
+    Transport,
+)
+from murmur.session.workload import TaskContext, TaskServices
+
+
+@attrs.frozen
+class Reply:
+    """One scripted answer: a JSON body with a status, or ``hold`` (never answer)."""
+
+    body: object = None
+    status: int = 200
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    hold: bool = False
+
+
+@attrs.frozen
+class Received:
+    """One request the server read."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: object
+
+
+class ScriptedServer:
+    """Serves :class:`Reply` objects in order; records every request."""
+
+    def __init__(self) -> None:
+        self.script: list[Reply] = []
+        self.requests: list[Received] = []
+        self.port = 0
+        self.holding = trio.Event()  # a held request arrived
+        self.abandoned = trio.Event()  # the client closed a held request's connection
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def add(self, *replies: Reply) -> None:
+        self.script.extend(replies)
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        task_status.started(self.port)
+        await trio.serve_listeners(self._connection, listeners)
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    k, v = line.split(":", 1)
+                    headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length", "0"))
+                while len(buf) < length:
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                raw, buf = buf[:length], buf[length:]
+                body = json.loads(raw) if raw else None
+                self.requests.append(Received(method, path, headers, body))
+                reply = self.script.pop(0) if self.script else Reply({"error": "script ended"}, 500)
+                if reply.hold:
+                    self.holding.set()
+                    while await stream.receive_some(65536):
+                        pass
+                    self.abandoned.set()
+                    return
+                payload = json.dumps(reply.body).encode()
+                out = [f"HTTP/1.1 {reply.status} X", "content-type: application/json",
+                       f"content-length: {len(payload)}"]
+                out += [f"{k}: {v}" for k, v in reply.headers.items()]
+                await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+
+class FakeTrace:
+    """A TraceSink that keeps records in memory and, optionally, writes them as JSON lines."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.records: list[dict[str, object]] = []
+        self.path = path
+
+    def emit(self, event_type: str, /, *, parent_id: str | None, **fields: object) -> str:
+        event_id = new_id("evt")
+        record = {"event_type": event_type, "event_id": event_id, "parent_id": parent_id, **fields}
+        self.records.append(record)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        return event_id
+
+    def of(self, event_type: str) -> list[dict[str, object]]:
+        return [r for r in self.records if r["event_type"] == event_type]
+
+
+# --- OpenAI / Anthropic reply builders ---------------------------------------------------
+
+
+def oa_text(text: str, *, prompt: int = 10, completion: int = 5, finish: str = "stop") -> dict[str, object]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+    }
+
+
+def oa_tools(*calls: tuple[str, str, object], prompt: int = 10, completion: int = 5) -> dict[str, object]:
+    """calls: (id, name, arguments-object-or-raw-string)."""
+    tool_calls = [
+        {"id": cid, "type": "function",
+         "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+        for cid, name, args in calls
+    ]
+    return {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                                             "tool_calls": tool_calls},
+                     "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+    }
+
+
+def an_text(text: str, *, inp: int = 10, out: int = 5, stop: str = "end_turn") -> dict[str, object]:
+    return {"id": "msg_1", "type": "message", "role": "assistant",
+            "content": [{"type": "text", "text": text}], "stop_reason": stop,
+            "usage": {"input_tokens": inp, "output_tokens": out}}
+
+
+def an_tools(*calls: tuple[str, str, object], text: str = "") -> dict[str, object]:
+    content: list[dict[str, object]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "tool_use", "id": cid, "name": name, "input": args} for cid, name, args in calls]
+    return {"id": "msg_2", "type": "message", "role": "assistant", "content": content,
+            "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+
+# --- manifests and contexts ------------------------------------------------------------
+
+
+def agent_manifest(
+    endpoint: str,
+    *,
+    driver: str = "murmur-driver-openai",
+    api_key: str | None = "${API_KEY}",
+    shell: tuple[str, ...] = (),
+    spawn: tuple[str, ...] = (),
+    max_turns: int = 10,
+    system_prompt: str | None = None,
+) -> Manifest:
+    caps = Capabilities(
+        shell=ShellCaps(allow=shell) if shell else None,
+        spawn=SpawnCaps(allow=spawn) if spawn else None,
+    )
+    return Manifest(
+        name="agent",
+        version="0.1.0",
+        capabilities=caps,
+        inference=Inference(
+            transport=Transport.HTTP,
+            endpoint=endpoint,
+            model="test-model",
+            api_key=api_key,
+            driver=DriverRef(driver),
+            max_turns=max_turns,
+            max_tokens=256,
+            system_prompt=system_prompt,
+        ),
+    )
+
+
+def task_context(
+    manifest: Manifest,
+    tmp: Path,
+    trace: FakeTrace,
+    *,
+    text: str = "do the thing",
+    trust: str = "trusted",
+    origin: str = "user",
+    services: TaskServices | None = None,
+    env: Mapping[str, str] | None = None,
+) -> TaskContext:
+    workdir = tmp / "work"
+    records = tmp / "records"
+    workdir.mkdir(exist_ok=True)
+    records.mkdir(exist_ok=True)
+    return TaskContext(
+        session_id=new_id("ses"),
+        task_id=new_id("tsk"),
+        context_id=new_id("ctx"),
+        text=text,
+        origin=origin,
+        trust=trust,
+        manifest=manifest,
+        capsule_root=tmp,
+        workdir=workdir,
+        records_dir=records,
+        trace=trace,
+        task_event_id=new_id("evt"),
+        shell_env=dict(env) if env is not None else {"PATH": "/usr/bin:/bin"},
+        services=services or TaskServices(),
+    )
+
+
+def files_under(root: Path) -> list[Path]:
+    """Every regular file below ``root`` (sync helper for async tests)."""
+    return [p for p in root.rglob("*") if p.is_file()]
