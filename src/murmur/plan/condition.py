@@ -25,7 +25,7 @@ __all__ = ["OPERATORS", "Condition", "ConditionError", "Operand", "parse_conditi
 
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "contains")
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
-_OP_RE = re.compile(r"(?<=\s)(==|!=|<=|>=|<|>|contains)(?=\s)")
+_OP_RE = re.compile(r"(?:(?<=\s)|^)(==|!=|<=|>=|<|>|contains)(?=\s|$)")
 _NUMBER_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
 
 

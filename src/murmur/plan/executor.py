@@ -220,8 +220,9 @@ class _PlanRun:
             begun = time.monotonic()
             try:
                 result = await self._attempt(step, attempt)
-            except trio.Cancelled:
-                self._emit_step(step, CANCELED, attempt, begun, None)
+            except BaseException as exc:
+                if _is_cancellation(exc):
+                    self._emit_step(step, CANCELED, attempt, begun, None)
                 raise
             result = attrs.evolve(result, attempts=attempt)
             self._emit_step(step, result.status, attempt, begun, result.reason)
@@ -325,6 +326,15 @@ class _PlanRun:
         if problem is not None:
             return StepResult(FAILED, exit_code=1, reason=problem)
         return StepResult(OK, output=rel, stdout=rel, exit_code=0)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """True for ``trio.Cancelled``, bare or grouped by a nursery (trio-stack.md P7)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_cancellation(e) for e in exc.exceptions)
+    return False
 
 
 def _from_mapping(answer: Mapping[str, object], who: str) -> StepResult:

@@ -169,18 +169,17 @@ def parse_plan(text: str, manifest: Manifest, *, path: str = "plan.yaml") -> Pla
         if key not in TOP_KEYS:
             out.add("E-PLN-002", f"unknown plan key `{key}`", _key_line(doc, str(key)),
                     hint="a plan has `steps`, `output` and an optional `description`")
-    steps = _parse_steps(doc, manifest, out)
+    steps, declared, complete = _parse_steps(doc, manifest, out)
     output = _parse_output(doc, out)
-    if steps is not None:
-        _check_graph(steps, out)
-        if output is not None:
-            known = {s.id for s in steps}
-            for ref in sorted(output.steps - known):
-                out.add("E-PLN-008", f"`output` reads step `{ref}`, which the plan does not declare",
-                        _key_line(doc, "output"))
+    if steps:
+        _check_graph(steps, declared, complete, out)
+    if complete and output is not None:
+        for ref in sorted(output.steps - declared):
+            out.add("E-PLN-008", f"`output` reads step `{ref}`, which the plan does not declare",
+                    _key_line(doc, "output"))
     if out.found:
         raise DiagnosticError(sorted(out.found, key=lambda d: (d.location.line or 0) if d.location else 0))
-    assert steps is not None and output is not None
+    assert output is not None
     return Plan(tuple(steps), output, path)
 
 
@@ -200,14 +199,18 @@ def _parse_output(doc: CommentedMap, out: _Collector) -> Template | None:
         return None
 
 
-def _parse_steps(doc: CommentedMap, manifest: Manifest, out: _Collector) -> list[Step] | None:
+def _parse_steps(
+    doc: CommentedMap, manifest: Manifest, out: _Collector
+) -> tuple[list[Step], set[str], bool]:
+    """The valid steps, every id declared (valid step or not), and whether all were valid."""
     raw = doc.get("steps")
     if not isinstance(raw, CommentedSeq) or not raw:
         out.add("E-PLN-002", "`steps` must be a non-empty list", _key_line(doc, "steps") or 1,
                 hint="add `steps:` with at least one `- id: …` entry")
-        return None
+        return [], set(), False
     steps: list[Step] = []
     seen: dict[str, int | None] = {}
+    declared: set[str] = set()
     ok = True
     for index, node in enumerate(raw):
         line = _item_line(raw, index)
@@ -215,6 +218,9 @@ def _parse_steps(doc: CommentedMap, manifest: Manifest, out: _Collector) -> list
             out.add("E-PLN-002", f"step {index + 1} must be a mapping with an `id`", line)
             ok = False
             continue
+        raw_id = _scalar_text(node.get("id"))
+        if raw_id is not None:
+            declared.add(raw_id)
         step = _parse_step(node, line, manifest, out)
         if step is None:
             ok = False
@@ -226,7 +232,7 @@ def _parse_steps(doc: CommentedMap, manifest: Manifest, out: _Collector) -> list
             continue
         seen[step.id] = line
         steps.append(step)
-    return steps if ok else None
+    return steps, declared, ok
 
 
 def _parse_step(node: CommentedMap, line: int | None, manifest: Manifest, out: _Collector) -> Step | None:
@@ -445,18 +451,21 @@ def _parse_condition(node: CommentedMap, label: str, out: _Collector) -> Conditi
         return None
 
 
-def _check_graph(steps: list[Step], out: _Collector) -> None:
-    """Dependencies name known steps and form no cycle; templates read only ancestors."""
+def _check_graph(steps: list[Step], declared: set[str], complete: bool, out: _Collector) -> None:
+    """Dependencies name declared steps and form no cycle; templates read only ancestors.
+
+    With ``complete`` false (some step was invalid), only unknown dependencies are checked.
+    """
     deps = {s.id: s.depends_on for s in steps}
-    graph_ok = True
+    graph_ok = complete
     for s in steps:
         for d in s.depends_on:
             if d == s.id:
                 out.add("E-PLN-005", f"step `{s.id}` depends on itself", s.line)
                 graph_ok = False
-            elif d not in deps:
+            elif d not in declared:
                 out.add("E-PLN-005", f"step `{s.id}` depends on unknown step `{d}`", s.line,
-                        hint=f"declared steps: {', '.join(deps)}")
+                        hint=f"declared steps: {', '.join(sorted(declared))}")
                 graph_ok = False
     if not graph_ok:
         return
