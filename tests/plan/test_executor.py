@@ -17,7 +17,7 @@ from murmur.session.workload import TaskContext, TaskOutcome, TaskServices
 
 from .procs import live_members, wait_group_gone
 
-ALLOW = ("echo", "sh", "cat", "wc", "nosuchbinary-murmur")
+ALLOW = ("echo", "sh", "cat", "wc", "find", "grep", "nosuchbinary-murmur")
 MANIFEST = Manifest(
     name="demo",
     version="0.1.0",
@@ -197,6 +197,48 @@ class TestBasics:
         )
         assert out.status == "failed" and "leaves the workdir" in out.answer
         assert not (tmp_path / "x.txt").exists()
+
+
+class TestAuditExample:
+    PLAN = """\
+        steps:
+          - id: files
+            shell: [find, "{{ task.words[1] | default: '.' }}", -type, f, -name, "*.py"]
+          - id: todos
+            shell: [grep, -rn, TODO, "{{ task.words[1] | default: '.' }}"]
+            ok_exit_codes: [0, 1]
+          - id: loc
+            shell: [sh, -c, 'find "$1" -type f -name "*.py" -exec cat {} + | wc -l', sh, "{{ task.words[1] }}"]
+          - id: report
+            template: |
+              # Audit of {{ task.words[1] }}
+              - Python files: {{ steps.files.stdout | count_lines }}
+              - Lines: {{ steps.loc.stdout | trim }}
+              - TODO markers: {{ steps.todos.stdout | count_lines }}
+            depends_on: [files, todos, loc]
+          - id: save
+            write: {path: "audit-{{ task.words[1] }}.md", content: "{{ steps.report.output }}"}
+            depends_on: [report]
+        output: "{{ steps.report.output }}"
+        """
+
+    async def test_audit_directory_named_in_task(self, tmp_path: Path) -> None:
+        """find/grep/wc on a directory named in the task, assembled into a Markdown report."""
+        src = tmp_path / "src"
+        src.mkdir()
+        (src / "a.py").write_text("x = 1  # TODO tidy\ny = 2\n")
+        (src / "b.py").write_text("z = 3\n")
+        (src / "notes.txt").write_text("TODO later\n")
+        out = await run(self.PLAN, make_ctx(tmp_path, "audit src"))
+        expected = "# Audit of src\n- Python files: 2\n- Lines: 3\n- TODO markers: 2\n"
+        assert out == TaskOutcome("ok", expected)
+        assert (tmp_path / "audit-src.md").read_text() == expected
+
+    async def test_grep_without_matches_is_ok(self, tmp_path: Path) -> None:
+        """grep exiting 1 (no match) counts as success under ok_exit_codes: [0, 1]."""
+        (tmp_path / "src").mkdir()
+        out = await run(self.PLAN, make_ctx(tmp_path, "audit src"))
+        assert out.status == "ok" and "- TODO markers: 0" in out.answer
 
 
 class TestConcurrency:

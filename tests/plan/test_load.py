@@ -323,6 +323,16 @@ class TestRefused:
         err = refusal(f'steps:\n  - id: a\n    write: {{path: "{path}", content: x}}\noutput: x\n')
         assert err.code == "E-PLN-009"
 
+    @pytest.mark.parametrize("codes", ["[]", "[256]", "[true]", "0", "[a]"])
+    def test_ok_exit_codes(self, codes: str) -> None:
+        """ok_exit_codes must be a non-empty list of 0-255."""
+        err = refusal(f"steps:\n  - id: a\n    shell: [echo]\n    ok_exit_codes: {codes}\noutput: x\n")
+        assert codes_lines(err) == [("E-PLN-002", 4)]
+
+    def test_ok_exit_codes_only_on_shell(self) -> None:
+        """ok_exit_codes belongs to shell steps."""
+        assert refusal("steps:\n  - id: a\n    template: x\n    ok_exit_codes: [1]\noutput: x\n").code == "E-PLN-002"
+
     def test_write_shape(self) -> None:
         """`write` needs exactly path and content."""
         assert refusal("steps:\n  - id: a\n    write: {path: x}\noutput: x\n").code == "E-PLN-002"
@@ -331,6 +341,28 @@ class TestRefused:
         """Diagnostics render with the plan path and line."""
         err = refusal("steps:\n  - id: a\n    shell: [rm]\noutput: x\n")
         assert err.diagnostics[0].render().splitlines()[1] == "  --> caps/plan.yaml:3"
+
+
+class TestScaffolds:
+    def test_capsule_scaffold_plan_loads(self) -> None:
+        """The `mur new` scaffold's plan loads against its own manifest."""
+        from murmur.manifest.load import parse_manifest
+        from murmur.manifest.scaffold import capsule_files
+
+        files = capsule_files("demo")
+        manifest = parse_manifest(files["murmur.yaml"], path="murmur.yaml")
+        plan = parse_plan(files[manifest.plan or ""], manifest)
+        assert [s.kind for s in plan.steps] == ["shell"]
+
+    def test_roster_scaffold_plans_load(self) -> None:
+        """Both members of the roster scaffold have plans that load."""
+        from murmur.formation.scaffold import roster_files
+        from murmur.manifest.load import parse_manifest
+
+        files = roster_files("team")
+        for member in ("lead", "worker"):
+            manifest = parse_manifest(files[f"{member}/murmur.yaml"], path="murmur.yaml")
+            parse_plan(files[f"{member}/{manifest.plan}"], manifest)
 
 
 class TestLoadPlan:

@@ -72,6 +72,11 @@ class TestFilters:
         assert render('{{ task | match: "s\\\\w+" }}') == "src"
         assert render('{{ task | match: "zzz" }}') == ""
 
+    def test_count_lines(self) -> None:
+        """count_lines counts non-blank lines."""
+        assert render("{{ task | count_lines }}", Scope(task="a\n\n b \nc\n")) == "3"
+        assert render("{{ task | count_lines }}", Scope(task="")) == "0"
+
     def test_pipe_inside_quotes(self) -> None:
         """A | inside a quoted argument is not a filter separator."""
         scope = Scope(task="a|b")

@@ -273,8 +273,8 @@ class _PlanRun:
             raise _StepFailed(StepResult(FAILED, exit_code=None, reason=str(exc))) from exc
         self._emit("shell", step=step.id, attempt=attempt, **done.trace_fields())
         stdout, stderr = _chomp(done.stdout_text), _chomp(done.stderr_text)
-        if done.exit_code == 0:
-            return StepResult(OK, output=stdout, stdout=stdout, stderr=stderr, exit_code=0)
+        if done.exit_code in action.ok_exit_codes:
+            return StepResult(OK, output=stdout, stdout=stdout, stderr=stderr, exit_code=done.exit_code)
         how = f"exited with status {done.exit_code}" if done.exit_code > 0 else f"was killed by signal {-done.exit_code}"
         detail = _tail(stderr)
         reason = f"`{done.binary}` {how}" + (f": {detail}" if detail else "")

@@ -43,7 +43,10 @@ MEMBER_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 RESERVED_VERSIONS = ("latest", "stable", "edge")
 ACTION_KEYS = ("shell", "capsule", "member", "template", "write")
 STEP_KEYS = frozenset(
-    {*ACTION_KEYS, "id", "version", "task", "depends_on", "if", "on_error", "retries", "timeout", "description"}
+    {
+        *ACTION_KEYS, "id", "version", "task", "ok_exit_codes", "depends_on", "if", "on_error",
+        "retries", "timeout", "description",
+    }
 )
 TOP_KEYS = frozenset({"steps", "output", "description"})
 
@@ -300,7 +303,8 @@ def _parse_action(
                 line, hint="split it into one step per action")
         return None
     kind = present[0]
-    for extra, owners in (("task", ("capsule", "member")), ("version", ("capsule",))):
+    owned = (("task", ("capsule", "member")), ("version", ("capsule",)), ("ok_exit_codes", ("shell",)))
+    for extra, owners in owned:
         if extra in node and kind not in owners:
             out.add("E-PLN-002", f"{label}: `{extra}` belongs to {' and '.join(owners)} steps", _key_line(node, extra))
     if kind == "shell":
@@ -353,7 +357,19 @@ def _parse_shell(node: CommentedMap, label: str, manifest: Manifest, out: _Colle
         hint = f"add it to murmur.yaml: `{exc.grant}`" if exc.grant else "name a bare binary found on PATH"
         out.add("E-PLN-006", f"{label}: {exc.reason}", where, hint=hint)
         return None
-    return ShellAction(tuple(argv))
+    ok_codes: tuple[int, ...] = (0,)
+    if "ok_exit_codes" in node:
+        codes = node["ok_exit_codes"]
+        if (
+            not isinstance(codes, CommentedSeq)
+            or not codes
+            or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes)
+        ):
+            out.add("E-PLN-002", f"{label}: `ok_exit_codes` must be a list of exit codes 0-255",
+                    _key_line(node, "ok_exit_codes"), hint="e.g. `ok_exit_codes: [0, 1]` for grep")
+            return None
+        ok_codes = tuple(dict.fromkeys(int(c) for c in codes))
+    return ShellAction(tuple(argv), ok_codes)
 
 
 def _parse_capsule(node: CommentedMap, label: str, manifest: Manifest, out: _Collector) -> CapsuleAction | None:

@@ -41,9 +41,14 @@ class OnError(enum.Enum):
 
 @attrs.frozen
 class ShellAction:
-    """``shell: [bin, arg, …]``: one command; ``argv[0]`` is a literal allowlisted name."""
+    """``shell: [bin, arg, …]``: one command; ``argv[0]`` is a literal allowlisted name.
+
+    ``ok_exit_codes`` are the exit codes that count as success (default ``(0,)``; e.g.
+    ``[0, 1]`` for ``grep``, which exits 1 when nothing matches).
+    """
 
     argv: tuple[Template, ...]
+    ok_exit_codes: tuple[int, ...] = (0,)
 
     @property
     def binary(self) -> str:

@@ -13,7 +13,8 @@ value followed by filters::
     {{ task | after: "audit " | word: 0 | default: "." }}
 
 Filters: ``trim``, ``after: S``, ``before: S``, ``word: N``, ``line: N``, ``match: RE``
-(first capture group, else the whole match, else ''), ``default: S`` (when empty).
+(first capture group, else the whole match, else ''), ``default: S`` (when empty),
+``count_lines`` (the number of non-blank lines, as text).
 Nothing is evaluated: parsing builds a small tree at plan load and rendering walks it, so
 a malformed expression is a load-time error and rendering never fails.
 """
@@ -41,7 +42,7 @@ STEP_FIELDS = ("stdout", "stderr", "exit_code", "output", "status")
 
 FILTERS_STR = ("after", "before", "match", "default")
 FILTERS_INT = ("word", "line")
-FILTERS_NONE = ("trim",)
+FILTERS_NONE = ("trim", "count_lines")
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_-]*"
 _PATH_RE = re.compile(
@@ -109,6 +110,8 @@ class Filter:
         arg = self.arg
         if self.name == "trim":
             return value.strip()
+        if self.name == "count_lines":
+            return str(sum(1 for line in value.splitlines() if line.strip()))
         if self.name == "after":
             assert isinstance(arg, str)
             head, sep, tail = value.partition(arg)
