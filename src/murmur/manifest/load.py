@@ -209,14 +209,15 @@ class _Converter:
             )
         out: list[model.DoorCredential] = []
         faults: list[tuple[FieldPath, BaseException]] = []
-        for name, body in value.items():
+        for name in value.key_pos:  # document order, including names with no body
+            if name not in value:
+                out.append(model.DoorCredential(name=name))
+                continue
             try:
-                parsed = self.conv.structure(body, _CredentialBody)
+                parsed = self.conv.structure(value[name], _CredentialBody)
                 out.append(model.DoorCredential(name=name, scopes=parsed.scopes))
             except (Fault, FaultGroup, ClassValidationError) as exc:
                 faults.append(((name,), exc))
-        for name in value.empty_keys:
-            out.append(model.DoorCredential(name=name))
         if faults:
             raise FaultGroup(faults)
         return tuple(out)
@@ -328,7 +329,7 @@ def _from_located(
         found = "an empty document" if root is None else _kind(root)
         raise DiagnosticError(
             error("E-MAN-002", f"a manifest must be a mapping of keys, found {found}",
-                  path=path, line=getattr(root, "line", None), col=getattr(root, "col", None),
+                  path=path, line=getattr(root, "line", 1), col=getattr(root, "col", 1),
                   hint="start with `name: my-capsule` and `version: 0.1.0`")
         )
     manifest, faults = _converter().structure(root)

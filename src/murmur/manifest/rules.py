@@ -31,6 +31,9 @@ RESERVED_TOOL_NAMES = frozenset({
 })
 """Names of runtime-provided tools; an artifact may not take one (E-CAP-013)."""
 
+ARTIFACT_RUNTIMES = ("tool", "driver", "hook", "skill")
+"""Values of ``artifacts[].runtime`` (``wasm`` and ``native`` are refused)."""
+
 DOOR_SCOPES = frozenset({
     "SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "ListTasks",
     "SubscribeToTask", "GetExtendedAgentCard", "murmur.WatchSession", "murmur.StopSession",
@@ -137,7 +140,9 @@ def allow_entry_problem(entry: str) -> str | None:
             return f"has an invalid host `{host}`"
         return None
     if entry.startswith("["):
-        host, _, rest = entry.partition("]")
+        host, closed, rest = entry.partition("]")
+        if not closed:
+            return "has an unclosed `[`"
         host += "]"
         if rest and not (rest.startswith(":") and _port_ok(rest[1:])):
             return "has an invalid port"
@@ -237,6 +242,11 @@ def _artifacts(root: YMap) -> list[Fault]:
             out.append(Fault("E-MAN-003", "an artifact name is blank",
                              path=("artifacts", i, "name")))
         runtime = _text(item.get("runtime")) or "tool"
+        if runtime not in ARTIFACT_RUNTIMES:
+            out.append(Fault(
+                "E-MAN-003", f"artifact runtime `{runtime}` is not supported",
+                hint=f"use one of: {', '.join(ARTIFACT_RUNTIMES)}",
+                path=("artifacts", i, "runtime")))
         has_source = isinstance(item.get("source"), YStr)
         if "version" not in item and not has_source and name is not None:
             out.append(Fault(
@@ -271,9 +281,9 @@ def _capabilities(root: YMap) -> list[Fault]:
     caps = _get(root, "capabilities")
     if not isinstance(caps, YMap):
         return out
-    for block in ("peer_fetch", "shell"):
+    for block, known in (("peer_fetch", {"allow"}), ("shell", {"allow", "baseline_env", "strip_env"})):
         body = caps.get(block)
-        if isinstance(body, YMap):
+        if isinstance(body, YMap) and set(body) <= known:  # an unknown key is likely the typo
             allow = body.get("allow")
             if allow is None or (isinstance(allow, YSeq) and not allow):
                 where: FieldPath = ("capabilities", block, "allow") if allow is not None else (

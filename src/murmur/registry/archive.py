@@ -161,9 +161,9 @@ def check_entries(zf: zipfile.ZipFile, *, where: str) -> list[zipfile.ZipInfo]:
     total = 0
     for info in infos:
         name = info.filename
-        problem = name_problem(name)
+        problem = name_problem(info.orig_filename)  # `filename` is cut at a NUL; the original is not
         if problem is not None:
-            raise _refuse("E-BLD-003", f"archive entry {name!r} {problem}", where,
+            raise _refuse("E-BLD-003", f"archive entry {info.orig_filename!r} {problem}", where,
                           "rebuild the archive with `mur build`")
         mode = info.external_attr >> 16
         kind = stat.S_IFMT(mode)
