@@ -130,6 +130,10 @@ SHAPE_FAULTS = [
     ("latest", BASE.replace("version: '1'", "version: latest"), 5, "exact version"),
     ("stable", BASE.replace("version: '1'", "version: stable"), 5, "exact version"),
     ("edge", BASE.replace("version: '1'", "version: edge"), 5, "exact version"),
+    ("latest-caps", BASE.replace("version: '1'", "version: Latest"), 5, "exact version"),
+    ("version-space", BASE.replace("version: '1'", "version: '1.0 beta'"), 5, "not a version"),
+    ("version-newline", BASE.replace("version: '1'", 'version: "1\\n2"'), 5, "not a version"),
+    ("version-dash-first", BASE.replace("version: '1'", "version: -1"), 5, "not a version"),
     ("version-bool", BASE.replace("version: '1'", "version: true"), 5, "version string"),
     ("version-list", BASE.replace("version: '1'", "version: [1]"), 5, "version string"),
     ("entry-str", BASE.replace("entry: true", "entry: 'true'"), 6, "true or false"),
@@ -185,6 +189,14 @@ class TestFile:
         with pytest.raises(DiagnosticError) as info:
             load_roster(p)
         assert info.value.code == "E-ROS-001"
+
+    def test_too_large(self, tmp_path: Path) -> None:
+        """A roster over 1 MiB is refused before parsing."""
+        p = tmp_path / "roster.yaml"
+        p.write_text("#" * (1 << 20) + "\n")
+        with pytest.raises(DiagnosticError) as info:
+            load_roster(p)
+        assert "larger than 1 MiB" in info.value.diagnostics[0].message
 
     def test_loads_from_disk(self, tmp_path: Path) -> None:
         """load_roster reads a file and keeps the display path."""

@@ -30,6 +30,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
+from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
 
 ROSTER_FILENAME = "roster.yaml"
 """The only file name ``mur run --roster`` and ``mur doctor --roster`` accept."""
@@ -37,10 +38,8 @@ ROSTER_FILENAME = "roster.yaml"
 MEMBER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 """A member's name within its roster (contract sheet section 6.6)."""
 
-RESERVED_VERSIONS = frozenset({"latest", "stable", "edge"})
-"""Version words a roster may never pin: a member is a capsule at an exact version."""
-
-_ARTIFACT_PART_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+MAX_ROSTER_BYTES = 1 << 20
+"""A larger ``roster.yaml`` is refused before parsing (1 MiB)."""
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -190,6 +189,8 @@ def load_roster(path: Path, *, display: str | None = None) -> Roster:
         )
     except OSError as exc:
         _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} cannot be read: {exc.strerror}")
+    if len(raw) > MAX_ROSTER_BYTES:
+        _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is larger than 1 MiB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -334,7 +335,7 @@ class _Parser:
                       hint=f"write its full name: `local/{capsule}` for a capsule installed "
                       f"from its .mur.zip, or `<scope>/{capsule}` for one installed from a "
                       "registry")
-        if len(parts) != 2 or not all(_ARTIFACT_PART_RE.fullmatch(p) for p in parts):
+        if len(parts) != 2 or not all(is_capsule_name(p) for p in parts):
             self.fail(node, f"member '{member}' names capsule '{capsule}', which is not "
                       "an artifact name `<scope>/<name>`",
                       hint="scope and name are lowercase letters, digits and '-'")
@@ -346,10 +347,14 @@ class _Parser:
         if text.strip() == "":
             self.fail(node, f"member '{member}' has a blank version; a member is a capsule "
                       "at an exact version")
-        if text in RESERVED_VERSIONS:
+        if text.strip().lower() in RESERVED_VERSIONS:
             self.fail(node, f"member '{member}' pins version '{text}'; a member is a capsule "
                       "at an exact version",
                       hint="write the exact version you installed (`mur list` shows it)")
+        if not VERSION_RE.fullmatch(text):
+            self.fail(node, f"member '{member}' has version {text!r}, which is not a version",
+                      hint="a version is a letter or digit, then letters, digits, '.', '_', '+' "
+                      "or '-' (at most 64 characters)")
         return text
 
     # --- reachability ------------------------------------------------------------------
