@@ -242,3 +242,29 @@ def task_context(
 def files_under(root: Path) -> list[Path]:
     """Every regular file below ``root`` (sync helper for async tests)."""
     return [p for p in root.rglob("*") if p.is_file()]
+
+
+def live_in_group(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are alive (not zombies), read from /proc."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+async def group_gone(pgid: int, polls: int = 250) -> bool:
+    """True once no live process is left in ``pgid`` (SIGKILL lands asynchronously, so this
+    polls /proc every 20 ms, at most ``polls`` times; False if one is still alive)."""
+    for _ in range(polls):
+        if not live_in_group(pgid):
+            return True
+        await trio.sleep(0.02)
+    return False
