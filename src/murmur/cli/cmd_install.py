@@ -13,9 +13,6 @@ import argparse
 import json
 from pathlib import Path
 
-from murmur.diagnostics import error
-from murmur.errors import UsageError
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``SOURCE``, ``-g/--global``, ``--pin``, ``--json``."""
@@ -26,10 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("source", nargs="?", type=Path, default=Path("."), metavar="ZIP|DIR",
                         help="a .mur.zip made by `mur build`, or a capsule directory (default: .)")
-    parser.add_argument("-g", "--global", dest="global_", action="store_true",
-                        help="install into the global store instead of the project store")
-    parser.add_argument("--pin", action="store_true",
-                        help="record the installed version and sha256 in ./murmur.lock")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("-g", "--global", dest="global_", action="store_true",
+                       help="install into the global store instead of the project store")
+    where.add_argument("--pin", action="store_true",
+                       help="record the installed version and sha256 in ./murmur.lock "
+                            "(project installs only)")
     parser.add_argument("--json", action="store_true",
                         help='print {"scope", "name", "version", "sha256", "path"} as one JSON line')
 
@@ -39,9 +38,6 @@ def run(args: argparse.Namespace) -> int:
     from murmur.registry import install
     from murmur.registry.lock import Pin, lock_path, write_pin
 
-    if args.pin and args.global_:
-        raise UsageError(error("E-REG-008", "--pin records a project pin; it cannot be used with -g",
-                               hint="drop -g to install into the project store and pin it"))
     installed = install(args.source, global_=args.global_)
     if args.pin:
         write_pin(lock_path(), Pin(installed.ref, installed.version, installed.sha256))

@@ -325,6 +325,8 @@ def _place(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], data: bytes,
     _guard_store(store, where)
     final = _entry_dir(store, LOCAL_SCOPE, manifest.name, manifest.version)
     archive.refuse_symlinks(store, final, where=where)
+    # Directories this install creates; a failed install removes them again (when empty).
+    created = [d for d in (store.parent, store, final.parent.parent, final.parent) if not d.exists()]
     store.mkdir(parents=True, exist_ok=True)
     tmp = store / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
@@ -347,6 +349,9 @@ def _place(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], data: bytes,
             os.rename(old, final)
             old = None
         shutil.rmtree(tmp, ignore_errors=True)
+        for d in reversed(created):
+            with contextlib.suppress(OSError):
+                d.rmdir()
         raise
     finally:
         if old is not None:
