@@ -318,6 +318,16 @@ class TestCredentialRejection:
         assert ctx.trace.of("task_failed")[0]["cause"] == "malformed_response"
 
 
+    async def test_undecodable_reply_fails_the_task(self, provider: ScriptedServer, tmp_path: Path) -> None:
+        """A body that cannot be decoded (bad gzip) fails with malformed_response, not a crash."""
+        manifest = agent_manifest(provider.url)
+        ctx = task_context(manifest, tmp_path, FakeTrace())
+        provider.add(Reply(oa_text("x"), headers={"content-encoding": "gzip"}))
+        outcome = await workload(manifest).run_task(ctx)
+        assert outcome.status == "failed" and "could not be read" in outcome.answer
+        assert ctx.trace.of("task_failed")[0]["cause"] == "malformed_response"
+
+
 class TestSecretHygiene:
     async def test_key_appears_in_no_file_written(self, provider: ScriptedServer, tmp_path: Path) -> None:
         """Across success, tool use, a 5xx retry and a rejection, the key is in no trace or record."""

@@ -77,3 +77,14 @@ class TestBackoff:
         assert parse_retry_after("5") == 5.0 and parse_retry_after(" 1.5 ") == 1.5
         for bad in (None, "Wed, 21 Oct 2015 07:28:00 GMT", "-1", "nan", "inf"):
             assert parse_retry_after(bad) is None
+
+
+class TestKeyCharacters:
+    @pytest.mark.parametrize("value", ["sk-a b", "sk-\nX-Injected: 1", "sk-é", "sk-\t"])
+    def test_unsendable_keys_fail_without_quoting(self, value: str) -> None:
+        """A key that cannot be a header value fails naming its source, never the value."""
+        with pytest.raises(InferenceError) as info:
+            resolve_api_key("${K}", {"K": value})
+        assert "${K}" in info.value.message and value.strip() not in info.value.message
+        with pytest.raises(InferenceError):
+            resolve_api_key(value, {})

@@ -48,6 +48,7 @@ __all__ = [
 REQUEST_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
 
 _KEY_REF = re.compile(r"^\$\{([A-Z_][A-Z0-9_]*)\}$")
+_HEADER_SAFE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: no spaces, newlines or non-ASCII
 _SNIPPET = 300  # characters of a provider's error body quoted in a failure message
 
 
@@ -105,19 +106,25 @@ def resolve_api_key(raw: str | None, environ: Mapping[str, str]) -> str | None:
         str | None: the key; None when no key is configured (keyless local servers).
 
     Raises:
-        InferenceError: (``runtime_error``) the named variable is unset or blank; the
-            message names the variable, never a value.
+        InferenceError: (``runtime_error``) the named variable is unset or blank, or the key
+            holds characters an HTTP header cannot carry; the message names the variable,
+            never a value.
     """
     if raw is None:
         return None
     var = key_variable(raw)
-    if var is None:
-        return raw
-    value = environ.get(var, "")
-    if not value.strip():
+    value = raw if var is None else environ.get(var, "")
+    where = "inference.api_key" if var is None else f"${{{var}}}"
+    if var is not None and not value.strip():
         raise InferenceError(
             "runtime_error",
             f"inference.api_key names ${{{var}}}, which is not set in the capsule's environment",
+        )
+    if not _HEADER_SAFE.match(value):
+        raise InferenceError(
+            "runtime_error",
+            f"the key in {where} holds characters that cannot be sent in an HTTP header "
+            "(only visible ASCII is allowed)",
         )
     return value
 
@@ -242,6 +249,11 @@ async def post_json(
             resp = await client.post(url, json=dict(body), headers=dict(headers))
         except httpx.TransportError as exc:
             failure = f"{type(exc).__name__} reaching {url}"
+        except httpx.RequestError as exc:  # e.g. an undecodable body: not worth retrying
+            raise InferenceError(
+                "malformed_response",
+                f"the inference provider's reply from {url} could not be read ({type(exc).__name__})",
+            ) from None
         else:
             status = resp.status_code
             if status in (401, 403):
