@@ -318,6 +318,9 @@ class TestCredentialRejection:
         assert ctx.trace.of("task_failed")[0]["cause"] == "malformed_response"
 
 
+    # httpx leaves its inner body generators unexhausted when decoding fails; Trio's finaliser
+    # reports them as ResourceWarnings at garbage collection (cosmetic, ignored by default).
+    @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
     async def test_undecodable_reply_fails_the_task(self, provider: ScriptedServer, tmp_path: Path) -> None:
         """A body that cannot be decoded (bad gzip) fails with malformed_response, not a crash."""
         manifest = agent_manifest(provider.url)
