@@ -153,6 +153,8 @@ CATALOGUE: dict[str, str] = {
     "E-IO-001": "a file or directory was not found",
     "E-IO-002": "permission denied",
     "E-IO-003": "an input/output error",
+    # --- command line ---------------------------------------------------------------
+    "E-CLI-001": "command-line options conflict, or one needs another that is missing",
     # --- roster admission -----------------------------------------------------------
     "E-ROS-001": "roster.yaml is missing, unreadable, of the wrong shape, or names a capsule badly",
     "E-ROS-002": "the roster has no entry member, or more than one",
