@@ -1,0 +1,101 @@
+"""``mur run``: run one capsule session, or a formation with ``--roster``.
+
+Thin: parses options, installs the early signal handlers first (trio-stack P10), then hands
+over to :mod:`murmur.session.launch` (or :mod:`murmur.formation.launcher` for ``--roster``).
+Specification: spec/session.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+_EPILOG = """\
+--deadline takes an absolute RFC 3339 time with a zone (2026-12-01T17:30:00Z) or a duration
+counted from now: digits followed by s, m, h or d, possibly combined (90s, 15m, 2h, 1h30m).
+When it falls the session winds down, ends `deadline_reached` and exits 1 (E-RUN-053).
+
+exit status: 0 ok; 1 the deciding task did not complete (E-RUN-040) or a launch refusal;
+2 command-line misuse; 143 forced exit (a second SIGTERM, or 20 s after the first).
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``mur run`` (contract sheet section 3.1)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _EPILOG
+    parser.add_argument("--manifest", metavar="PATH", help="the capsule manifest (default: ./murmur.yaml)")
+    parser.add_argument("--capsule", metavar="SCOPE/NAME", help="run an installed capsule (project store, then global)")
+    parser.add_argument("--capsule-version", metavar="VERSION", help="the exact installed version (with --capsule)")
+    parser.add_argument(
+        "--project-dir", metavar="DIR", help="the project whose stores and murmur.lock --capsule resolves from (default: .)"
+    )
+    parser.add_argument("--task", metavar="TEXT|PATH", help="run this task (a file's contents, or the text) and end with it")
+    parser.add_argument("--json", action="store_true", help="print one readiness JSON line on stdout and nothing else there")
+    parser.add_argument("--workdir", metavar="DIR", help="the work folder (shell cwd; default: the current directory)")
+    parser.add_argument(
+        "--lifecycle-task-acceptance", choices=("none", "single", "queue"), help="override lifecycle.task_acceptance"
+    )
+    parser.add_argument("--lifecycle-after-task", choices=("exit", "sleep"), help="override lifecycle.after_task")
+    parser.add_argument("--deadline", metavar="WHEN", help="wind down at this moment (see below)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="extra start-up lines on stderr")
+    parser.add_argument("--no-env-file", action="store_true", help="do not read ./.env")
+    parser.add_argument(
+        "--containment", choices=("advisory", "scoped", "sealed"), help="raise the containment floor (only advisory is achieved)"
+    )
+    parser.add_argument(
+        "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
+    )
+
+
+ROSTER_FLAGS_ALLOWED = frozenset({"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline"})
+
+
+def _run_roster(args: argparse.Namespace) -> int:
+    from murmur.diagnostics import error
+    from murmur.errors import DiagnosticError, UsageError
+
+    defaults = {"json": False, "verbose": False, "no_env_file": False}
+    extra = sorted(
+        "--" + k.replace("_", "-")
+        for k, v in vars(args).items()
+        if k not in ROSTER_FLAGS_ALLOWED and v is not None and v != defaults.get(k)
+    )
+    if extra:
+        raise UsageError(
+            error("E-CLI-001", f"--roster cannot be combined with {', '.join(extra)}",
+                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline")
+        )
+    try:
+        from murmur.formation.launcher import run_roster
+    except ImportError as exc:
+        raise DiagnosticError(error("E-RUN-001", f"formations are not available in this installation ({exc})")) from None
+    return int(run_roster(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``mur run``; returns the exit status."""
+    from murmur.session.signals import install_early_handlers
+
+    early = install_early_handlers()
+    if args.roster is not None:
+        return _run_roster(args)
+
+    from murmur.session.launch import RunOptions, prepare, run_prepared
+
+    opts = RunOptions(
+        manifest=args.manifest,
+        capsule=args.capsule,
+        capsule_version=args.capsule_version,
+        project_dir=args.project_dir,
+        task=args.task,
+        json=args.json,
+        workdir=args.workdir,
+        task_acceptance=args.lifecycle_task_acceptance,
+        after_task=args.lifecycle_after_task,
+        deadline=args.deadline,
+        verbose=args.verbose,
+        no_env_file=args.no_env_file,
+        containment=args.containment,
+    )
+    setup = prepare(opts)
+    return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early)

@@ -1,0 +1,456 @@
+"""The door: the session's A2A 1.0 JSON-RPC endpoint (spec/door.md).
+
+A Quart-Trio app served by hypercorn's Trio worker on 127.0.0.1 (port chosen by the OS),
+wrapped in :func:`shield_send` (trio-stack.md P1). Routes:
+
+* ``GET /.well-known/agent-card.json``: the card, never behind auth;
+* ``POST /``: one JSON-RPC 2.0 request. Checks run in the contract's order: token → peer
+  consent → ``-32700`` → ``-32600`` → ``-32009`` (``A2A-Version``) → completion addressing
+  (``-31001``) → ``-32601`` → method scope (403) → ``-32602`` → the method.
+
+The door only parses, asks its :class:`DoorBackend` (the session) and serialises. JSON-RPC
+errors travel with HTTP 200; auth refusals are HTTP 401/403. Streams (SendStreamingMessage,
+SubscribeToTask) send the task snapshot first, then every status/artifact event, a
+``: keepalive`` comment every :data:`murmur.timing.SSE_KEEPALIVE` seconds of silence, and end
+when the task reaches a terminal state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from functools import partial
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from murmur import timing
+from murmur.session import wire
+from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
+from murmur.session.origin import Classification, classify
+from murmur.session.states import TaskState
+from murmur.session.tasks import Task
+from murmur.session.wire import RpcError
+
+TASK_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+PUSH_METHODS = frozenset(
+    {
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    }
+)
+KNOWN_METHODS = TASK_METHODS | PUSH_METHODS | frozenset(
+    {"GetTask", "ListTasks", "CancelTask", "SubscribeToTask", "GetExtendedAgentCard"}
+)
+DOOR_GRACE = 2.0  # seconds in-flight requests get once the door is told to stop
+
+
+@attrs.frozen
+class CompletionRequest:
+    """A request classified ``completion`` that is addressed to this session.
+
+    Attributes:
+        delegation_id (str | None): ``x-murmur-delegation-id``.
+        trust (str): the inherited trust class.
+        message (wire.InboundMessage): the checked message (its text carries the fields).
+    """
+
+    delegation_id: str | None
+    trust: str
+    message: wire.InboundMessage
+
+
+@attrs.frozen
+class CompletionVerdict:
+    """What the completion hook decided.
+
+    Attributes:
+        accept (bool): false refuses it with ``error`` (default ``-31002``).
+        run_as_task (bool): queue it as a ``completion``-origin task in the bg lane.
+        context_id (str | None): the context the task runs under (the delegating one).
+        text (str | None): the task text (default: the message text).
+        error (RpcError | None): the refusal when ``accept`` is false.
+    """
+
+    accept: bool
+    run_as_task: bool = True
+    context_id: str | None = None
+    text: str | None = None
+    error: RpcError | None = None
+
+
+CompletionHandler = Callable[[CompletionRequest], CompletionVerdict]
+
+
+def default_completion_handler(req: CompletionRequest) -> CompletionVerdict:
+    """Without a delegation module: run every well-addressed completion as a bg-lane task."""
+    return CompletionVerdict(accept=True, run_as_task=True, context_id=req.message.context_id)
+
+
+class DoorBackend(Protocol):
+    """What the door needs from its session."""
+
+    session_id: str
+
+    @property
+    def serves_tasks(self) -> bool:
+        """False under ``task_acceptance: none``."""
+        ...
+
+    @property
+    def accepts_peer_tasks(self) -> bool:
+        """``exports.peer_tasks.accept``."""
+        ...
+
+    def get_task(self, task_id: str) -> Task | None:
+        """The task with this id (any owner), or None."""
+        ...
+
+    def all_tasks(self) -> list[Task]:
+        """Every task held, in arrival order."""
+        ...
+
+    def submit(
+        self, msg: wire.InboundMessage, cls: Classification, principal: Principal, *, context_id: str | None
+    ) -> Task:
+        """Admit (or reject) a new task; always returns the task (maybe REJECTED)."""
+        ...
+
+    def cancel(self, task: Task, reason: str) -> bool:
+        """Cancel a task that has not ended; whether it changed."""
+        ...
+
+    def card(self, *, extended: bool) -> dict[str, Any]:
+        """The agent card (or the extended card)."""
+        ...
+
+    def completion(self, req: CompletionRequest) -> CompletionVerdict:
+        """Decide a well-addressed completion."""
+        ...
+
+
+def shield_send(app: Any, bound: float = 5.0) -> Any:
+    """Wrap an ASGI app so the last body chunk is sent in a shielded scope (trio-stack P1).
+
+    Args:
+        app: the ASGI app.
+        bound (float): seconds the shielded send may take.
+    """
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> Any:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+
+        async def shielded_send(msg: Any) -> None:
+            if msg["type"] == "http.response.body" and not msg.get("more_body", False):
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + bound):
+                    await send(msg)
+            else:
+                await send(msg)
+
+        return await app(scope, receive, shielded_send)
+
+    return wrapped
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _sse_frame(obj: object, *, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + _dumps(obj) + b"\n\n"
+
+
+def _visible(task: Task | None, principal: Principal) -> Task | None:
+    """Formation callers see only the tasks they started; a hidden task is "not found"."""
+    if task is None:
+        return None
+    if principal.is_formation_member and task.owner != principal.credential:
+        return None
+    return task
+
+
+def _not_found(task_id: str) -> RpcError:
+    return RpcError(wire.TASK_NOT_FOUND, f"task {task_id} was not found")
+
+
+class Door:
+    """Builds the Quart-Trio app of one session's door.
+
+    Args:
+        backend (DoorBackend): the session.
+        authenticator (Authenticator): the door's auth policy.
+        keepalive (float): seconds of stream silence before a ``: keepalive`` comment.
+        logger (logging.Logger | None): where request errors are logged.
+    """
+
+    def __init__(
+        self,
+        backend: DoorBackend,
+        authenticator: Authenticator,
+        *,
+        keepalive: float = timing.SSE_KEEPALIVE,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.backend = backend
+        self.auth = authenticator
+        self.keepalive = keepalive
+        self.log = logger or logging.getLogger("murmur.door")
+        self.app = self._build()
+
+    # -- app ------------------------------------------------------------------------------
+
+    def _build(self) -> Any:
+        from quart import Response, request
+        from quart_trio import QuartTrio
+
+        app = QuartTrio("murmur.session.door")
+        app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
+        self._Response = Response
+
+        @app.get("/.well-known/agent-card.json")
+        async def card() -> Any:
+            body = _dumps(self.backend.card(extended=False))
+            return Response(body, status=200, content_type="application/json", headers={"Cache-Control": "no-cache"})
+
+        @app.post("/")
+        async def rpc() -> Any:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            return await self.handle(
+                authorization=request.headers.getlist("Authorization"),
+                versions=request.headers.getlist("A2A-Version"),
+                headers=headers,
+                read_body=request.get_data,
+            )
+
+        return app
+
+    def _json(self, obj: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Any:
+        return self._Response(_dumps(obj), status=status, content_type="application/json", headers=dict(headers or {}))
+
+    def _refusal(self, refusal: AuthRefusal) -> Any:
+        headers = {"www-authenticate": refusal.www_authenticate} if refusal.www_authenticate else {}
+        return self._Response(refusal.body(), status=refusal.status, content_type="application/json", headers=headers)
+
+    def _stream(self, chunks: AsyncIterator[bytes]) -> Any:
+        resp = self._Response(chunks, status=200, content_type="text/event-stream", headers={"Cache-Control": "no-store"})
+        resp.timeout = None  # streams last as long as their task
+        return resp
+
+    # -- request handling -----------------------------------------------------------------
+
+    async def handle(
+        self,
+        *,
+        authorization: list[str],
+        versions: list[str],
+        headers: Mapping[str, str],
+        read_body: Callable[[], Awaitable[bytes | str]],
+    ) -> Any:
+        """Answer one ``POST /`` (the check order is the module docstring's)."""
+        admitted = self.auth.authenticate(authorization)
+        if isinstance(admitted, AuthRefusal):
+            return self._refusal(admitted)
+        principal = admitted
+        cls = classify(headers)
+        if cls.origin == "peer" and not self.backend.accepts_peer_tasks:
+            return self._refusal(peer_not_accepted())
+        raw = await read_body()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return self._json(wire.rpc_error(None, RpcError(wire.PARSE_ERROR, "the body is not valid JSON")))
+        try:
+            req = wire.parse_request(body)
+        except RpcError as err:
+            return self._json(wire.rpc_error(wire.request_id_of(body), err))
+        try:
+            if not wire.version_ok(versions):
+                raise RpcError(
+                    wire.VERSION_NOT_SUPPORTED,
+                    "this door speaks A2A 1.0: send exactly one A2A-Version: 1.0 header",
+                    {"supported": "1.0"},
+                )
+            if cls.origin == "completion" and cls.completion_session != self.backend.session_id:
+                raise RpcError(
+                    wire.COMPLETION_MISADDRESSED,
+                    f"completion is addressed to session {cls.completion_session or '(none)'}, "
+                    "which is not the session running here",
+                )
+            if req.method not in KNOWN_METHODS:
+                raise RpcError(wire.METHOD_NOT_FOUND, f"method {req.method!r} is not served by this door")
+            if req.method in TASK_METHODS and not self.backend.serves_tasks:
+                raise RpcError(wire.METHOD_NOT_FOUND, f"method {req.method!r} is not served: this capsule takes no tasks")
+            refusal = self.auth.authorize(principal, req.method)
+            if refusal is not None:
+                return self._refusal(refusal)
+            if not isinstance(req.params, dict):
+                raise RpcError(wire.INVALID_PARAMS, "params must be an object")
+            return await self._dispatch(req, principal, cls)
+        except RpcError as err:
+            return self._json(wire.rpc_error(req.id, err))
+
+    async def _dispatch(self, req: wire.RpcRequest, principal: Principal, cls: Classification) -> Any:
+        m = req.method
+        if m in TASK_METHODS:
+            return await self._send(req, principal, cls, streaming=m == "SendStreamingMessage")
+        if m == "GetTask":
+            tid, hist = wire.parse_task_id(req.params)
+            task = _visible(self.backend.get_task(tid), principal)
+            if task is None:
+                raise _not_found(tid)
+            return self._json(wire.rpc_result(req.id, wire.task_json(task, history_length=hist)))
+        if m == "ListTasks":
+            return self._json(wire.rpc_result(req.id, self._list(wire.parse_list_params(req.params), principal)))
+        if m == "CancelTask":
+            tid, _ = wire.parse_task_id(req.params)
+            task = _visible(self.backend.get_task(tid), principal)
+            if task is None:
+                raise _not_found(tid)
+            if task.terminal:
+                raise RpcError(wire.TASK_NOT_CANCELABLE, f"task {tid} has already ended ({task.state.value})")
+            self.backend.cancel(task, "CancelTask")
+            if not task.terminal:  # cannot happen: cancel is immediate for any live task
+                raise RpcError(wire.TASK_NOT_CANCELABLE, f"task {tid} could not be cancelled")
+            return self._json(wire.rpc_result(req.id, wire.task_json(task)))
+        if m == "SubscribeToTask":
+            tid, _ = wire.parse_task_id(req.params)
+            task = _visible(self.backend.get_task(tid), principal)
+            if task is None:
+                raise _not_found(tid)
+            if task.terminal:
+                raise RpcError(wire.UNSUPPORTED_OPERATION, f"task {tid} has already ended ({task.state.value})")
+            return self._stream(self._events(task, req.id))
+        if m == "GetExtendedAgentCard":
+            if not self.auth.authenticated:
+                raise RpcError(wire.UNSUPPORTED_OPERATION, "this public door has no extended card")
+            return self._json(wire.rpc_result(req.id, self.backend.card(extended=True)))
+        raise RpcError(wire.PUSH_NOT_SUPPORTED, "push notifications are not supported by this door")
+
+    async def _send(self, req: wire.RpcRequest, principal: Principal, cls: Classification, *, streaming: bool) -> Any:
+        msg, config = wire.parse_send_params(req.params)
+        if msg.task_id is not None:
+            known = _visible(self.backend.get_task(msg.task_id), principal)
+            if known is None:
+                raise _not_found(msg.task_id)
+            if msg.context_id is not None and msg.context_id != known.context_id:
+                raise RpcError(wire.INVALID_PARAMS, f"message.contextId does not match task {msg.task_id}")
+            raise RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {msg.task_id} is not waiting for input ({known.state.value})",
+            )
+        context_id = msg.context_id
+        if cls.origin == "completion":
+            verdict = self.backend.completion(CompletionRequest(cls.delegation_id, cls.trust, msg))
+            if not verdict.accept:
+                raise verdict.error or RpcError(wire.COMPLETION_NOT_AWAITED, "this session awaits no such completion")
+            if not verdict.run_as_task:
+                return self._json(wire.rpc_result(req.id, {"message": _ack(msg, "completion accepted")}))
+            if verdict.text is not None:
+                msg = attrs.evolve(msg, text=verdict.text)
+            context_id = verdict.context_id or context_id
+        task = self.backend.submit(msg, cls, principal, context_id=context_id)
+        if cls.origin == "completion" and task.state is not TaskState.REJECTED:
+            return self._json(wire.rpc_result(req.id, {"message": _ack(msg, "completion accepted", task=task)}))
+        if streaming:
+            return self._stream(self._events(task, req.id))
+        if not config.get("returnImmediately", False):
+            while not task.terminal:
+                changed = task.changed()
+                if task.terminal:
+                    break
+                await changed.wait()
+        hist = config.get("historyLength")
+        return self._json(wire.rpc_result(req.id, {"task": wire.task_json(task, history_length=hist)}))
+
+    def _list(self, q: wire.ListQuery, principal: Principal) -> dict[str, Any]:
+        tasks = [t for t in self.backend.all_tasks() if _visible(t, principal) is not None]
+        if q.context_id is not None:
+            tasks = [t for t in tasks if t.context_id == q.context_id]
+        if q.state is not None:
+            tasks = [t for t in tasks if t.state.wire == q.state]
+        if q.after is not None:
+            after = q.after
+            tasks = [t for t in tasks if t.timestamp > after]
+        tasks.sort(key=lambda t: t.timestamp, reverse=True)
+        page = tasks[q.offset : q.offset + q.page_size]
+        nxt = q.offset + q.page_size
+        return {
+            "tasks": [
+                wire.task_json(t, history_length=q.history_length, include_artifacts=q.include_artifacts) for t in page
+            ],
+            "nextPageToken": str(nxt) if nxt < len(tasks) else "",
+            "pageSize": q.page_size,
+            "totalSize": len(tasks),
+        }
+
+    def _events(self, task: Task, request_id: object) -> AsyncIterator[bytes]:
+        """Snapshot now, then each later event, with keep-alives, until the task has ended."""
+        first = _sse_frame(wire.rpc_result(request_id, {"task": wire.task_json(task)}))
+        return self._follow(task, request_id, first, len(task.events))
+
+    async def _follow(self, task: Task, request_id: object, first: bytes, seen: int) -> AsyncIterator[bytes]:
+        yield first
+        while True:
+            while seen < len(task.events):
+                yield _sse_frame(wire.rpc_result(request_id, wire.stream_event_json(task, task.events[seen])))
+                seen += 1
+            if task.terminal:
+                return
+            changed = task.changed()
+            if seen < len(task.events) or task.terminal:
+                continue
+            with trio.move_on_after(self.keepalive) as waited:
+                await changed.wait()
+            if waited.cancelled_caught:
+                yield b": keepalive\n\n"
+
+
+def _ack(msg: wire.InboundMessage, text: str, *, task: Task | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "messageId": "msg_ack_" + str(msg.message.get("messageId", "")),
+        "role": "ROLE_AGENT",
+        "parts": [{"text": text}],
+    }
+    if task is not None:
+        out["taskId"] = task.id
+        out["contextId"] = task.context_id
+    return out
+
+
+def hypercorn_config(*, bind: str = "127.0.0.1:0", graceful: float = DOOR_GRACE, logger: logging.Logger | None = None) -> Any:
+    """A hypercorn config for a door: loopback, no access log, errors to ``logger``."""
+    from hypercorn.config import Config
+
+    cfg = Config()
+    cfg.bind = [bind]
+    cfg.graceful_timeout = graceful
+    cfg.accesslog = None
+    cfg.errorlog = logger or logging.getLogger("murmur.door")
+    cfg.keep_alive_timeout = 30
+    return cfg
+
+
+async def serve_door(
+    door: Door,
+    stop: trio.Event,
+    *,
+    bind: str = "127.0.0.1:0",
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``door`` until ``stop`` is set; ``task_status.started`` gets ``http://host:port``.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    from hypercorn.trio import serve
+
+    cfg = hypercorn_config(bind=bind, logger=door.log)
+    async with trio.open_nursery() as n:
+        binds = await n.start(partial(serve, shield_send(door.app), cfg, shutdown_trigger=stop.wait, mode="asgi"))
+        task_status.started(str(binds[0]))

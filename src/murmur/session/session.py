@@ -1,0 +1,756 @@
+"""One capsule session: the nursery that holds the door, the task runner and the watchers.
+
+::
+
+    session nursery
+    ├─ watchers            signals, lifelines, deadline, anything in SessionSetup.watchers
+    └─ door nursery
+       ├─ door             hypercorn.trio.serve(QuartTrio app), 127.0.0.1:0
+       └─ task runner      one cancel scope per task; workload.run_task(ctx)
+
+Lifecycle and wind-down are described in spec/session.md. Extension points other pieces use
+(all on :class:`SessionSetup`, filled before :meth:`Session.run`):
+
+* ``watchers``: coroutine functions ``f(ctl: WindDownControl)`` run for the session's life;
+  call ``ctl.trigger(WindDown(...))`` to wind the session down (lifelines, spawner handles).
+* ``start_hooks``: ``await f(session)`` once the door serves, before readiness is reported; a
+  ``DiagnosticError`` refuses the launch (e.g. registering with mur-roost).
+* ``end_hooks``: ``await f(summary)`` after every task has ended, before the door closes and
+  ``session_end`` is written (e.g. posting a delegated child's completion).
+* ``token_verifiers``: extra bearer-token kinds for an authenticated door (``mft1.``).
+* ``completion_handler``: decides completion-origin requests (delegation).
+* ``services``: builds each task's :class:`TaskServices` (delegate-task, call-member).
+* ``trace_start_fields`` / ``readiness_fields``: extra ``session_start`` fields and readiness
+  line keys (``formation_id`` …).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from murmur import timing
+from murmur.diagnostics import Diagnostic, error
+from murmur.errors import DiagnosticError
+from murmur.manifest.model import Manifest
+from murmur.session import wire
+from murmur.session.auth import BearerDoor, Principal, PublicDoor, TokenVerifier, make_authenticator
+from murmur.session.deadline import rfc3339
+from murmur.session.door import (
+    DOOR_GRACE,
+    CompletionHandler,
+    CompletionRequest,
+    CompletionVerdict,
+    Door,
+    default_completion_handler,
+    serve_door,
+)
+from murmur.session.lanes import LaneQueue
+from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
+from murmur.session.origin import LOCAL_USER, Classification
+from murmur.session.records import Records, result_text, write_private
+from murmur.session.running import RunningRecord, process_start_time, remove_running, write_running
+from murmur.session.states import TaskEvent, TaskState
+from murmur.session.tasks import Task, TaskBook
+from murmur.session.trace import TraceWriteError, TraceWriter
+from murmur.session.winddown import (
+    Guard,
+    WindDown,
+    add_forced_exit_hook,
+    deadline_wind_down,
+    forced_exit,
+)
+from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Usage, Workload
+
+# session_end.exit_status values that exit 0
+OK_STATUSES = frozenset({"ok", "formation_ended"})
+
+
+@attrs.frozen
+class SessionSummary:
+    """How a session ended (given to end hooks and returned by :meth:`Session.run`).
+
+    Attributes:
+        session_id (str): ``ses_…``.
+        status (str): ``session_end.exit_status`` (``ok``, ``failed``, ``canceled``,
+            ``formation_ended``, ``deadline_reached`` …).
+        exit_code (int): the process exit status (0 for ``ok``/``formation_ended``, else 1).
+        diagnostic (Diagnostic | None): printed at exit (``E-RUN-040``, ``E-RUN-053``,
+            ``E-RUN-007``); None when the session ended ok.
+        records_dir (Path): the records directory.
+        result_path (Path | None): ``out/result.txt`` when written.
+        duration_ms (int): session duration.
+        wind_down (WindDown | None): the trigger, when one fired.
+    """
+
+    session_id: str
+    status: str
+    exit_code: int
+    diagnostic: Diagnostic | None
+    records_dir: Path
+    result_path: Path | None
+    duration_ms: int
+    wind_down: WindDown | None = None
+
+
+class WindDownControl:
+    """What a watcher may do: start the wind-down (first trigger wins)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def trigger(self, reason: WindDown) -> None:
+        """Wind the session down for ``reason`` (ignored when already winding down)."""
+        self._session.wind_down(reason)
+
+    @property
+    def winding_down(self) -> bool:
+        """Whether a wind-down has started."""
+        return self._session.wind_down_reason is not None
+
+    @property
+    def session(self) -> Session:
+        """The session (read its ``session_id``, ``url``, ``trace``)."""
+        return self._session
+
+
+Watcher = Callable[[WindDownControl], Awaitable[None]]
+StartHook = Callable[["Session"], Awaitable[None]]
+EndHook = Callable[[SessionSummary], Awaitable[None]]
+ServicesFactory = Callable[[Task], TaskServices]
+
+
+@attrs.define
+class SessionSetup:
+    """Everything a session needs, gathered before it starts (see the module docstring).
+
+    Attributes:
+        manifest (Manifest): the capsule's manifest.
+        capsule_root (Path): directory holding the capsule's files.
+        workdir (Path): the work folder (shell cwd), absolute.
+        session_id (str): ``ses_…``.
+        records (Records): the records directory (already created).
+        policy (Policy): the effective lifecycle.
+        workload (Workload): the plan executor or agent loop.
+        task_text (str | None): the ``--task`` text (the launch task).
+        deadline (float | None): the ``--deadline`` moment, Unix seconds.
+        formation_id (str | None): ``frm_…`` when a formation member.
+        parent_env (Mapping[str, str]): the process environment (shell baseline source).
+        guard (float | None): seconds from a wind-down trigger to the forced 143 exit;
+            None disables the guard (in-process tests).
+        exit_fn (Callable[[int], None]): the forced exit (tests replace it).
+        bind (str): the door's bind address.
+        keepalive (float): seconds of stream silence before a ``: keepalive`` comment.
+    """
+
+    manifest: Manifest
+    capsule_root: Path
+    workdir: Path
+    session_id: str
+    records: Records
+    policy: Policy
+    workload: Workload
+    task_text: str | None = None
+    deadline: float | None = None
+    formation_id: str | None = None
+    parent_env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    guard: float | None = timing.WIND_DOWN_GUARD
+    exit_fn: Callable[[int], None] = forced_exit
+    bind: str = "127.0.0.1:0"
+    keepalive: float = timing.SSE_KEEPALIVE
+    watchers: list[Watcher] = attrs.field(factory=list)
+    start_hooks: list[StartHook] = attrs.field(factory=list)
+    end_hooks: list[EndHook] = attrs.field(factory=list)
+    token_verifiers: list[TokenVerifier] = attrs.field(factory=list)
+    completion_handler: CompletionHandler | None = None
+    services: ServicesFactory | None = None
+    trace_start_fields: dict[str, Any] = attrs.field(factory=dict)
+    readiness_fields: dict[str, Any] = attrs.field(factory=dict)
+    workload_kind: str = "plan"
+
+
+def _shell_env(setup: SessionSetup) -> dict[str, str]:
+    try:
+        from murmur.shell import baseline_env
+    except ImportError:  # pragma: no cover - the shell module ships with the session
+        return {"PATH": setup.parent_env.get("PATH", "/usr/bin:/bin"), "HOME": str(setup.records.home), "TMPDIR": str(setup.records.tmp)}
+    return baseline_env(setup.manifest, setup.parent_env, records_dir=setup.records.root)
+
+
+class Session:
+    """A running capsule session (create with a :class:`SessionSetup`, then :meth:`run`)."""
+
+    def __init__(self, setup: SessionSetup) -> None:
+        self.setup = setup
+        self.session_id = setup.session_id
+        self.manifest = setup.manifest
+        self.policy = setup.policy
+        self.book = TaskBook()
+        self.url: str | None = None
+        self.wind_down_reason: WindDown | None = None
+        self.trace = TraceWriter(setup.records.trace, setup.session_id, on_failure=self._trace_failed)
+        self.auth: PublicDoor | BearerDoor = make_authenticator(
+            setup.manifest.name,
+            setup.manifest.authentication.credentials if setup.manifest.authentication else None,
+            verifiers=setup.token_verifiers,
+        )
+        self._queue = LaneQueue()
+        self._running: Task | None = None
+        self._taken = 0
+        self._closing = False
+        self._close_cause = "session_ended"
+        self._wake_event = trio.Event()
+        self._deciding_status: str | None = None
+        self._canceled_by_wind = False
+        self._result_written = False
+        self._guard = Guard(setup.guard, setup.exit_fn) if setup.guard is not None else None
+        self._ses_evt: str | None = None
+        self._shell_env = _shell_env(setup)
+        self._started_at = time.time()
+        self._totals = Usage()
+        self._log = logging.getLogger("murmur.session.door")
+        self._door = Door(self, self.auth, keepalive=setup.keepalive, logger=self._log)
+        self._card_cache: dict[bool, dict[str, Any]] = {}
+        self._completion = setup.completion_handler or default_completion_handler
+
+    # -- DoorBackend ----------------------------------------------------------------------
+
+    @property
+    def serves_tasks(self) -> bool:
+        """False under ``task_acceptance: none``."""
+        return self.policy.serves_tasks
+
+    @property
+    def accepts_peer_tasks(self) -> bool:
+        """``exports.peer_tasks.accept``."""
+        return self.manifest.accepts_peer_tasks
+
+    def get_task(self, task_id: str) -> Task | None:
+        """The task with this id, or None."""
+        return self.book.get(task_id)
+
+    def all_tasks(self) -> list[Task]:
+        """Every task held, in arrival order."""
+        return list(self.book)
+
+    def card(self, *, extended: bool) -> dict[str, Any]:
+        """The agent card (public or extended)."""
+        if extended not in self._card_cache:
+            m = self.manifest
+            self._card_cache[extended] = wire.agent_card(
+                name=m.name,
+                version=m.version,
+                url=(self.url or "http://127.0.0.1:0") + "/",
+                session_id=self.session_id,
+                serves_tasks=self.serves_tasks,
+                authenticated=self.auth.authenticated,
+                peer_tasks=m.accepts_peer_tasks,
+                capsule_params={
+                    "tools": [],
+                    "shell": list(m.shell_allow),
+                    "network": list(m.network_allow),
+                    "planes": [],
+                },
+                description=m.description,
+                extended=extended,
+            )
+        return self._card_cache[extended]
+
+    def completion(self, req: CompletionRequest) -> CompletionVerdict:
+        """Ask the completion hook about a well-addressed completion."""
+        return self._completion(req)
+
+    def submit(
+        self, msg: wire.InboundMessage, cls: Classification, principal: Principal, *, context_id: str | None
+    ) -> Task:
+        """Take a task from the door: admitted (queued) or rejected (busy / closing).
+
+        Returns:
+            Task: the new task, ``submitted`` or ``rejected``.
+        """
+        admission = self.policy.admit(
+            running=self._running is not None, queued=len(self._queue), taken=self._taken, closing=self._closing
+        )
+        meta: dict[str, Any] = {}
+        task = self.book.new(
+            text=msg.text,
+            message=msg.message,
+            origin=cls.origin,
+            trust=cls.trust,
+            lane=cls.lane,
+            source="a2a",
+            context_id=context_id,
+            owner=principal.credential if principal.is_formation_member else None,
+            metadata=meta,
+        )
+        fields: dict[str, Any] = {
+            "task_id": task.id,
+            "context_id": task.context_id,
+            "message_id": msg.message.get("messageId"),
+        }
+        if principal.member is not None:
+            fields["caller_member"] = principal.member
+        if cls.delegation_id is not None:
+            fields["delegation_id"] = cls.delegation_id
+        self._emit("a2a_task_received", **fields)
+        if admission is Admission.ACCEPT:
+            self._enqueue(task)
+        else:
+            self._reject(task, busy=admission is Admission.BUSY)
+        return task
+
+    def cancel(self, task: Task, reason: str) -> bool:
+        """Cancel a task that has not ended (queued: at once; running: its scope is cancelled).
+
+        Returns:
+            bool: whether the task changed (False when it had already ended).
+        """
+        was = task.state
+        if was is TaskState.SUBMITTED:
+            self._queue.remove(task.id)
+        if not self.book.apply(task, TaskEvent.CANCEL, message=reason):
+            return False
+        phase = "queued" if was is TaskState.SUBMITTED else self.setup.workload_kind
+        self._emit(
+            "task_canceled",
+            parent=task.start_event_id,
+            task_id=task.id,
+            turn=0,
+            phase=phase,
+            detached_work_ids=[],
+            delegation_ids=[],
+        )
+        self._write_result(task, "canceled", reason)
+        if task.scope is not None:
+            task.scope.cancel()
+        self._wake()
+        return True
+
+    # -- wind-down ------------------------------------------------------------------------
+
+    def wind_down(self, reason: WindDown) -> None:
+        """Start the wind-down (idempotent: the first trigger wins).
+
+        Stops taking work, refuses queued tasks, cancels the running one, and arms the guard.
+        """
+        if self.wind_down_reason is not None:
+            return
+        self.wind_down_reason = reason
+        if self._guard is not None:
+            self._guard.start()
+        if reason.trace_event:
+            self._emit(reason.trace_event, **dict(reason.trace_fields))
+        self._close(cause="session_stopped")
+        running = self._running
+        if running is not None and not running.terminal and self.cancel(running, reason.cancel_note):
+            self._canceled_by_wind = True
+        self._wake()
+
+    def _close(self, *, cause: str) -> None:
+        if not self._closing:
+            self._closing = True
+            self._close_cause = cause
+        for tid in self._queue.drain():
+            task = self.book.get(tid)
+            if task is not None:
+                self._reject(task, busy=False)
+
+    def _trace_failed(self, err: TraceWriteError) -> None:
+        self.wind_down(WindDown("trace", "the trace could not be written", "the trace could not be written", status="failed", diagnostic=err.diagnostics[0]))
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _emit(self, event_type: str, *, parent: str | None = None, **fields: Any) -> str | None:
+        try:
+            return self.trace.emit(event_type, parent_id=parent or self._ses_evt, **fields)
+        except TraceWriteError:
+            return None  # on_failure already started the wind-down
+
+    def _wake(self) -> None:
+        self._wake_event.set()
+        self._wake_event = trio.Event()
+
+    def _enqueue(self, task: Task) -> None:
+        self._queue.push(task.id, task.lane)
+        self._taken += 1
+        self._wake()
+
+    def _reject(self, task: Task, *, busy: bool) -> None:
+        message = BUSY_MESSAGE if busy else CLOSING_MESSAGE
+        if self.book.apply(task, TaskEvent.REJECT, message=message):
+            self._emit(
+                "task_rejected",
+                task_id=task.id,
+                context_id=task.context_id,
+                source=task.source,
+                cause="busy" if busy else self._close_cause,
+                reason=message,
+            )
+
+    def _write_result(self, task: Task, state: str, text: str) -> None:
+        if not (task.started or task.launch):
+            return  # a task that never ran leaves the session's result alone
+        body = result_text(state, text)
+        try:
+            write_private(self.setup.records.task_result(task.id), body)
+            write_private(self.setup.records.result, body)
+            self._result_written = True
+        except OSError as exc:
+            self._log.error("could not write the result of %s: %s", task.id, exc)
+
+    def _submit_local(self, text: str) -> Task:
+        msg = {"messageId": "msg_local", "role": "ROLE_USER", "parts": [{"text": text}]}
+        task = self.book.new(
+            text=text,
+            message=msg,
+            origin=LOCAL_USER.origin,
+            trust=LOCAL_USER.trust,
+            lane=LOCAL_USER.lane,
+            source="task_md",
+            launch=True,
+        )
+        self._enqueue(task)
+        return task
+
+    def _context(self, task: Task, event_id: str) -> TaskContext:
+        services = self.setup.services(task) if self.setup.services else TaskServices()
+        return TaskContext(
+            session_id=self.session_id,
+            task_id=task.id,
+            context_id=task.context_id,
+            text=task.text,
+            origin=task.origin,
+            trust=task.trust,
+            manifest=self.manifest,
+            capsule_root=self.setup.capsule_root,
+            workdir=self.setup.workdir,
+            records_dir=self.setup.records.root,
+            trace=self.trace,
+            task_event_id=event_id,
+            shell_env=self._shell_env,
+            services=services,
+            usage=Usage(),
+        )
+
+    async def _run_task(self, task: Task) -> None:
+        """Run one task in its own cancel scope; it ends exactly once."""
+        self._running = task
+        t0 = trio.current_time()
+        outcome: TaskOutcome | None = None
+        ctx: TaskContext | None = None
+        with trio.CancelScope() as scope:
+            task.scope = scope
+            if not self.book.apply(task, TaskEvent.START):
+                self._running = None
+                return
+            task.start_event_id = self._emit(
+                "task_start",
+                task_id=task.id,
+                context_id=task.context_id,
+                source=task.source,
+                origin=task.origin,
+                trust=task.trust,
+                lane=task.lane,
+                message_parts_bytes=len(task.text.encode("utf-8")),
+            )
+            try:
+                write_private(self.setup.records.task_md, task.text)
+            except OSError as exc:
+                self._log.error("could not write task.md: %s", exc)
+            ctx = self._context(task, task.start_event_id or "")
+            try:
+                outcome = await self.setup.workload.run_task(ctx)
+            except DiagnosticError as exc:
+                outcome = TaskOutcome("failed", exc.diagnostics[0].message)
+            except Exception as exc:  # a workload bug must not take the session down
+                self._log.error("workload failed on %s:\n%s", task.id, traceback.format_exc())
+                outcome = TaskOutcome("failed", f"internal error: {type(exc).__name__}: {exc}")
+        task.scope = None
+        if outcome is not None:
+            if outcome.status == "ok":
+                if self.book.apply(task, TaskEvent.COMPLETE, answer=outcome.answer):
+                    self._write_result(task, "completed", outcome.answer)
+            elif self.book.apply(task, TaskEvent.FAIL, message=outcome.answer):
+                self._write_result(task, "failed", outcome.answer)
+        if not task.terminal:  # cancelled from outside the task (should not happen) - end it
+            self.cancel(task, "the task was interrupted")
+        exit_status = {
+            TaskState.COMPLETED: "ok",
+            TaskState.CANCELED: "canceled",
+        }.get(task.state) or (outcome.status if outcome is not None and outcome.status != "ok" else "failed")
+        usage = ctx.usage if ctx is not None else Usage()
+        for name in ("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"):
+            setattr(self._totals, name, getattr(self._totals, name) + getattr(usage, name))
+        self._emit(
+            "task_end",
+            parent=task.start_event_id,
+            task_id=task.id,
+            exit_status=exit_status,
+            duration_ms=int((trio.current_time() - t0) * 1000),
+            turns=usage.turns,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            tool_calls=usage.tool_calls,
+            shell_calls=usage.shell_calls,
+            reopen_count=0,
+        )
+        self._running = None
+        if self.wind_down_reason is None and self.policy.ends_after(launch_task=task.launch):
+            if self._deciding_status is None and exit_status != "ok":
+                self._deciding_status = exit_status
+            self._close(cause="session_ended")
+
+    async def _runner(self) -> None:
+        """Start queued tasks one at a time until the session closes."""
+        idle = self.policy.idle_timeout
+        idle_at = trio.current_time() + idle if idle is not None else math.inf
+        while not self._closing:
+            tid = self._queue.pop()
+            if tid is None:
+                if self._taken == 0 and trio.current_time() >= idle_at:
+                    self._submit_local("")  # the idle rule: run once with an empty task
+                    continue
+                wake = self._wake_event
+                with trio.move_on_at(idle_at if self._taken == 0 else math.inf):
+                    await wake.wait()
+                continue
+            task = self.book.get(tid)
+            if task is None or task.state is not TaskState.SUBMITTED:
+                continue
+            await self._run_task(task)
+
+    async def _watch_deadline(self, ctl: WindDownControl) -> None:
+        deadline = self.setup.deadline
+        if deadline is None:
+            return
+        await trio.sleep(max(0.0, deadline - time.time()))
+        ctl.trigger(deadline_wind_down(deadline, formation_id=self.setup.formation_id))
+
+    def _session_start_fields(self) -> dict[str, Any]:
+        m = self.manifest
+        inf = m.inference
+        caps = m.capabilities
+        fields: dict[str, Any] = {
+            "capsule_name": m.name,
+            "capsule_version": m.version,
+            "model": inf.model if inf else None,
+            "max_turns": inf.max_turns if inf else None,
+            "max_session_tokens": None,
+            "capabilities": [k for k in ("network", "peer_fetch", "shell", "spawn", "env", "filesystem", "state") if getattr(caps, k) is not None],
+            "tools_declared": [a.name for a in m.artifacts if a.runtime == "tool"],
+            "containment_declared": caps.containment.value if caps.containment else "advisory",
+            "containment_achieved": "advisory",
+            "workdir_exec": bool(caps.filesystem and caps.filesystem.workdir_exec),
+            "resumed_from": None,
+            "context_id": None,
+            "workload": self.setup.workload_kind,
+            "effective_grants": {
+                "network_allow": list(m.network_allow),
+                "shell_allow": list(m.shell_allow),
+                "spawn_allow": list(m.spawn_allow),
+                "env_allow": list(m.env_allow),
+                "peer_tasks": m.accepts_peer_tasks,
+            },
+            "lifecycle": {
+                "task_acceptance": self.policy.acceptance.value,
+                "queue_depth": self.policy.queue_depth,
+                "after_task": self.policy.after_task.value,
+            },
+        }
+        if self.setup.deadline is not None:
+            fields["deadline"] = rfc3339(self.setup.deadline)
+        fields.update(self.setup.trace_start_fields)
+        return fields
+
+    def _final(self) -> tuple[str, Diagnostic | None]:
+        w = self.wind_down_reason
+        if w is not None and w.status is not None:
+            return w.status, w.diagnostic
+        if self._deciding_status is not None:
+            status = self._deciding_status
+        elif w is not None and self._canceled_by_wind:
+            status = w.busy_status
+        else:
+            status = "ok"
+        if status in OK_STATUSES:
+            return status, None
+        diag = error(
+            "E-RUN-040",
+            f"the session's deciding task did not complete ({status})",
+            hint=f"see {self.setup.records.result} and {self.setup.records.trace}",
+        )
+        return status, diag
+
+    def readiness(self) -> dict[str, Any]:
+        """The ``--json`` readiness object (tokens included on an authenticated door)."""
+        out: dict[str, Any] = {
+            "session_id": self.session_id,
+            "url": self.url,
+            "name": self.manifest.name,
+            "version": self.manifest.version,
+            "pid": os.getpid(),
+            "workdir": str(self.setup.workdir),
+            "records_dir": str(self.setup.records.root),
+        }
+        if self.setup.formation_id:
+            out["formation_id"] = self.setup.formation_id
+        out.update(self.setup.readiness_fields)
+        if isinstance(self.auth, BearerDoor):
+            out["tokens"] = dict(self.auth.tokens)
+        return out
+
+    def _running_record(self) -> RunningRecord:
+        tokens = dict(self.auth.tokens) if isinstance(self.auth, BearerDoor) else {}
+        operator = tokens.pop("operator", None)
+        return RunningRecord(
+            session_id=self.session_id,
+            url=self.url or "",
+            pid=os.getpid(),
+            start_time=process_start_time(os.getpid()) or 0,
+            name=self.manifest.name,
+            version=self.manifest.version,
+            workdir=str(self.setup.workdir),
+            records_dir=str(self.setup.records.root),
+            started_at=rfc3339(time.time()),
+            formation_id=self.setup.formation_id,
+            door_token=operator,
+            credentials=tokens or None,
+        )
+
+    # -- the session ----------------------------------------------------------------------
+
+    async def run(self, on_ready: Callable[[dict[str, Any]], None] | None = None) -> SessionSummary:
+        """Run the session to its end.
+
+        Args:
+            on_ready (Callable[[dict], None] | None): called once the door serves, with the
+                readiness object (``--json`` prints it).
+
+        Returns:
+            SessionSummary: how it ended. A refused launch (a start hook's
+            ``DiagnosticError``, an unbindable door) ends ``failed`` with that diagnostic.
+        """
+        log_handler = _attach_log(self._log, self.setup.records.logs / "door.log")
+        unregister = add_forced_exit_hook(lambda: remove_running(self.session_id))
+        refusal: Diagnostic | None = None
+        try:
+            self._ses_evt = self.trace.emit("session_start", parent_id=None, **self._session_start_fields())
+        except TraceWriteError as exc:
+            refusal = exc.diagnostics[0]
+        ctl = WindDownControl(self)
+        stop_door = trio.Event()
+        try:
+            async with trio.open_nursery() as helpers:
+                helpers.start_soon(self._watch_deadline, ctl)
+                for watcher in self.setup.watchers:
+                    helpers.start_soon(watcher, ctl)
+                if refusal is None:
+                    refusal = await self._serve_and_run(stop_door, on_ready)
+                helpers.cancel_scope.cancel()
+        finally:
+            remove_running(self.session_id)
+            unregister()
+        status, diag = self._final()
+        if refusal is not None:
+            status, diag = "failed", refusal
+        summary = self._summary(status, diag)
+        self._emit(
+            "session_end",
+            total_turns=self._totals.turns,
+            total_input_tokens=self._totals.input_tokens,
+            total_output_tokens=self._totals.output_tokens,
+            total_tool_calls=self._totals.tool_calls,
+            total_shell_calls=self._totals.shell_calls,
+            duration_ms=summary.duration_ms,
+            exit_status=status,
+        )
+        self.trace.close()
+        if self._guard is not None:
+            self._guard.cancel()
+        _detach_log(self._log, log_handler)
+        return summary
+
+    def _summary(self, status: str, diag: Diagnostic | None) -> SessionSummary:
+        return SessionSummary(
+            session_id=self.session_id,
+            status=status,
+            exit_code=0 if status in OK_STATUSES and diag is None else 1,
+            diagnostic=diag,
+            records_dir=self.setup.records.root,
+            result_path=self.setup.records.result if self._result_written else None,
+            duration_ms=int((time.time() - self._started_at) * 1000),
+            wind_down=self.wind_down_reason,
+        )
+
+    async def _serve_and_run(
+        self, stop_door: trio.Event, on_ready: Callable[[dict[str, Any]], None] | None
+    ) -> Diagnostic | None:
+        refusal: Diagnostic | None = None
+        async with trio.open_nursery() as door_n:
+            try:
+                self.url = await door_n.start(partial(serve_door, self._door, stop_door, bind=self.setup.bind))
+            except OSError as exc:
+                return error("E-RUN-001", f"the door could not be bound to {self.setup.bind}: {exc.strerror or exc}")
+            try:
+                for hook in self.setup.start_hooks:
+                    await hook(self)
+            except DiagnosticError as exc:
+                refusal = exc.diagnostics[0]
+            if refusal is None and self.wind_down_reason is None:
+                try:
+                    write_running(self._running_record())
+                except OSError as exc:
+                    self._log.error("could not write the running record: %s", exc)
+                if on_ready is not None:
+                    on_ready(self.readiness())
+                if self.setup.task_text is not None:
+                    self._submit_local(self.setup.task_text)
+                await self._runner()
+            self._close(cause="session_stopped" if self.wind_down_reason else "session_ended")
+            if self._running is not None:  # only if the runner was cancelled from outside
+                self.cancel(self._running, "the session ended")
+            status, diag = self._final()
+            summary = self._summary(status, refusal or diag)
+            for end_hook in self.setup.end_hooks:
+                try:
+                    await end_hook(summary)
+                except Exception:
+                    self._log.error("end-of-session hook failed:\n%s", traceback.format_exc())
+            remove_running(self.session_id)
+            stop_door.set()
+            door_n.cancel_scope.deadline = trio.current_time() + 2 * DOOR_GRACE
+        return refusal
+
+
+def _attach_log(logger: logging.Logger, path: Path) -> logging.Handler | None:
+    try:
+        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        return None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
+    return handler
+
+
+def _detach_log(logger: logging.Logger, handler: logging.Handler | None) -> None:
+    if handler is None:
+        return
+    logger.removeHandler(handler)
+    handler.close()
+
+
+def dumps_line(obj: object) -> str:
+    """Compact one-line JSON (the readiness line)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,55 @@
+"""Choosing a session's workload from its manifest (spec/session.md "Workloads").
+
+``plan:`` → :class:`murmur.plan.PlanWorkload` over the validated plan file; ``inference:`` →
+the agent loop (:func:`murmur.agent.make_agent_workload`). Both are imported only when needed.
+A manifest with neither has nothing to run (``E-RUN-005``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from murmur.diagnostics import error
+from murmur.errors import DiagnosticError
+from murmur.manifest.model import Manifest
+from murmur.session.workload import Workload
+
+
+def workload_kind(manifest: Manifest) -> str:
+    """``plan`` or ``agent`` (the ``task_canceled.phase`` and ``session_start.workload``)."""
+    return "plan" if manifest.plan else "agent"
+
+
+def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, str]) -> Workload:
+    """Build the workload the manifest declares.
+
+    Args:
+        manifest (Manifest): the capsule's manifest.
+        capsule_root (Path): the directory holding the capsule's files.
+        environ (Mapping[str, str]): the session's environment (agent credentials).
+
+    Raises:
+        DiagnosticError: the plan file is refused (``E-PLN-*``), the inference block is
+            (``E-MAN-003``/``E-RUN-005``/``E-RUN-006``/``E-RUN-009``), or the manifest declares
+            neither (``E-RUN-005``).
+    """
+    if manifest.plan:
+        from murmur.plan import PlanWorkload, load_plan
+
+        return PlanWorkload(load_plan(capsule_root, manifest), capsule_root)
+    if manifest.inference is not None:
+        try:
+            from murmur.agent import make_agent_workload
+        except ImportError as exc:  # pragma: no cover - the agent package ships with murmur
+            raise DiagnosticError(
+                error("E-RUN-005", f"the agent loop is not available in this installation ({exc})")
+            ) from None
+        return make_agent_workload(manifest, capsule_root, environ=environ)
+    raise DiagnosticError(
+        error(
+            "E-RUN-005",
+            f"capsule {manifest.name} declares no workload: neither `plan:` nor `inference:`",
+            hint="add `plan: plan.yaml` with a plan file (spec/plan.md), or an `inference:` block",
+        )
+    )
