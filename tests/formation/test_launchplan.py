@@ -1,0 +1,82 @@
+"""Tests of what each member is started with (command line, environment, channel)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from murmur import ids
+from murmur.formation import channel, launchplan
+from murmur.formation.launchplan import RosterOptions, member_argv, member_env
+
+from ._fakes import member, plan_for, roster
+
+
+class TestArgv:
+    def test_peer(self) -> None:
+        """A peer runs its capsule at its version with --json in its own work folder."""
+        argv = member_argv(["mur"], member("coder"), workdir=Path("/f/coder"),
+                           project_dir=Path("/p"), options=RosterOptions(task="t"),
+                           deadline="2030-01-01T00:00:00.000Z")
+        assert argv == ("mur", "run", "--capsule", "local/coder", "--capsule-version", "0.1.0",
+                        "--workdir", "/f/coder", "--project-dir", "/p", "--json",
+                        "--deadline", "2030-01-01T00:00:00.000Z")
+
+    def test_entry_with_task(self) -> None:
+        """--task: the entry member runs single + exit with that task."""
+        argv = member_argv(["mur"], member("lead", entry=True), workdir=Path("/p"),
+                           project_dir=Path("/p"), options=RosterOptions(task="do x", json=True),
+                           deadline=None)
+        assert argv[-7:] == ("--lifecycle-task-acceptance", "single", "--lifecycle-after-task",
+                             "exit", "--task", "do x", "--json")
+
+    def test_entry_without_task(self) -> None:
+        """No task: queue + sleep; no --json unless the launcher has it."""
+        argv = member_argv(["mur"], member("lead", entry=True), workdir=Path("/p"),
+                           project_dir=Path("/p"), options=RosterOptions(no_env_file=True,
+                                                                         containment="scoped"),
+                           deadline=None)
+        assert "--json" not in argv and "--task" not in argv
+        assert argv[argv.index("--lifecycle-task-acceptance") + 1] == "queue"
+        assert argv[argv.index("--lifecycle-after-task") + 1] == "sleep"
+        assert argv[-3:] == ("--no-env-file", "--containment", "scoped")
+
+
+class TestEnv:
+    def test_formation_variables(self) -> None:
+        """Members get the formation id and the host-warnings flag; stale ones are dropped."""
+        frm = ids.new_id("frm")
+        env = member_env({"PATH": "/bin", "MURMUR_FORMATION_CHANNEL": "9",
+                          "MURMUR_SPAWNER": "{}", "MURMUR_FORMATION_ID": "frm_old"}, frm)
+        assert env == {"PATH": "/bin", "MURMUR_FORMATION_ID": frm,
+                       "MURMUR_HOST_WARNINGS_REPORTED": "1"}
+
+
+class TestBuild:
+    def test_channels_and_order(self) -> None:
+        """Peers in roster order, each channel's first line its own verified credentials."""
+        frm = ids.new_id("frm")
+        admitted = roster(member("a"), member("lead", entry=True, callees=("a", "b")),
+                          member("b", callees=("a",)))
+        plan = plan_for(admitted, frm)
+        assert [p.member.name for p in plan.peers] == ["a", "b"]
+        assert plan.entry.name == "lead"
+        b = channel.decode_credentials(plan.peers[1].spec.channel, formation_id=frm)
+        assert b.member == "b" and b.callees == ("a",)
+        assert plan.peers[1].spec.peer and not plan.entry_spec.peer
+        for spec in (plan.entry_spec, *(p.spec for p in plan.peers)):
+            assert not any("mft1" in a for a in spec.argv)
+            assert not any("mft1" in v for v in spec.env.values())
+
+    def test_entry_addresses_and_role(self) -> None:
+        """The entry's channel gains its callees' URLs and its role before it starts."""
+        frm = ids.new_id("frm")
+        admitted = roster(member("lead", entry=True, callees=("a",)), member("a"), member("b"))
+        plan = plan_for(admitted, frm)
+        spec = launchplan.entry_spec_with_addresses(
+            plan, {"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"})
+        first, addrs, role = spec.channel.splitlines(keepends=True)
+        assert channel.decode_credentials(first, formation_id=frm).callees == ("a",)
+        decoded = channel.decode_later(addrs)
+        assert isinstance(decoded, channel.Addresses)
+        assert [(x.name, x.url) for x in decoded.addresses] == [("a", "http://127.0.0.1:1")]
+        assert isinstance(channel.decode_later(role), channel.EntryRole)
