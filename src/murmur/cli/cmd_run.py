@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 ROSTER_FLAGS_ALLOWED = frozenset({"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline"})
 
 
-def _run_roster(args: argparse.Namespace) -> int:
+def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     from murmur.diagnostics import error
     from murmur.errors import DiagnosticError, UsageError
 
@@ -69,7 +69,7 @@ def _run_roster(args: argparse.Namespace) -> int:
         from murmur.formation.launcher import run_roster
     except ImportError as exc:
         raise DiagnosticError(error("E-RUN-001", f"formations are not available in this installation ({exc})")) from None
-    return int(run_roster(args))
+    return int(run_roster(args, early=early))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     early = install_early_handlers()
     if args.roster is not None:
-        return _run_roster(args)
+        return _run_roster(args, early)
 
     from murmur.session.launch import RunOptions, prepare, run_prepared
 

@@ -465,12 +465,6 @@ def deadline_before_entry(stopped: list[tuple[str, int]]) -> Diagnostic:
 
 # --- `mur run --roster` ----------------------------------------------------------------
 
-ROSTER_FLAGS_ALLOWED = frozenset(
-    {"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline"}
-)
-"""``mur run`` options ``--roster`` combines with (contract sheet section 3.1, seed 004)."""
-
-
 def refuse_inside_formation(environ: Mapping[str, str]) -> None:
     """``E-RUN-046`` when this process is already a formation member (seed 004).
 
@@ -528,11 +522,23 @@ def _artifact_check(archive: os.PathLike[str] | None, sha256: str) -> Verify | N
     return check
 
 
+def _early_signal(early: object | None) -> int | None:
+    """The first signal ``mur run``'s early handlers caught before Trio ran, if any."""
+    received = getattr(early, "received", None)
+    if not received:
+        return None
+    try:
+        return int(signal.Signals[str(received[0])])
+    except KeyError:
+        return int(signal.SIGTERM)
+
+
 async def _launch_main(
     roster_arg: str | None,
     options: launchplan.RosterOptions,
     deadline_unix: float | None,
     timers: Timers,
+    early: object | None = None,
 ) -> int:
     """Admit, mint, prepare directories, launch, report, retain (inside ``trio.run``)."""
     import time
@@ -550,6 +556,9 @@ async def _launch_main(
 
     # install the signal receiver before anything slow (trio-stack P10)
     with trio.open_signal_receiver(*FORMATION_SIGNALS) as signals:
+        caught = _early_signal(early)
+        if caught is not None:  # signalled before anything started: start nothing
+            return 128 + caught
         cwd = Path.cwd()
         roster_path = resolve_roster_path(roster_arg, cwd=cwd)
         admitted = admit_file(roster_path)
@@ -648,7 +657,9 @@ def roster_options(args: object) -> tuple[str | None, launchplan.RosterOptions, 
     return roster_arg, options, deadline if isinstance(deadline, str) else None
 
 
-def run_roster(args: object, *, timers: Timers | None = None) -> int:
+def run_roster(
+    args: object, *, timers: Timers | None = None, early: object | None = None
+) -> int:
     """``mur run --roster``: the whole launch; returns the launcher's exit status.
 
     The caller (``mur run``) has already refused ``--resume`` and every flag ``--roster``
@@ -658,6 +669,8 @@ def run_roster(args: object, *, timers: Timers | None = None) -> int:
     Args:
         args: ``mur run``'s parsed arguments (see :func:`roster_options`).
         timers (Timers | None): the bounds (default: the documents').
+        early: ``mur run``'s early signal handlers (an object with ``received``, a list of
+            signal names caught before Trio ran); a signal there starts nothing.
 
     Returns:
         int: see :func:`exit_status`; 1 for a refusal before launch (admission, directories).
@@ -674,5 +687,7 @@ def run_roster(args: object, *, timers: Timers | None = None) -> int:
     roster_arg, options, deadline = roster_options(args)
     refuse_inside_formation(os.environ)
     deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None
-    status: int = trio.run(_launch_main, roster_arg, options, deadline_unix, timers or Timers())
+    status: int = trio.run(
+        _launch_main, roster_arg, options, deadline_unix, timers or Timers(), early
+    )
     return status
