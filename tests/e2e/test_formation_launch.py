@@ -206,3 +206,23 @@ class TestRetention:
         assert not (base / frms[0]).exists()
         assert (base / frms[1]).is_dir()
         assert f"[mur run] retention: removed formation {frms[0]} (max_sessions)" in err
+
+
+class TestMurStop:
+    def test_stop_formation(self, proj: Path, tmp_path: Path) -> None:
+        """`mur stop <frm>` sends the launcher SIGTERM: every lifeline closes, exit 143."""
+        import subprocess
+        import sys
+
+        with launched(proj, tmp_path, {}, ["--json"]) as run:
+            run.wait_ready(["lead", "worker", "helper"])
+            frm = json.loads(run.stdout().splitlines()[0])["formation_id"]
+            done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "stop", frm],
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.splitlines() == [
+                f"stopped: {frm}", f"launcher: pid {run.proc.pid}", "signal: SIGTERM"]
+            assert run.wait(10) == 143
+            for m in ("lead", "worker", "helper"):
+                assert run.events(m, "lifeline_eof") and not run.events(m, "sigterm")
+            assert run.survivors() == []
