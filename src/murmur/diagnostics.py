@@ -155,6 +155,9 @@ CATALOGUE: dict[str, str] = {
     "E-IO-003": "an input/output error",
     # --- command line ---------------------------------------------------------------
     "E-CLI-001": "command-line options conflict, or one needs another that is missing",
+    # --- mur-roost -----------------------------------------------------------------
+    "E-RST-001": "a mur-roost flag is missing its value or has a value that is not valid",
+    "E-RST-002": "mur-roost could not listen on its port",
     # --- roster admission -----------------------------------------------------------
     "E-ROS-001": "roster.yaml is missing, unreadable, of the wrong shape, or names a capsule badly",
     "E-ROS-002": "the roster has no entry member, or more than one",
