@@ -126,6 +126,17 @@ class TestLaunch:
 
 
 class TestRefusals:
+    def test_admission_refusal_starts_nothing(self, tmp_path: Path) -> None:
+        """A roster that admission refuses starts no member: E-ROS-007, exit 1."""
+        proj = make_project(tmp_path, TRIO)
+        text = (proj / "roster.yaml").read_text().replace("local/m-helper", "local/m-missing")
+        (proj / "roster.yaml").write_text(text)
+        with launched(proj, tmp_path, {}, ["--task", "x"]) as run:
+            assert run.wait(30) == 1
+            assert "error[E-ROS-007]" in run.stderr()
+            assert run.all_pids() == []
+            assert run.stdout() == ""
+
     def test_peer_exits_before_reporting(self, proj: Path, tmp_path: Path) -> None:
         """E-RUN-045 names the peer, its status and stderr; started peers stop; no entry."""
         with launched(proj, tmp_path, {"helper": {"report": "exit:4", "delay": 0.3}},
