@@ -155,7 +155,8 @@ def one_launch(proj: Path, env: dict[str, str]) -> tuple[float, float]:
 def one_teardown(proj: Path, env: dict[str, str]) -> float:
     """Entry member done (its process gone) to launcher exit, with cooperative members."""
     proc = launch(proj, env, task=True)
-    formation_line, entry_line = read_line(proc), read_line(proc)
+    read_line(proc)  # the formation line
+    entry_line = read_line(proc)
     if not entry_line:
         proc.kill()
         raise SystemExit("the formation did not launch")
