@@ -1,0 +1,182 @@
+"""Tests of `mur run` option handling and launch preparation (in process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from murmur.cli.mur import build_parser, main
+from murmur.errors import DiagnosticError, UsageError
+from murmur.manifest.model import AfterTask, TaskAcceptance
+from murmur.session import launch
+from murmur.session.launch import RunOptions, load_env_file, prepare, read_task, run_prepared
+from murmur.session.workload import TaskContext, TaskOutcome
+
+ECHO_MANIFEST = """\
+name: echo
+version: 0.1.0
+plan: plan.yaml
+capabilities:
+  shell:
+    allow: [echo]
+lifecycle:
+  task_acceptance: queue
+  after_task: sleep
+"""
+ECHO_PLAN = 'steps:\n  - id: say\n    shell: [echo, "echo: {{ task }}"]\noutput: "{{ steps.say.stdout }}"\n'
+
+
+@pytest.fixture
+def capsule(tmp_path: Path) -> Path:
+    """A plan capsule source directory."""
+    d = tmp_path / "echo"
+    d.mkdir()
+    (d / "murmur.yaml").write_text(ECHO_MANIFEST)
+    (d / "plan.yaml").write_text(ECHO_PLAN)
+    return d
+
+
+def parse(*argv: str) -> object:
+    parser, _ = build_parser("run")
+    return parser.parse_args(list(argv))
+
+
+class TestParser:
+    def test_defaults(self) -> None:
+        """No options: no roster, no task, human mode."""
+        ns = parse()
+        assert (ns.roster, ns.task, ns.json, ns.capsule) == (None, None, False, None)  # type: ignore[attr-defined]
+
+    def test_roster_bare_and_path(self) -> None:
+        """--roster alone means ./roster.yaml (empty string); with a value, that path."""
+        assert parse("--roster").roster == ""  # type: ignore[attr-defined]
+        assert parse("--roster", "team").roster == "team"  # type: ignore[attr-defined]
+
+    def test_help_documents_deadline(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--help explains the --deadline forms and the exit statuses."""
+        assert main(["run", "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "RFC 3339" in out and "90s" in out and "143" in out
+
+    def test_roster_refuses_other_flags(self) -> None:
+        """--roster with a flag it does not combine with is a usage error (exit 2)."""
+        assert main(["run", "--roster", "--capsule", "local/x"]) == 2
+
+
+class TestPrepare:
+    def test_manifest_run(self, capsule: Path) -> None:
+        """./murmur.yaml: the plan workload, records made, policy from the manifest."""
+        setup = prepare(RunOptions(), environ={}, cwd=capsule)
+        assert setup.manifest.name == "echo" and setup.capsule_root == capsule.resolve()
+        assert setup.workdir == capsule.resolve() and setup.records.root.is_dir()
+        assert setup.policy.acceptance is TaskAcceptance.QUEUE and setup.policy.idle_timeout is None
+        assert type(setup.workload).__name__ == "PlanWorkload" and setup.workload_kind == "plan"
+
+    def test_overrides_and_deadline(self, capsule: Path, tmp_path: Path) -> None:
+        """Lifecycle overrides, --deadline from now, --workdir created, --task read."""
+        opts = RunOptions(
+            task_acceptance="single", after_task="exit", deadline="90s", workdir=str(tmp_path / "w" / "x"), task="t"
+        )
+        setup = prepare(opts, environ={"MURMUR_A2A_TIMEOUT_SECS": "5"}, cwd=capsule, now=1000.0)
+        assert setup.policy.acceptance is TaskAcceptance.SINGLE and setup.policy.after_task is AfterTask.EXIT
+        assert setup.deadline == 1090.0 and setup.task_text == "t"
+        assert (tmp_path / "w" / "x").is_dir() and setup.workdir == (tmp_path / "w" / "x").resolve()
+        assert setup.policy.idle_timeout is None  # a launch task waits for nothing
+
+    def test_idle_timeout_from_env(self, capsule: Path) -> None:
+        """MURMUR_A2A_TIMEOUT_SECS sets the idle rule."""
+        setup = prepare(RunOptions(task_acceptance="single"), environ={"MURMUR_A2A_TIMEOUT_SECS": "5"}, cwd=capsule)
+        assert setup.policy.idle_timeout == 5.0
+
+    @pytest.mark.parametrize(
+        "opts",
+        [
+            RunOptions(capsule="local/x"),
+            RunOptions(capsule_version="1.0.0"),
+            RunOptions(capsule="local/x", capsule_version="1.0.0", manifest="m.yaml"),
+            RunOptions(deadline="whenever"),
+        ],
+    )
+    def test_usage_errors(self, capsule: Path, opts: RunOptions) -> None:
+        """Incomplete or conflicting capsule options and bad deadlines are usage errors."""
+        with pytest.raises(UsageError):
+            prepare(opts, environ={}, cwd=capsule)
+
+    def test_containment_floor(self, capsule: Path) -> None:
+        """A floor above advisory is refused with E-CAP-003."""
+        with pytest.raises(DiagnosticError) as info:
+            prepare(RunOptions(containment="scoped"), environ={}, cwd=capsule)
+        assert info.value.code == "E-CAP-003"
+
+    def test_no_workload(self, tmp_path: Path) -> None:
+        """A manifest with neither plan nor inference is E-RUN-005."""
+        (tmp_path / "murmur.yaml").write_text("name: bare\nversion: 0.1.0\n")
+        with pytest.raises(DiagnosticError) as info:
+            prepare(RunOptions(), environ={}, cwd=tmp_path)
+        assert info.value.code == "E-RUN-005"
+
+    def test_contributors(self, capsule: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every contributor module present may extend the setup; absent ones are skipped."""
+        mod = types.ModuleType("murmur_test_contrib")
+        seen: list[str] = []
+
+        def contribute(setup: object, environ: dict[str, str]) -> None:
+            seen.append(environ.get("X", ""))
+            setup.readiness_fields["formation_id"] = "frm_x"  # type: ignore[attr-defined]
+
+        mod.contribute = contribute  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "murmur_test_contrib", mod)
+        monkeypatch.setattr(launch, "CONTRIBUTORS", ("murmur_test_contrib", "murmur_absent_module"))
+        setup = prepare(RunOptions(), environ={"X": "1"}, cwd=capsule)
+        assert seen == ["1"] and setup.readiness_fields == {"formation_id": "frm_x"}
+
+
+class TestHelpers:
+    def test_env_file(self, tmp_path: Path) -> None:
+        """.env lines: comments, export, quotes; malformed lines skipped; env wins."""
+        (tmp_path / ".env").write_text('# c\nexport A=1\nB="two words"\nbad line\n9X=no\nC=\'q\'\n')
+        assert load_env_file(tmp_path / ".env") == {"A": "1", "B": "two words", "C": "q"}
+        assert load_env_file(tmp_path / "absent") == {}
+        env = launch.session_environ(RunOptions(), {"A": "env"}, tmp_path)
+        assert env["A"] == "env" and env["B"] == "two words"
+        assert "B" not in launch.session_environ(RunOptions(no_env_file=True), {}, tmp_path)
+
+    def test_read_task(self, tmp_path: Path) -> None:
+        """--task: a file's contents, else the text verbatim."""
+        (tmp_path / "t.md").write_text("from file")
+        assert read_task("t.md", tmp_path) == "from file"
+        assert read_task("just words", tmp_path) == "just words"
+        assert read_task("missing.md", tmp_path) == "missing.md"
+
+
+class EchoWorkload:
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+        return TaskOutcome("ok", f"echo: {ctx.text}")
+
+
+class TestRunPrepared:
+    def test_json_mode_output(self, capsule: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """--json: exactly one readiness line on stdout; the status goes nowhere else."""
+        setup = prepare(RunOptions(task="hi", json=True), environ={}, cwd=capsule)
+        setup.workload = EchoWorkload()
+        assert run_prepared(setup, json_mode=True) == 0
+        out, err = capsys.readouterr()
+        lines = out.splitlines()
+        assert len(lines) == 1 and json.loads(lines[0])["session_id"] == setup.session_id
+        assert err == ""
+
+    def test_human_mode_output(self, capsule: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Human mode: session/records/url/status on stderr, the answer on stdout."""
+        setup = prepare(RunOptions(task="hi"), environ={}, cwd=capsule)
+        setup.workload = EchoWorkload()
+        assert run_prepared(setup, json_mode=False, verbose=True) == 0
+        out, err = capsys.readouterr()
+        assert out == "echo: hi\n"
+        lines = err.splitlines()
+        assert lines[0] == f"session: {setup.session_id}" and lines[1].startswith("records: ")
+        assert lines[2].startswith("murmur: url http://127.0.0.1:") and lines[3].startswith("workdir: ")
+        assert lines[-1] == "status: ok"
