@@ -197,3 +197,20 @@ class TestBinary:
             proc.send_signal(signal.SIGINT)
             with trio.fail_after(15):
                 assert await proc.wait() == 0
+
+    async def test_registry_path_flag(self, tmp_path: Path) -> None:
+        """--registry-path names the store resolved from; an empty one resolves nothing (500)."""
+        install(capsule_dir(tmp_path, "orch", "capabilities:\n  spawn:\n    allow: [worker]\n"), global_=True)
+        empty = tmp_path / "empty-store"
+        empty.mkdir()
+        async with live_roost("--spawn-allow=orch", "--registry-path", str(empty)) as (_, url, _lines):
+            client = RoostClient(url)
+            with pytest.raises(RoostRefused) as info:
+                await client.register("ses_a", "orch", "0.1.0")
+            await client.aclose()
+            assert info.value.status == 500
+        store = Path(os.environ["MURMUR_HOME"]) / "artifacts"
+        async with live_roost("--spawn-allow=orch", f"--registry-path={store}") as (_, url, _lines):
+            client = RoostClient(url)
+            assert (await client.register("ses_a", "orch", "0.1.0")).startswith("msc1.")
+            await client.aclose()

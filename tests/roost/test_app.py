@@ -375,6 +375,21 @@ class TestRegister:
         assert (r.status_code, r.json()) == (403, {"error": "capsule 'worker-b' is not in parent's spawn_allow"})
 
 
+    async def test_no_spawn_allow_admits_only_approved(self, start_roost: StartRoost) -> None:
+        """Started with no --spawn-allow, the daemon admits only capsules launched under its approval."""
+        roost = await start_roost(spawn_allow=())
+        r = await roost.register("orch")
+        assert (r.status_code, r.json()) == (403, {"error": "capsule 'orch' is not in --spawn-allow"})
+
+    async def test_approval_path_consults_parents_list_not_global(self, start_roost: StartRoost) -> None:
+        """Per-session lists: with an approval, --spawn-allow is not consulted (worker-b is not in it)."""
+        roost = await start_roost(spawn_allow=["orch"])
+        _, cred = await roost.root()
+        approval = (await roost.spawn(cred, "worker-b")).json()["approval"]
+        assert (await roost.register("worker-b", approval=approval)).status_code == 200
+        assert (await roost.register("worker-b")).status_code == 403
+
+
 class TestDeregister:
     async def test_outcomes(self, start_roost: StartRoost) -> None:
         """200 {}; the outcome becomes the status."""
