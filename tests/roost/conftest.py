@@ -189,7 +189,7 @@ async def start_roost() -> AsyncIterator[StartRoost]:
             # No keep-alive: a MockClock jump past shield_send's 5 s bound leaves a pooled
             # connection that hypercorn no longer answers (an artefact of virtual time).
             limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=0)
-            client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits))
+            client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=60.0))
             return Roost(url, int(url.rsplit(":", 1)[1]), client, keys, reg)
 
         try:
