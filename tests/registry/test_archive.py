@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 import zipfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from murmur.errors import DiagnosticError
 from murmur.registry import archive, install
@@ -125,3 +128,18 @@ class TestPack:
         """Packing is a pure function of names and contents."""
         entries = [("x", b"1"), ("y/z", b"22")]
         assert archive.pack(entries) == archive.pack(list(reversed(entries)))
+
+
+class TestNameProperty:
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(["a", "b.txt", "..", ".", "", "C:", "\\", "/", "\x00", "x\\..",
+                                     "dir/", "c:x", " "]), min_size=1, max_size=6))
+    def test_safe_names_stay_inside(self, parts: list[str]) -> None:
+        """Any name the guard accepts resolves to a path strictly inside the destination."""
+        name = "/".join(parts)
+        if archive.name_problem(name) is not None:
+            return
+        dest = PurePosixPath("/store/entry")
+        joined = PurePosixPath(posixpath.normpath(str(dest / name)))
+        assert dest in joined.parents
+        assert "\x00" not in name and "\\" not in name
