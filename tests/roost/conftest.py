@@ -186,8 +186,10 @@ async def start_roost() -> AsyncIterator[StartRoost]:
             cfg = hypercorn_config(0, keep_alive_timeout=3600.0)
             binds = await nursery.start(partial(serve, app, cfg, stop.wait))
             url = binds[0]
-            # No keep-alive: a MockClock jump past shield_send's 5 s bound leaves a pooled
-            # connection that hypercorn no longer answers (an artefact of virtual time).
+            # No keep-alive: a MockClock jump made the moment a response arrives can pass the
+            # 5 s deadline of shield_send's scope while the server is still finishing that send
+            # (re-arming its idle timer), which leaves that one connection unanswered. Fresh
+            # connections make the tests independent of when they jump.
             limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=0)
             client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits, timeout=60.0))
             return Roost(url, int(url.rsplit(":", 1)[1]), client, keys, reg)
