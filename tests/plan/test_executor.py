@@ -124,6 +124,21 @@ class TestBasics:
         assert out.answer == "x; touch pwned $(id)"
         assert not (tmp_path / "pwned").exists()
 
+    async def test_session_and_formation_ids_reach_templates(self, tmp_path: Path) -> None:
+        """`{{ session_id }}` and `{{ formation_id }}` render the task context's ids."""
+        ctx = make_ctx(tmp_path)
+        ctx.formation_id = "frm_" + "4" * 32
+        out = await run(
+            """\
+            steps:
+              - id: a
+                template: "{{ session_id }}"
+            output: "{{ steps.a.output }} {{ formation_id }}"
+            """,
+            ctx,
+        )
+        assert out == TaskOutcome("ok", f"ses_{'1' * 32} frm_{'4' * 32}")
+
     async def test_shell_runs_in_workdir_and_counts(self, tmp_path: Path) -> None:
         """Shell steps run in the workdir; each command counts as a shell call."""
         (tmp_path / "f.txt").write_text("a\nb\nc\n")

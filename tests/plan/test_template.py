@@ -49,6 +49,12 @@ class TestValues:
         """`workdir` and quoted literals render."""
         assert render('{{ workdir }} {{ "{{ not a template }}" }}') == "/w {{ not a template }}"
 
+    def test_session_and_formation_ids(self) -> None:
+        """`session_id` and `formation_id` render the scope's ids ('' outside a formation)."""
+        scope = Scope(task="t", session_id="ses_" + "a" * 32, formation_id="frm_" + "b" * 32)
+        assert render("{{ session_id }} {{ formation_id }}", scope) == f"ses_{'a' * 32} frm_{'b' * 32}"
+        assert render("[{{ formation_id }}]") == "[]"
+
     def test_steps_referenced(self) -> None:
         """A template reports the step ids it reads."""
         t = parse_template("{{ steps.a.stdout }} {{ steps.b-2.status | trim }} {{ task }}")

@@ -159,7 +159,13 @@ class _PlanRun:
     def scope(self) -> Scope:
         """Template scope over the steps finished so far."""
         views: Mapping[str, StepView] = {k: v.view() for k, v in self.results.items()}
-        return Scope(task=self.ctx.text, workdir=str(self.ctx.workdir), steps=views)
+        return Scope(
+            task=self.ctx.text,
+            workdir=str(self.ctx.workdir),
+            steps=views,
+            session_id=self.ctx.session_id,
+            formation_id=self.ctx.formation_id or "",
+        )
 
     async def execute(self) -> tuple[str, StepResult] | None:
         """Run the DAG; return the failing (step id, result) under ``on_error: fail``."""

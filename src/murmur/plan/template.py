@@ -9,6 +9,8 @@ value followed by filters::
     {{ steps.count.stdout }}         stdout of step `count` (trailing newlines removed)
     {{ steps.x.exit_code }}          also: .stderr .output .status
     {{ workdir }}                    the session's workdir (absolute path)
+    {{ session_id }}                 this session's ``ses_…`` id
+    {{ formation_id }}               the formation's ``frm_…`` id ('' outside a formation)
     {{ "literal" }}                  a quoted string (how to write a literal ``{{``)
     {{ task | after: "audit " | word: 0 | default: "." }}
 
@@ -49,6 +51,8 @@ _PATH_RE = re.compile(
     rf"""^(?:
         (?P<task>task)(?:\.(?P<split>words|lines)\[(?P<index>-?\d+)\])? |
         (?P<workdir>workdir) |
+        (?P<session>session_id) |
+        (?P<formation>formation_id) |
         steps\.(?P<step>{_IDENT})\.(?P<field>{_IDENT})
     )$""",
     re.X,
@@ -91,11 +95,15 @@ class Scope:
         task (str): the task text.
         workdir (str): the session workdir (absolute).
         steps (Mapping[str, StepView]): finished (or skipped) steps by id.
+        session_id (str): this session's ``ses_…`` id.
+        formation_id (str): the formation's ``frm_…`` id; '' when the session is in none.
     """
 
     task: str = ""
     workdir: str = ""
     steps: Mapping[str, StepView] = attrs.field(factory=dict)
+    session_id: str = ""
+    formation_id: str = ""
 
 
 @attrs.frozen
@@ -150,7 +158,8 @@ class Expr:
     """One ``{{ … }}``: a value (path or literal) and its filters.
 
     Attributes:
-        path (str | None): ``task``, ``task.words[N]``, ``workdir`` or ``steps.ID.FIELD``;
+        path (str | None): ``task``, ``task.words[N]``, ``workdir``, ``session_id``,
+            ``formation_id`` or ``steps.ID.FIELD``;
             None for a literal.
         literal (str): the literal's text (when ``path`` is None).
         filters (tuple[Filter, ...]): applied left to right.
@@ -183,6 +192,10 @@ class Expr:
                     text = _pick(parts, int(m.group("index")))
             elif m.group("workdir"):
                 text = scope.workdir
+            elif m.group("session"):
+                text = scope.session_id
+            elif m.group("formation"):
+                text = scope.formation_id
             else:
                 view = scope.steps.get(m.group("step"), StepView())
                 text = view.get(m.group("field"))
@@ -337,7 +350,8 @@ def _parse_expr(inner: str) -> Expr:
         m = _PATH_RE.match(head)
         if m is None:
             raise TemplateError(
-                f"unknown value `{head}` (use task, task.words[N], task.lines[N], workdir, "
+                f"unknown value `{head}` (use task, task.words[N], task.lines[N], workdir, session_id, "
+                "formation_id, "
                 'steps.ID.FIELD or a "quoted string")'
             )
         if m.group("field") and m.group("field") not in STEP_FIELDS:

@@ -441,6 +441,7 @@ class Session:
             shell_env=self._shell_env,
             services=services,
             usage=Usage(),
+            formation_id=self.setup.formation_id,
         )
 
     async def _run_task(self, task: Task) -> None:

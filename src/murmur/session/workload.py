@@ -103,6 +103,8 @@ class TaskContext:
         shell_env (Mapping[str, str]): the reduced environment shell commands get.
         services (TaskServices): delegation / formation calls.
         usage (Usage): counters the workload adds to (turns, tokens, tool and shell calls).
+        formation_id (str | None): ``frm_…`` when the session is a formation member
+            (plans read it as ``{{ formation_id }}``).
     """
 
     session_id: str
@@ -120,6 +122,7 @@ class TaskContext:
     shell_env: Mapping[str, str]
     services: TaskServices = attrs.field(factory=TaskServices)
     usage: Usage = attrs.field(factory=Usage)
+    formation_id: str | None = None
 
 
 class Workload(Protocol):
