@@ -1,13 +1,12 @@
 """Kill scenarios with real `mur run` members (the `mur new --roster` scaffold).
 
-These need the member side of formations in the session (``murmur.formation.member``: the
-channel, ``formation_id`` in the readiness line, the formation lifeline); until it exists they
-are skipped. The launcher side is proven with the fake member in the other e2e modules.
+The members are real sessions (``murmur.formation.member``: the channel, ``formation_id`` in
+the readiness line, the formation lifeline). The launcher side is also proven with the fake
+member in the other e2e modules.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -21,13 +20,7 @@ import pytest
 
 from ._formation import alive, wait_for
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        importlib.util.find_spec("murmur.formation.member") is None,
-        reason="the member side of formations (murmur.formation.member) is not in mur run yet",
-    ),
-]
+pytestmark = [pytest.mark.e2e]
 
 
 def _mur(*args: str, cwd: Path) -> None:
