@@ -224,6 +224,11 @@ class Session:
         self._card_cache: dict[bool, dict[str, Any]] = {}
         self._completion = setup.completion_handler or default_completion_handler
 
+    @property
+    def session_event_id(self) -> str | None:
+        """The ``evt_`` id of ``session_start`` (the parent of session-level trace records)."""
+        return self._ses_evt
+
     # -- DoorBackend ----------------------------------------------------------------------
 
     @property
