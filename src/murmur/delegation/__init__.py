@@ -1,0 +1,17 @@
+"""Delegation: a capsule spawns a child capsule under mur-roost, watches it, hears its outcome.
+
+Design: seed 000 ("Who launches what", "The child's directory", "The child's environment",
+"The delegation tool", "The completion path"); specification: ``spec/delegation.md``.
+
+Modules::
+
+    spawner       MURMUR_SPAWNER: the handle a child reports to (E-RUN-020)          pure
+    environment   the child's environment, built from nothing                      pure
+    watch         the delegation bound; what the launcher reports, and when        pure
+    book          the delegating session's delegations; its door's completion rule
+    completion    completion.json (one reporter) and the completion post
+    approval      the approval on a child's stdin
+    launcher      POST /spawn → directory → `mur run` → readiness → task → watch
+    runtime       registration, hooks and services of one session
+    child         the session contributor (called for every `mur run`)
+"""

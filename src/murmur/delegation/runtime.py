@@ -1,0 +1,288 @@
+"""A session's delegation runtime: registration, the launcher, the child's own report.
+
+One :class:`DelegationRuntime` per session that delegates, was delegated, or both. It is
+wired into the session by :func:`murmur.delegation.child.contribute` through the
+:class:`~murmur.session.session.SessionSetup` extension points:
+
+==================  ===========================================================================
+start hook          ``POST /register`` at ``MURMUR_ROOST_URL`` (manifest declares
+                    ``capabilities.spawn.allow``, or the session was launched under an
+                    approval); any failure refuses the launch with ``E-RUN-019``. The
+                    credential is kept in this object's memory only; the approval is dropped
+                    once presented.
+watchers            the launcher's supervisor nursery (children live there); the spawner
+                    lifeline (EOF → ``spawner_ended``, then the wind-down of a first SIGTERM)
+services            ``TaskServices.delegate`` for each task (delegating capsules)
+completion handler  :meth:`murmur.delegation.book.DelegationBook.decide`
+end hook            in order: end every live child (``terminated``, posted to nobody),
+                    ``POST /deregister`` with the outcome (best effort), and — for a delegated
+                    child — write ``completion.json`` and post the completion to the parent
+==================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from murmur.delegation import completion as comp
+from murmur.delegation.book import DelegationBook
+from murmur.delegation.launcher import Launcher
+from murmur.delegation.spawner import SpawnerHandle
+from murmur.delegation.watch import delegation_bound
+from murmur.diagnostics import Diagnostic, error
+from murmur.errors import DiagnosticError
+from murmur.lifeline import wait_for_eof
+from murmur.roost.client import RoostClient, RoostError, RoostRefused
+from murmur.session.trace import TraceWriteError
+from murmur.session.winddown import lifeline_wind_down
+from murmur.session.workload import TaskServices
+
+if TYPE_CHECKING:
+    from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl
+    from murmur.session.tasks import Task
+
+DEREGISTER_BOUND = 5.0  # seconds the best-effort deregistration may take
+REGISTER_TIMEOUT = 10.0  # seconds a registration request may take
+OK_STATUSES = frozenset({"ok", "formation_ended"})
+
+
+class DelegationRuntime:
+    """Delegation for one session (see the module docstring).
+
+    Args:
+        setup (SessionSetup): the session being prepared.
+        environ (Mapping[str, str]): the session's environment.
+        roost_url (str | None): ``MURMUR_ROOST_URL`` (None when unset or blank).
+        spawner (SpawnerHandle | None): ``MURMUR_SPAWNER`` of a delegated child.
+        approval (str | None): the approval read from stdin (delegated child).
+        lifeline_fd (int | None): the claimed spawner lifeline.
+        relay_stderr (bool): relay children's stderr lines to this process's stderr.
+    """
+
+    def __init__(
+        self,
+        setup: SessionSetup,
+        environ: Mapping[str, str],
+        *,
+        roost_url: str | None,
+        spawner: SpawnerHandle | None,
+        approval: str | None,
+        lifeline_fd: int | None,
+        relay_stderr: bool = True,
+    ) -> None:
+        self.setup = setup
+        self.manifest = setup.manifest
+        self.environ = dict(environ)
+        self.roost_url = roost_url
+        self.spawner = spawner
+        self._approval = approval
+        self.lifeline_fd = lifeline_fd
+        self._credential: str | None = None
+        self._session: Session | None = None
+        self.book = DelegationBook(self._emit)
+        self.launcher: Launcher | None = None
+        if self.can_delegate:
+            assert roost_url is not None
+            self.launcher = Launcher(
+                manifest=self.manifest,
+                workdir=setup.workdir,
+                session_id=setup.session_id,
+                environ=environ,
+                roost_url=roost_url,
+                credential=lambda: self._credential,
+                door_url=lambda: self._session.url if self._session is not None else None,
+                book=self.book,
+                emit=self._emit,
+                bound=delegation_bound(self.manifest, environ),
+                relay=_stderr_line if relay_stderr else None,
+            )
+
+    def __repr__(self) -> str:  # never show the credential or the approval
+        return f"DelegationRuntime(session_id={self.setup.session_id!r}, delegates={self.can_delegate})"
+
+    @property
+    def can_delegate(self) -> bool:
+        """The manifest names at least one capsule in ``capabilities.spawn.allow``."""
+        return bool(self.manifest.spawn_allow)
+
+    @property
+    def registers(self) -> bool:
+        """Whether this session registers with mur-roost."""
+        return self.can_delegate or self._approval is not None
+
+    @property
+    def registered(self) -> bool:
+        """Whether a credential is held."""
+        return self._credential is not None
+
+    # -- trace ----------------------------------------------------------------------------
+
+    def _emit(self, event_type: str, **fields: Any) -> None:
+        session = self._session
+        if session is None:
+            return
+        try:
+            session.trace.emit(event_type, parent_id=session.session_event_id, **fields)
+        except TraceWriteError:
+            pass  # the session is already winding down for it
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    async def start(self, session: Session) -> None:
+        """Start hook: remember the session; register with mur-roost when required.
+
+        Raises:
+            DiagnosticError: ``E-RUN-019`` when the registration fails for any reason.
+        """
+        self._session = session
+        if not self.registers:
+            return
+        if self.roost_url is None:
+            raise DiagnosticError(roost_url_unset())
+        approval, self._approval = self._approval, None  # presented once, then forgotten
+        try:
+            async with RoostClient(self.roost_url, timeout=REGISTER_TIMEOUT) as roost:
+                self._credential = await roost.register(
+                    session.session_id, self.manifest.name, self.manifest.version, approval=approval
+                )
+        except RoostRefused as exc:
+            raise DiagnosticError(
+                error(
+                    "E-RUN-019",
+                    f"this session could not register with mur-roost at {self.roost_url}: {exc.message}",
+                    hint=_register_hint(approval is not None),
+                )
+            ) from None
+        except RoostError as exc:
+            raise DiagnosticError(
+                error(
+                    "E-RUN-019",
+                    f"this session could not register with mur-roost at {self.roost_url}: {exc}",
+                    hint="start mur-roost (see `mur-roost --help`) and point MURMUR_ROOST_URL at it",
+                )
+            ) from None
+
+    async def supervise(self, ctl: WindDownControl) -> None:
+        """Watcher: hold the launcher's nursery for the session's life."""
+        if self.launcher is not None:
+            await self.launcher.run()
+
+    async def watch_spawner(self, ctl: WindDownControl) -> None:
+        """Watcher: the spawner lifeline's EOF winds the session down (``spawner_ended``)."""
+        if self.lifeline_fd is None:
+            return
+        await wait_for_eof(self.lifeline_fd)
+        fields: dict[str, Any] = {}
+        if self.spawner is not None:
+            fields = {"spawned_by": self.spawner.session_id, "delegation_id": self.spawner.delegation_id}
+        ctl.trigger(
+            lifeline_wind_down(
+                trace_event="spawner_ended",
+                detail="the delegating session ended",
+                trace_fields=fields,
+            )
+        )
+
+    async def end(self, summary: SessionSummary) -> None:
+        """End hook: stop children, deregister (best effort), report to the parent."""
+        if self.launcher is not None:
+            await self.launcher.stop_all("the delegating session ended")
+        await self._deregister(summary)
+        if self.spawner is not None:
+            await self.report(summary)
+
+    async def _deregister(self, summary: SessionSummary) -> None:
+        credential, self._credential = self._credential, None
+        if credential is None or self.roost_url is None:
+            return
+        outcome = "complete" if summary.status in OK_STATUSES and summary.diagnostic is None else "failed"
+        with trio.move_on_after(DEREGISTER_BOUND):
+            try:
+                async with RoostClient(self.roost_url, timeout=DEREGISTER_BOUND) as roost:
+                    await roost.deregister(credential, outcome)
+            except RoostError:
+                pass  # best effort: a finished session is not failed by a gone daemon
+
+    async def report(self, summary: SessionSummary) -> None:
+        """The child's own completion: claim ``completion.json``, post once, rewrite.
+
+        A failed delivery never fails the session; one line goes to stderr.
+        """
+        handle = self.spawner
+        assert handle is not None
+        workdir = self.setup.workdir
+        completion = comp.Completion(
+            delegation_id=handle.delegation_id,
+            capsule_name=self.manifest.name,
+            capsule_version=self.manifest.version,
+            session_id=self.setup.session_id,
+            status="ok" if summary.status in OK_STATUSES and summary.diagnostic is None else "error",
+            workdir=str(workdir),
+            duration_ms=summary.duration_ms,
+            result_path=_relative(summary.result_path, workdir),
+        )
+        try:
+            if not comp.claim(workdir, comp.Record(completion, "child")):
+                return  # the parent's launcher reported this delegation first
+        except OSError as exc:
+            _stderr_line(f"[capsule-runtime] completion.json could not be written: {exc.strerror or exc}")
+            return
+        problem = await comp.post(handle, completion)
+        try:
+            comp.rewrite(workdir, comp.Record(completion, "child", problem is None, problem))
+        except OSError:
+            pass
+        if problem is not None:
+            _stderr_line(f"[capsule-runtime] the completion of {handle.delegation_id} was not delivered: {problem}")
+
+    # -- services -------------------------------------------------------------------------
+
+    def services_for(self, task: Task, base: TaskServices) -> TaskServices:
+        """``base`` with ``delegate`` bound to ``task``'s context and trust."""
+        launcher = self.launcher
+        if launcher is None:
+            return base
+
+        async def delegate(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
+            return await launcher.delegate(
+                capsule, version, text, wait, context_id=task.context_id, trust=task.trust
+            )
+
+        base.delegate = delegate
+        return base
+
+
+def roost_url_unset() -> Diagnostic:
+    """The ``E-RUN-019`` diagnostic for an unset or blank ``MURMUR_ROOST_URL``."""
+    return error(
+        "E-RUN-019",
+        "this session can delegate but could not register with mur-roost: MURMUR_ROOST_URL is not set",
+        hint="start mur-roost and set MURMUR_ROOST_URL to its base URL, e.g. http://127.0.0.1:7700",
+    )
+
+
+def _register_hint(with_approval: bool) -> str:
+    if with_approval:
+        return "the approval this child was launched with was refused; its parent asks POST /spawn again"
+    return "start mur-roost with `--spawn-allow <this capsule's name>` and its artifact in the daemon's registry"
+
+
+def _relative(path: Path | None, root: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # a closed stderr must not stop anything
