@@ -155,6 +155,9 @@ CATALOGUE: dict[str, str] = {
     "E-IO-003": "an input/output error",
     # --- command line ---------------------------------------------------------------
     "E-CLI-001": "command-line options conflict, or one needs another that is missing",
+    # --- mur demo -------------------------------------------------------------------
+    "E-DMO-001": "the `mur demo --home` directory holds something other than an earlier demo",
+    "E-DMO-002": "a process the demo needs (mur-roost, the check desk) did not come up",
     # --- mur-roost -----------------------------------------------------------------
     "E-RST-001": "a mur-roost flag is missing its value or has a value that is not valid",
     "E-RST-002": "mur-roost could not listen on its port",
