@@ -686,8 +686,13 @@ class CallEngine:
                 call.scope.cancel()
 
     async def drain(self, timeout: float | None = None) -> None:
-        """Wait until every call of an ended task is recorded (bounded by ``timeout``)."""
-        bound = timeout if timeout is not None else self._grace + 2 * self._request_timeout
+        """Wait until every call of an ended task is recorded.
+
+        Args:
+            timeout (float | None): seconds; by default the in-flight grace plus one
+                ``CancelTask`` (16 s), inside the session's 20 s wind-down guard.
+        """
+        bound = timeout if timeout is not None else self._grace + self._request_timeout
         with trio.move_on_after(bound):
             for call in list(self._calls.values()):
                 if call.task_id in self._ended_tasks:
