@@ -188,6 +188,7 @@ class TestCancel:
             await trio.testing.wait_all_tasks_blocked()
             assert gate.cancelled == ["x"]
             assert (await result(c, "GetTask", {"id": tid}))["status"]["state"] == "TASK_STATE_CANCELED"
+            await h.session.flush_records()
             assert h.session.setup.records.task_result(tid).read_text() == "canceled: CancelTask\n"
 
     async def test_cancel_queued(self, tmp_path: Path) -> None:

@@ -363,6 +363,7 @@ class TestCancelRaces:
                 terminal_events = [e for e in task.events if e.state.terminal and e.kind == "status"]
                 assert len(terminal_events) == 1
                 finals.add(state)
+                await h.session.flush_records()
                 body = setup.records.task_result(tid).read_text()
                 assert body.startswith("canceled:") == (state == "TASK_STATE_CANCELED")
         if delay_ms == 0:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Protocol
@@ -179,8 +180,33 @@ def _not_found(task_id: str) -> RpcError:
     return RpcError(wire.TASK_NOT_FOUND, f"task {task_id} was not found")
 
 
+@attrs.frozen
+class Reply:
+    """An HTTP answer of the JSON-RPC route, independent of the web framework.
+
+    Attributes:
+        status (int): the HTTP status.
+        body (bytes): the body (ignored when ``stream`` is set).
+        content_type (str): ``application/json`` or ``text/event-stream``.
+        headers (tuple[tuple[str, str], ...]): extra headers.
+        stream (AsyncIterator[bytes] | None): SSE chunks, sent as they come.
+    """
+
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    stream: AsyncIterator[bytes] | None = None
+
+
+MAX_BODY = 16 * 1024 * 1024  # bytes of one JSON-RPC request
+
+
 class Door:
-    """Builds the Quart-Trio app of one session's door.
+    """The door of one session: an ASGI app.
+
+    ``POST /`` (the JSON-RPC route, every task's hot path) is answered by a plain ASGI
+    handler; every other route (the card, 404s) and the lifespan go to a Quart-Trio app.
 
     Args:
         backend (DoorBackend): the session.
@@ -200,47 +226,104 @@ class Door:
         self.backend = backend
         self.auth = authenticator
         self.keepalive = keepalive
-        self.log = logger or logging.getLogger("murmur.door")
-        self.app = self._build()
+        self.log = logger or logging.getLogger("murmur.session.door")
+        self.quart = self._build()
+        self.app = shield_send(self)
 
-    # -- app ------------------------------------------------------------------------------
+    # -- ASGI -----------------------------------------------------------------------------
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """ASGI entry: the JSON-RPC route here, everything else in Quart."""
+        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] == "POST":
+            await self._asgi_rpc(scope, receive, send)
+        else:
+            await self.quart(scope, receive, send)
+
+    async def _asgi_rpc(self, scope: Any, receive: Any, send: Any) -> None:
+        authorization: list[str] = []
+        versions: list[str] = []
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name = raw_name.decode("latin-1").lower()
+            value = raw_value.decode("latin-1")
+            if name == "authorization":
+                authorization.append(value)
+            elif name == "a2a-version":
+                versions.extend(v.strip() for v in value.split(",") if v.strip())
+            headers[name] = value
+        too_big = False
+
+        async def read_body() -> bytes:
+            nonlocal too_big
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                msg = await receive()
+                if msg["type"] != "http.request":
+                    break
+                chunk = msg.get("body", b"")
+                size += len(chunk)
+                if size > MAX_BODY:
+                    too_big = True
+                    return b""
+                chunks.append(chunk)
+                if not msg.get("more_body", False):
+                    break
+            return b"".join(chunks)
+
+        try:
+            reply = await self.handle(authorization=authorization, versions=versions, headers=headers, read_body=read_body)
+        except Exception:
+            self.log.error("door request failed:\n%s", traceback.format_exc())
+            reply = Reply(500, _dumps(wire.rpc_error(None, RpcError(wire.INTERNAL_ERROR, "internal error"))))
+        if too_big:
+            reply = Reply(413, b'{"error":"payload_too_large","message":"the request body is larger than 16 MiB"}')
+        out_headers = [(b"content-type", reply.content_type.encode())]
+        out_headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
+        if reply.stream is None:
+            out_headers.append((b"content-length", str(len(reply.body)).encode()))
+            await send({"type": "http.response.start", "status": reply.status, "headers": out_headers})
+            await send({"type": "http.response.body", "body": reply.body})
+            return
+        await send({"type": "http.response.start", "status": reply.status, "headers": out_headers})
+        stream = reply.stream
+        async with trio.open_nursery() as n:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                n.cancel_scope.cancel()
+
+            n.start_soon(watch_disconnect)
+            try:
+                async for chunk in stream:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            finally:
+                n.cancel_scope.cancel()
 
     def _build(self) -> Any:
-        from quart import Response, request
+        from quart import Response
         from quart_trio import QuartTrio
 
         app = QuartTrio("murmur.session.door")
-        app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
-        self._Response = Response
 
         @app.get("/.well-known/agent-card.json")
         async def card() -> Any:
             body = _dumps(self.backend.card(extended=False))
             return Response(body, status=200, content_type="application/json", headers={"Cache-Control": "no-cache"})
 
-        @app.post("/")
-        async def rpc() -> Any:
-            headers = {k.lower(): v for k, v in request.headers.items()}
-            return await self.handle(
-                authorization=request.headers.getlist("Authorization"),
-                versions=request.headers.getlist("A2A-Version"),
-                headers=headers,
-                read_body=request.get_data,
-            )
-
         return app
 
-    def _json(self, obj: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Any:
-        return self._Response(_dumps(obj), status=status, content_type="application/json", headers=dict(headers or {}))
+    def _json(self, obj: object, status: int = 200) -> Reply:
+        return Reply(status, _dumps(obj))
 
-    def _refusal(self, refusal: AuthRefusal) -> Any:
-        headers = {"www-authenticate": refusal.www_authenticate} if refusal.www_authenticate else {}
-        return self._Response(refusal.body(), status=refusal.status, content_type="application/json", headers=headers)
+    def _refusal(self, refusal: AuthRefusal) -> Reply:
+        headers = (("www-authenticate", refusal.www_authenticate),) if refusal.www_authenticate else ()
+        return Reply(refusal.status, refusal.body(), headers=headers)
 
-    def _stream(self, chunks: AsyncIterator[bytes]) -> Any:
-        resp = self._Response(chunks, status=200, content_type="text/event-stream", headers={"Cache-Control": "no-store"})
-        resp.timeout = None  # streams last as long as their task
-        return resp
+    def _stream(self, chunks: AsyncIterator[bytes]) -> Reply:
+        return Reply(200, content_type="text/event-stream", headers=(("cache-control", "no-store"),), stream=chunks)
 
     # -- request handling -----------------------------------------------------------------
 
@@ -251,7 +334,7 @@ class Door:
         versions: list[str],
         headers: Mapping[str, str],
         read_body: Callable[[], Awaitable[bytes | str]],
-    ) -> Any:
+    ) -> Reply:
         """Answer one ``POST /`` (the check order is the module docstring's)."""
         admitted = self.auth.authenticate(authorization)
         if isinstance(admitted, AuthRefusal):
@@ -295,7 +378,7 @@ class Door:
         except RpcError as err:
             return self._json(wire.rpc_error(req.id, err))
 
-    async def _dispatch(self, req: wire.RpcRequest, principal: Principal, cls: Classification) -> Any:
+    async def _dispatch(self, req: wire.RpcRequest, principal: Principal, cls: Classification) -> Reply:
         m = req.method
         if m in TASK_METHODS:
             return await self._send(req, principal, cls, streaming=m == "SendStreamingMessage")
@@ -332,7 +415,7 @@ class Door:
             return self._json(wire.rpc_result(req.id, self.backend.card(extended=True)))
         raise RpcError(wire.PUSH_NOT_SUPPORTED, "push notifications are not supported by this door")
 
-    async def _send(self, req: wire.RpcRequest, principal: Principal, cls: Classification, *, streaming: bool) -> Any:
+    async def _send(self, req: wire.RpcRequest, principal: Principal, cls: Classification, *, streaming: bool) -> Reply:
         msg, config = wire.parse_send_params(req.params)
         if msg.task_id is not None:
             known = _visible(self.backend.get_task(msg.task_id), principal)
@@ -433,6 +516,7 @@ def hypercorn_config(*, bind: str = "127.0.0.1:0", graceful: float = DOOR_GRACE,
     cfg.accesslog = None
     cfg.errorlog = logger or logging.getLogger("murmur.door")
     cfg.keep_alive_timeout = 30
+    cfg.keep_alive_max_requests = 1 << 30
     return cfg
 
 
@@ -452,5 +536,5 @@ async def serve_door(
 
     cfg = hypercorn_config(bind=bind, logger=door.log)
     async with trio.open_nursery() as n:
-        binds = await n.start(partial(serve, shield_send(door.app), cfg, shutdown_trigger=stop.wait, mode="asgi"))
+        binds = await n.start(partial(serve, door.app, cfg, shutdown_trigger=stop.wait, mode="asgi"))
         task_status.started(str(binds[0]))

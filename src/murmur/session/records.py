@@ -19,6 +19,9 @@ and ``canceled: <reason>`` for a cancelled one.
 from __future__ import annotations
 
 import os
+import queue
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -141,3 +144,59 @@ def result_text(state: str, text: str) -> str:
         return text if text.endswith("\n") or not text else text + "\n"
     prefix = "error" if state == "failed" else "canceled"
     return f"{prefix}: {text}\n"
+
+
+class RecordWriter:
+    """Writes records files (:func:`write_private`) in order, on one background thread.
+
+    Rewriting a file atomically costs a rename that some file systems make slow (ext4 flushes
+    the new data on a rename over an existing file); doing it here keeps it off the event
+    loop. :meth:`flush` waits until every queued write is on disk; the session flushes before
+    its end-of-session hooks and before ``session_end``.
+
+    Args:
+        on_error (Callable[[Path, OSError], None]): called (on the writer thread) for a write
+            that failed.
+    """
+
+    def __init__(self, on_error: Callable[[Path, OSError], None]) -> None:
+        self._on_error = on_error
+        self._queue: queue.SimpleQueue[tuple[Path, str] | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def write(self, path: Path, text: str) -> None:
+        """Queue ``text`` to replace ``path`` (returns at once)."""
+        with self._cond:
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="murmur-records", daemon=True)
+                self._thread.start()
+        self._queue.put((path, text))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            path, text = item
+            try:
+                write_private(path, text)
+            except OSError as exc:
+                self._on_error(path, exc)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write is done; whether it finished within ``timeout`` s."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self) -> None:
+        """Flush, then stop the thread."""
+        self.flush()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()

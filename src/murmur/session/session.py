@@ -59,7 +59,7 @@ from murmur.session.door import (
 from murmur.session.lanes import LaneQueue
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.origin import LOCAL_USER, Classification
-from murmur.session.records import Records, result_text, write_private
+from murmur.session.records import Records, RecordWriter, result_text
 from murmur.session.running import RunningRecord, process_start_time, remove_running, write_running
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
@@ -223,6 +223,7 @@ class Session:
         self._door = Door(self, self.auth, keepalive=setup.keepalive, logger=self._log)
         self._card_cache: dict[bool, dict[str, Any]] = {}
         self._completion = setup.completion_handler or default_completion_handler
+        self._records = RecordWriter(lambda path, exc: self._log.error("could not write %s: %s", path, exc))
 
     @property
     def session_event_id(self) -> str | None:
@@ -407,12 +408,13 @@ class Session:
         if not (task.started or task.launch):
             return  # a task that never ran leaves the session's result alone
         body = result_text(state, text)
-        try:
-            write_private(self.setup.records.task_result(task.id), body)
-            write_private(self.setup.records.result, body)
-            self._result_written = True
-        except OSError as exc:
-            self._log.error("could not write the result of %s: %s", task.id, exc)
+        self._records.write(self.setup.records.task_result(task.id), body)
+        self._records.write(self.setup.records.result, body)
+        self._result_written = True
+
+    async def flush_records(self) -> None:
+        """Wait until every records file queued so far (task.md, results) is written."""
+        await trio.to_thread.run_sync(self._records.flush)
 
     def _submit_local(self, text: str) -> Task:
         msg = {"messageId": "msg_local", "role": "ROLE_USER", "parts": [{"text": text}]}
@@ -470,10 +472,7 @@ class Session:
                 lane=task.lane,
                 message_parts_bytes=len(task.text.encode("utf-8")),
             )
-            try:
-                write_private(self.setup.records.task_md, task.text)
-            except OSError as exc:
-                self._log.error("could not write task.md: %s", exc)
+            self._records.write(self.setup.records.task_md, task.text)
             ctx = self._context(task, task.start_event_id or "")
             try:
                 outcome = await self.setup.workload.run_task(ctx)
@@ -667,6 +666,7 @@ class Session:
         finally:
             remove_running(self.session_id)
             unregister()
+            self._records.close()
         status, diag = self._final()
         if refusal is not None:
             status, diag = "failed", refusal
@@ -726,6 +726,7 @@ class Session:
             self._close(cause="session_stopped" if self.wind_down_reason else "session_ended")
             if self._running is not None:  # only if the runner was cancelled from outside
                 self.cancel(self._running, "the session ended")
+            self._records.flush(timeout=10.0)  # quick; blocking here keeps virtual clocks honest
             status, diag = self._final()
             summary = self._summary(status, refusal or diag)
             for end_hook in self.setup.end_hooks:
