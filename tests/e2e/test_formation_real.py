@@ -161,7 +161,104 @@ class TestRealMembers:
         assert "E-RUN-053" in run.err.read_text()
         assert run.members() == []
 
-    @pytest.mark.skip(reason="needs a capsule whose teardown hangs (no such hook in the "
-                      "session yet); the launcher side is covered with the fake member")
-    def test_member_teardown_hangs(self) -> None:
-        """A real member whose teardown hangs exits 143 twenty seconds after its lifeline closed."""
+
+# Fault injection for one member, loaded through PYTHONPATH by every process of the launch but
+# active only in the member running $HANG_CAPSULE: once it has written `formation_ended`, its
+# event loop blocks for good, so only the session's own 20 s guard can end it.
+SITECUSTOMIZE = """
+import os, sys
+_want = os.environ.get("HANG_CAPSULE")
+if _want and "--capsule" in sys.argv and sys.argv[sys.argv.index("--capsule") + 1] == _want:
+    import time
+    from murmur.session import trace as _trace
+    _emit = _trace.TraceWriter.emit
+    def emit(self, event_type, /, **kw):
+        out = _emit(self, event_type, **kw)
+        if event_type == "formation_ended":
+            time.sleep(3600)
+        return out
+    _trace.TraceWriter.emit = emit
+"""
+
+MANIFEST = """name: {name}
+version: 0.1.0
+plan: plan.yaml
+lifecycle:
+  task_acceptance: {acceptance}
+  after_task: {after}
+capabilities:
+  shell:
+    allow: [echo]
+"""
+PLAN = """steps:
+  - id: answer
+    shell: [echo, "done: {{ task }}"]
+output: "{{ steps.answer.stdout }}"
+"""
+
+
+def _plan_project(root: Path, names: list[str]) -> Path:
+    """A roster of plan capsules (the first is the entry member), installed in the project."""
+    proj = root / "proj"
+    proj.mkdir()
+    lines = ["roster_version: 1", "members:"]
+    for i, name in enumerate(names):
+        src = root / "src" / name
+        src.mkdir(parents=True)
+        entry = i == 0
+        (src / "murmur.yaml").write_text(MANIFEST.format(
+            name=f"r-{name}", acceptance="single" if entry else "queue",
+            after="exit" if entry else "sleep"))
+        (src / "plan.yaml").write_text(PLAN)
+        _mur("build", str(src), cwd=root)
+        _mur("install", str(src / f"r-{name}-0.1.0.mur.zip"), cwd=proj)
+        lines += [f"  - name: {name}", f"    capsule: local/r-{name}", "    version: 0.1.0"]
+        if entry:
+            lines.append("    entry: true")
+    (proj / "roster.yaml").write_text("\n".join(lines) + "\n")
+    return proj
+
+
+@pytest.mark.slow
+class TestRealStubborn:
+    def test_teardown_hangs_and_member_stopped(self, tmp_path: Path) -> None:
+        """A real member whose teardown hangs exits 143 20 s after its lifeline closed (its
+        own guard; no SIGKILL); a real member that cannot run at all (SIGSTOP) is SIGKILLed
+        25 s after the launcher closed its lifeline; then the launcher exits 143."""
+        proj = _plan_project(tmp_path, ["lead", "hang", "frozen"])
+        hook = tmp_path / "hook"
+        hook.mkdir()
+        (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        env = dict(os.environ, HANG_CAPSULE="local/r-hang",
+                   PYTHONPATH=os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+        out = tmp_path / "launcher.out"
+        with out.open("wb") as fh:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "murmur.cli.mur", "run", "--roster", str(proj), "--json"],
+                stdout=fh, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
+                cwd=tmp_path, start_new_session=True)
+        pids: dict[str, int] = {}
+        try:
+            wait_for(lambda: len(out.read_text().splitlines()) >= 2, 60)
+            formation = json.loads(out.read_text().splitlines()[0])
+            pids = {p["name"]: p["pid"] for p in formation["peers"]}
+            os.kill(pids["frozen"], signal.SIGSTOP)
+            t0 = time.monotonic()
+            os.kill(proc.pid, signal.SIGTERM)
+            hang_gone = wait_for(lambda: not alive(pids["hang"]), 30)
+            frozen_gone = wait_for(lambda: not alive(pids["frozen"]), 30)
+            status = proc.wait(30)
+            total = time.monotonic() - t0
+            print(f"\n[kill suite, real members] hanging teardown exited after {hang_gone:.2f}s; "
+                  f"stopped member killed after {frozen_gone + hang_gone:.2f}s; launcher {total:.2f}s")
+            assert status == 143
+            assert hang_gone == pytest.approx(20.0, abs=1.5)
+            assert frozen_gone + hang_gone == pytest.approx(25.0, abs=1.5)
+        finally:
+            for pid in [proc.pid, *pids.values()]:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            proc.wait(10)
