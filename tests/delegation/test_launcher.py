@@ -1,0 +1,278 @@
+"""The launcher against stand-in children (tests/delegation/fake_child.py) and a real roost.
+
+Real processes, real pipes, an in-process mur-roost over TCP; the bounds are shortened where a
+test must see one fire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from agent.scripted import Reply, ScriptedServer
+from murmur.delegation import completion as comp
+from murmur.delegation.book import DelegationBook
+from murmur.delegation.launcher import (
+    ChildArtifact,
+    Launcher,
+    capsule_ref,
+    child_dir_name,
+    mur_command,
+)
+from murmur.manifest.model import Capabilities, EnvCaps, Manifest, SpawnCaps
+from murmur.roost.client import RoostClient
+
+from .conftest import StartRoost, sha_of
+
+FAKE = Path(__file__).with_name("fake_child.py")
+ACK = {"jsonrpc": "2.0", "id": "x", "result": {"message": {"parts": [{"text": "completion accepted"}]}}}
+PARENT = Manifest("orch", "0.1.0", capabilities=Capabilities(spawn=SpawnCaps(("worker",)), env=EnvCaps(("SHARED", "PARENT_ONLY"))))
+WORKER = Manifest("worker", "0.1.0", capabilities=Capabilities(env=EnvCaps(("SHARED",))))
+ENVIRON = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/op",
+    "SHARED": "shared",
+    "PARENT_ONLY": "p",
+    "WORKER_ONLY": "w",
+    "UNRELATED": "u",
+}
+
+
+@attrs.define
+class Rig:
+    """A launcher wired to a roost, a recording door and a trace list."""
+
+    launcher: Launcher
+    door: ScriptedServer
+    records: list[tuple[str, dict[str, Any]]]
+    report: Path
+
+    def info(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.report.read_text())
+        return data
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [f for e, f in self.records if e == event]
+
+    async def delegate(self, wait: bool = False, task: str = "hello") -> dict[str, Any]:
+        return dict(await self.launcher.delegate("worker", "0.1.0", task, wait, context_id="ctx_p", trust="trusted"))
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, roost: StartRoost, nursery: trio.Nursery) -> AsyncIterator[Any]:
+    """``await rig(mode, **launcher_kwargs)`` builds a running launcher for one fake mode."""
+    url = await roost([PARENT, WORKER], spawn_allow=["orch"])
+    door = ScriptedServer()
+    await nursery.start(door.serve)
+    door.add(*[Reply(ACK) for _ in range(8)])
+    async with RoostClient(url) as client:
+        credential = await client.register("ses_" + "0" * 32, "orch", "0.1.0")
+    made: list[Launcher] = []
+
+    async def make(mode: str, **kw: Any) -> Rig:
+        records: list[tuple[str, dict[str, Any]]] = []
+        report = tmp_path / f"report-{len(made)}.json"
+        kw.setdefault("bound", 600)
+        kw.setdefault("stop_grace", 2.0)
+        launcher = Launcher(
+            manifest=PARENT,
+            workdir=tmp_path / "work",
+            session_id="ses_" + "0" * 32,
+            environ={**ENVIRON, "MURMUR_HOME": os.environ["MURMUR_HOME"]},
+            roost_url=url,
+            credential=lambda: credential,
+            door_url=lambda: door.url,
+            book=DelegationBook(lambda event, **f: records.append((event, f))),
+            emit=lambda event, **f: records.append((event, f)),
+            mur=[sys.executable, str(FAKE), mode, str(report)],
+            resolve=lambda name, version: ChildArtifact(sha_of(WORKER), WORKER),
+            **kw,
+        )
+        made.append(launcher)
+        await nursery.start(launcher.run)
+        return Rig(launcher, door, records, report)
+
+    yield make
+    for launcher in made:
+        with trio.fail_after(15):
+            await launcher.stop_all("the test ended")
+
+
+def proc_bytes(pid: int, part: str) -> bytes:
+    """``/proc/<pid>/<part>``."""
+    return Path(f"/proc/{pid}/{part}").read_bytes()
+
+
+def pid_gone(pid: int) -> bool:
+    """No process (and no zombie) with this pid."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+async def completion_record(child_dir: Path, *, delivered_set: bool = True) -> dict[str, Any]:
+    """completion.json once one of delivered / delivery_error is set."""
+    with trio.fail_after(10):
+        while True:
+            data = comp.read_record(child_dir)
+            if data is not None and (not delivered_set or data["delivered"] or data["delivery_error"]):
+                return data
+            await trio.sleep(0.02)
+
+
+class TestHelpers:
+    def test_names(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Directory names are fresh, scoped names lose their scope, bare names gain local/."""
+        a, b = child_dir_name("local/worker"), child_dir_name("worker")
+        assert a.startswith("worker-") and len(a) == len("worker-") + 16 and a != b
+        assert (capsule_ref("worker"), capsule_ref("team/worker")) == ("local/worker", "team/worker")
+        assert mur_command({"MURMUR_MUR_BINARY": "/opt/mur"}) == ["/opt/mur"]
+        assert mur_command({})[0].endswith("mur") or mur_command({})[1:] == ["-m", "murmur.cli.mur"]
+
+
+class TestStarted:
+    async def test_started_contract(self, rig: Any, tmp_path: Path) -> None:
+        """started: the directory, argv, cwd, the cleared environment, the approval on stdin."""
+        r: Rig = await rig("serve-hang")
+        result = await r.delegate()
+        assert result["status"] == "started", result
+        assert set(result) == {
+            "capsule", "version", "delegation_id", "session_id", "status", "child_workdir"}
+        rel = result["child_workdir"]
+        assert rel.startswith(".murmur/children/worker-") and len(Path(rel).name) == len("worker-") + 16
+        child_dir = tmp_path / "work" / rel
+        assert stat.S_IMODE(child_dir.stat().st_mode) == 0o700
+        info = r.info()
+        assert info["argv"] == ["run", "--capsule", "local/worker", "--capsule-version", "0.1.0", "--json",
+                                "--workdir", str(child_dir), "--no-env-file"]
+        assert info["cwd"] == str(child_dir) and info["approval_ok"] and info["lifeline_ok"]
+        env = info["env"]
+        spawner = json.loads(env.pop("MURMUR_SPAWNER"))
+        assert spawner == {"url": r.door.url, "session_id": "ses_" + "0" * 32, "context_id": "ctx_p",
+                           "trust": "trusted", "delegation_id": result["delegation_id"]}
+        env.pop("MURMUR_SPAWNER_LIFELINE")
+        assert env == {"SHARED": "shared", "MURMUR_HOME": os.environ["MURMUR_HOME"], "PATH": "/usr/bin:/bin",
+                       "HOME": "/home/op", "MURMUR_ROOST_URL": r.launcher.roost_url}
+        for part in ("environ", "cmdline"):
+            raw = proc_bytes(info["pid"], part)
+            assert b"msa1." not in raw and b"msc1." not in raw
+        (start,) = r.of("delegation_start")
+        assert start == {"delegation_id": result["delegation_id"], "capsule": "worker", "version": "0.1.0",
+                         "child_session_id": "ses_" + "f" * 32, "child_workdir": rel}
+        assert r.launcher.live == 1
+        await r.launcher.stop_all("the test ended")
+        assert pid_gone(info["pid"]) and r.launcher.live == 0
+        data = await completion_record(child_dir)
+        assert (data["status"], data["reported_by"], data["delivered"]) == ("terminated", "launcher", False)
+        assert data["delivery_error"].startswith("not posted")
+        assert r.door.requests == []  # posted to nobody
+        (closed,) = r.of("delegation")
+        assert (closed["outcome"], closed["delegation_id"]) == ("terminated", result["delegation_id"])
+
+
+class TestLaunchFailures:
+    @pytest.mark.parametrize(
+        ("mode", "kw", "reason"),
+        [
+            ("exit-early", {}, "the child exited with exit status 3 before reporting ready: boom: no capsule"),
+            ("garbage", {}, "the child's first line is not a readiness line"),
+            ("nodoor", {}, "the child reported no door"),
+            ("silent", {"launch_bound": 0.5}, "the child did not report ready within 0.5 s"),
+            ("door-refuses", {"delivery_bound": 0.5}, "the child did not accept its task within 0.5 s"),
+            ("serve-reject", {}, "the child did not take its task (task rejected: capsule is busy)"),
+        ],
+    )
+    async def test_short_of_started_fails_and_reaps(
+        self, rig: Any, tmp_path: Path, mode: str, kw: dict[str, Any], reason: str
+    ) -> None:
+        """Anything short of holding its task: failed in the same call, the child stopped and reaped."""
+        r: Rig = await rig(mode, **kw)
+        result = await r.delegate()
+        assert (result["status"], result["output"]) == ("failed", reason)
+        assert "child_workdir" not in result
+        assert pid_gone(r.info()["pid"]) and r.launcher.live == 0
+        (call,) = r.of("delegation")
+        assert (call["outcome"], call["reason"], call["delegation_id"]) == ("failed", reason, result["delegation_id"])
+        (child_dir,) = (tmp_path / "work" / ".murmur" / "children").iterdir()
+        data = comp.read_record(child_dir)
+        assert data is not None and (data["reported_by"], data["status"]) == ("launcher", "terminated")
+        assert r.door.requests == []
+
+
+class TestWatch:
+    async def test_crash_after_start_is_reported(self, rig: Any, tmp_path: Path) -> None:
+        """A child that exits without a completion is reported crashed, with status and stderr."""
+        r: Rig = await rig("serve-crash")
+        result = await r.delegate()
+        child_dir = tmp_path / "work" / result["child_workdir"]
+        data = await completion_record(child_dir)
+        assert (data["status"], data["reported_by"], data["delivered"]) == ("crashed", "launcher", True)
+        assert "exit status 3" in data["detail"] and "fatal: lost" in data["detail"]
+        (post,) = r.door.requests
+        assert post.headers["x-murmur-delegation-id"] == result["delegation_id"]
+        assert post.headers["x-murmur-completion-session"] == "ses_" + "0" * 32
+        assert json.loads(post.body["params"]["message"]["parts"][0]["text"])["status"] == "crashed"
+
+    async def test_child_watch_expiry_names_the_bound(self, rig: Any, tmp_path: Path) -> None:
+        """A child still running at the bound is ended; the terminated completion names the bound."""
+        r: Rig = await rig("serve-hang", bound=1)
+        result = await r.delegate()
+        child_dir = tmp_path / "work" / result["child_workdir"]
+        data = await completion_record(child_dir)
+        assert (data["status"], data["reported_by"], data["delivered"]) == ("terminated", "launcher", True)
+        assert "lifecycle.delegation_deadline_secs (1 s)" in data["detail"]
+        assert pid_gone(r.info()["pid"])
+
+    async def test_stubborn_child_is_killed(self, rig: Any) -> None:
+        """A child that ignores SIGTERM is killed after the grace and reaped."""
+        r: Rig = await rig("serve-stubborn", stop_grace=0.3)
+        await r.delegate()
+        with trio.fail_after(5):
+            await r.launcher.stop_all("the test ended")
+        assert pid_gone(r.info()["pid"])
+
+
+class TestWait:
+    async def test_answer_then_release(self, rig: Any, tmp_path: Path) -> None:
+        """wait=True: the answer read with GetTask, the call recorded completed, the child released."""
+        r: Rig = await rig("serve-answer")
+        result = await r.delegate(wait=True, task="sum it")
+        assert (result["status"], result["output"]) == ("completed", "fake answer: sum it")
+        call = [f for f in r.of("delegation") if f["outcome"] == "completed"]
+        assert len(call) == 1 and call[0]["reason"] is None
+        child_dir = next((tmp_path / "work" / ".murmur" / "children").iterdir())
+        data = await completion_record(child_dir)  # the stand-in writes none: released, then crashed
+        assert data["status"] == "crashed" and pid_gone(r.info()["pid"])
+
+    async def test_step_bound_ends_the_child(self, rig: Any, tmp_path: Path) -> None:
+        """The waiting caller's bound passes: timed_out recorded, the child ended, posted to nobody."""
+        r: Rig = await rig("serve-hang")
+        with pytest.raises(trio.TooSlowError), trio.fail_after(1.0):
+            await r.delegate(wait=True)
+        child_dir = next((tmp_path / "work" / ".murmur" / "children").iterdir())
+        data = await completion_record(child_dir)
+        assert (data["status"], data["delivered"]) == ("terminated", False)
+        outcomes = [f["outcome"] for f in r.of("delegation")]
+        assert "timed_out" in outcomes and "terminated" in outcomes
+        with trio.fail_after(5):
+            await r.launcher.stop_all("the test ended")  # waits for the child already stopping
+        assert r.launcher.live == 0 and pid_gone(r.info()["pid"])
+
+
+class TestRoostAnswers:
+    async def test_unreachable_roost_fails_the_call(self, rig: Any) -> None:
+        """No daemon answering /spawn: failed, naming why, nothing started."""
+        r: Rig = await rig("serve-hang")
+        with trio.socket.socket() as s:
+            await s.bind(("127.0.0.1", 0))
+            r.launcher.roost_url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        result = await r.delegate()
+        assert result["status"] == "failed" and "did not answer" in result["output"]
+        assert not r.report.exists()
