@@ -136,8 +136,10 @@ class TestStubbornMembers:
             ended = time.time()
             p1_exit = run.events("p1", "exit")[0]
             assert p1_exit["code"] == 143
-            assert p1_exit["t"] - closed == pytest.approx(20.0, abs=1.0)
+            assert 19.0 <= p1_exit["t"] - closed <= 22.0
             assert not run.events("p2", "exit")  # it never exited by itself
-            assert ended - closed == pytest.approx(25.0, abs=1.5)
+            # the launcher closed the lifelines at most as late as p3 saw EOF, and its exit
+            # comes after the SIGKILL, 25 s later (plus its own teardown; slack for load)
+            assert 24.5 <= ended - closed <= 29.0
             assert run.survivors() == []  # p2 and its grandchild were killed and reaped
             print(f"\n[kill suite] stubborn member killed {ended - closed:.2f}s after lifeline close")

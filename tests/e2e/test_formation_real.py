@@ -252,8 +252,8 @@ class TestRealStubborn:
             print(f"\n[kill suite, real members] hanging teardown exited after {hang_gone:.2f}s; "
                   f"stopped member killed after {frozen_gone + hang_gone:.2f}s; launcher {total:.2f}s")
             assert status == 143
-            assert hang_gone == pytest.approx(20.0, abs=1.5)
-            assert frozen_gone + hang_gone == pytest.approx(25.0, abs=1.5)
+            assert 19.5 <= hang_gone <= 23.0  # its own guard, well before the launcher's kill
+            assert 24.5 <= frozen_gone + hang_gone <= 29.0
         finally:
             for pid in [proc.pid, *pids.values()]:
                 for kill in (os.killpg, os.kill):
