@@ -346,6 +346,13 @@ def rerun_script(layout: Layout, target: Path) -> list[str]:
     ]
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _seconds(ms: object) -> str:
     return f"{int(ms) / 1000:.1f}s" if isinstance(ms, int) else "?"
 
@@ -790,6 +797,7 @@ class DemoRun:
         self.say(f"launching the formation: mur run --roster {self.layout.project} --task {shlex.quote(task_text(self.target))}")
         child = await self._spawn("launcher", cmd, env, stderr_prefix="", nursery=nursery)
         self.launcher = child
+        self.say(f"formation launcher: pid {child.pid}")
         assert child.process.stdout is not None
         reader = _LineReader(child.process.stdout)
         while (raw := await reader.line()) is not None:
@@ -801,6 +809,8 @@ class DemoRun:
                 self._formation_line(line)
         code = await child.process.wait()
         self._tell_watchdog(f"-{child.pid}")
+        if code < 0:
+            self.say(f"the formation launcher was killed by {_signal_name(-code)}")
         return shell_status(code)
 
     def _formation_line(self, line: dict[str, Any]) -> None:
@@ -974,7 +984,7 @@ def _finish(run: DemoRun, elapsed: float) -> None:
         except OSError:
             outcome.report = None
     if run.signum is not None:
-        say(f"interrupted by {signal.Signals(run.signum).name}; every process the demo started is stopped")
+        say(f"interrupted by {_signal_name(run.signum)}; every process the demo started is stopped")
     if outcome.report is not None and not run.options.json:
         print(outcome.report.rstrip("\n"), file=run.out, flush=True)
     if path is not None and outcome.report is not None:
