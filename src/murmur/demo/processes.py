@@ -1,0 +1,92 @@
+"""The demo's child processes: line reading, stderr relays, stopping a process group."""
+
+from __future__ import annotations
+
+import signal
+from typing import TextIO
+
+import attrs
+import trio
+
+from murmur.demo.watchdog import signal_group
+
+
+class LineReader:
+    """Whole lines from a trio receive stream (the last partial line at EOF too)."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buf = b""
+        self._eof = False
+
+    async def line(self) -> bytes | None:
+        """The next line without its newline; None at EOF."""
+        while b"\n" not in self._buf:
+            if self._eof:
+                if self._buf:
+                    out, self._buf = self._buf, b""
+                    return out
+                return None
+            chunk = await self._stream.receive_some(65536)
+            if not chunk:
+                self._eof = True
+            self._buf += chunk
+        out, _, self._buf = self._buf.partition(b"\n")
+        return out
+
+
+@attrs.define
+class Child:
+    """One process the demo started, in a process group of its own (pgid = pid)."""
+
+    label: str
+    process: trio.Process
+    stop_signal: int = signal.SIGTERM
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process.returncode is None
+
+    def kill_group(self) -> None:
+        """SIGKILL the whole group (synchronous; used by the second signal)."""
+        signal_group(self.pid, signal.SIGKILL)
+
+    async def stop(self, grace: float) -> int:
+        """SIGTERM the process, wait ``grace`` s, SIGKILL its group, reap, sweep the group."""
+        if self.running:
+            try:
+                self.process.send_signal(self.stop_signal)
+            except ProcessLookupError:
+                pass
+            with trio.move_on_after(grace):
+                await self.process.wait()
+            if self.running:
+                self.kill_group()
+        code = await self.process.wait()
+        signal_group(self.pid, signal.SIGKILL)
+        return code
+
+
+async def relay(stream: trio.abc.ReceiveStream | None, prefix: str, err: TextIO) -> None:
+    if stream is None:
+        return
+    reader = LineReader(stream)
+    while (raw := await reader.line()) is not None:
+        try:
+            err.write(prefix + raw.decode("utf-8", "replace") + "\n")
+            err.flush()
+        except (OSError, ValueError):
+            pass
+
+
+async def drain(reader: LineReader) -> None:
+    while await reader.line() is not None:
+        pass
+
+
+async def kill_group_now(process: trio.Process) -> None:
+    signal_group(process.pid, signal.SIGKILL)
