@@ -149,6 +149,7 @@ class _Child:
     finished: trio.Event = attrs.field(factory=trio.Event)
     stop_reason: str | None = None
     released: bool = False
+    reported: bool = False  # the launcher is done with this delegation's outcome
 
     def stop(self, reason: str) -> None:
         """The parent ends this delegation (reported ``terminated``, posted to nobody)."""
@@ -418,8 +419,8 @@ class Launcher:
                     await self._finish(child, ending)
                 io.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + self.stop_grace + 5.0):
-                if child.proc is not None and child.proc.returncode is None:
+            if not child.reported:  # cancelled part-way: the parent ended this delegation
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + self.stop_grace + 5.0):
                     if child.stop_reason is None:
                         child.stop("the delegating session ended")
                     await self._record_stop(child)
@@ -656,10 +657,10 @@ class Launcher:
     async def _abandon(self, child: _Child, reason: str) -> None:
         """A launch that fell short: record it as ended by the parent, stop and reap the child."""
         child.stop_reason = child.stop_reason or "the launch failed"
-        if child.proc is not None:
-            self._claim_quietly(child, launcher_report(Ending.STOPPED, returncode=None, bound=self.bound,
-                                                       reason=f"the launch failed: {reason}"))
-            await self._end(child)
+        self._claim_quietly(child, launcher_report(Ending.STOPPED, returncode=None, bound=self.bound,
+                                                   reason=f"the launch failed: {reason}"))
+        await self._end(child)
+        child.reported = True
 
     async def _record_stop(self, child: _Child) -> None:
         report = launcher_report(Ending.STOPPED, returncode=None, bound=self.bound, reason=child.stop_reason)
@@ -692,6 +693,12 @@ class Launcher:
             return False
 
     async def _finish(self, child: _Child, ending: Ending) -> None:
+        try:
+            await self._report(child, ending)
+        finally:
+            child.reported = child.exited.is_set()
+
+    async def _report(self, child: _Child, ending: Ending) -> None:
         if ending is Ending.EXITED:
             await self._after_exit(child)
             return
