@@ -303,6 +303,15 @@ def roost_status(roost_url: str, session_id: str) -> dict[str, Any]:
     return body
 
 
+def completion_settled(child_dir: Path) -> dict[str, Any] | None:
+    """A child's completion.json once its delivery is recorded (delivered or a delivery_error)."""
+    try:
+        data = json.loads((child_dir / "completion.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and (data.get("delivered") or data.get("delivery_error")) else None
+
+
 def token_hits(paths: Iterable[Path], pids: Iterable[int]) -> list[str]:
     """Where ``msc1.``/``msa1.`` occurs: every file under ``paths``, each pid's environ and cmdline."""
     hits: list[str] = []

@@ -24,6 +24,7 @@ from ._delegation import (
     Procs,
     alive,
     capsule_steps,
+    completion_settled,
     descendants,
     free_port,
     of,
@@ -102,12 +103,6 @@ def child_trace(child_dir: Path) -> list[dict[str, Any]]:
     """A child's own trace (its records live in its directory)."""
     (records,) = [p for p in (child_dir / ".murmur").iterdir() if p.name.startswith("ses_")]
     return trace(records)
-
-
-def completion_settled(child_dir: Path) -> dict[str, Any] | None:
-    """completion.json once its delivery is recorded."""
-    data = comp.read_record(child_dir)
-    return data if data is not None and (data["delivered"] or data["delivery_error"]) else None
 
 
 class TestDelegation:
