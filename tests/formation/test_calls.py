@@ -466,3 +466,20 @@ class TestTaskEnds:
             engine.task_ended("tsk_caller")
         rec = sink.of("member_call")[0]
         assert (rec["status"], rec["output"], rec["delivered"]) == ("completed", "late", False)
+
+
+class TestRobustness:
+    async def test_unexpected_error_fails_the_call_only(self, autojump_clock: trio.testing.MockClock) -> None:
+        """An unexpected exception in a call ends that call failed; the engine keeps working."""
+
+        def boom() -> Any:
+            raise RuntimeError("http://127.0.0.1:45123 exploded")
+
+        door = FakeDoor([boom, taken()], [reply(200, task_body("COMPLETED", answer="fine"))])
+        engine, sink = make_engine(door)
+        async with engine_running(engine):
+            first = await engine.call("tsk_caller", "trusted", "worker", "x")
+            assert first["status"] == "failed" and first["reason"] == "the call failed inside the runtime"
+            second = await engine.call("tsk_caller", "trusted", "critic", "y")
+            assert (await engine.answer("tsk_caller", str(second["call_id"])))["output"] == "fine"
+        _no_secrets(first, sink.records)

@@ -80,6 +80,7 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
 REJECTED_PREFIX = "task rejected: "
 
 _A2A_VERSION = "1.0"
+_log = logging.getLogger("murmur.formation.calls")
 _TERMINAL = {
     "TASK_STATE_COMPLETED": "completed",
     "TASK_STATE_FAILED": "failed",
@@ -703,7 +704,11 @@ class CallEngine:
     async def _drive(self, call: MemberCall) -> None:
         try:
             with call.scope:
-                await self._offer_and_follow(call)
+                try:
+                    await self._offer_and_follow(call)
+                except Exception as exc:  # a runtime bug must not take the session down
+                    _log.error("call %s to %s failed inside the runtime: %s", call.call_id, call.member, type(exc).__name__)
+                    self._end(call, "failed", "the call failed inside the runtime")
             if call.status is None:  # abandoned (the calling task ended) or cut short
                 if call.taken_late and call.member_task_id is not None:
                     await self._cancel_late_take(call)
