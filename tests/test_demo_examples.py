@@ -14,7 +14,7 @@ import pytest
 
 from e2e._demo import make_fixture
 from murmur import registry
-from murmur.demo.layout import CAPSULE_DIRS, examples_dir
+from murmur.demo.layout import CAPSULE_DIRS, copy_example, examples_dir, prepare_layout
 from murmur.errors import DiagnosticError
 from murmur.formation.admission import admit_file, store_resolver
 from murmur.manifest.load import load_manifest, parse_manifest
@@ -81,10 +81,11 @@ class TestEnvelope:
 class TestRoster:
     def test_admitted_with_two_edges_and_no_warning(self, tmp_path: Path) -> None:
         """Installed, the roster admits three members, lead → inventory and lead → checker."""
-        project = tmp_path / "audit"
+        layout, _ = prepare_layout(tmp_path / "demo")
+        copy_example(layout)  # builds write archives beside the sources: never into the package
+        project = layout.project
         for name in CAPSULE_DIRS:
-            registry.install(EXAMPLE / name, global_=False, project_dir=project)
-        (project / "roster.yaml").write_text((EXAMPLE / "roster.yaml").read_text())
+            registry.install(project / name, global_=False, project_dir=project)
         admitted = admit_file(project / "roster.yaml", resolve=store_resolver(project))
         assert [m.name for m in admitted.members] == ["lead", "inventory", "checker"]
         assert admitted.entry.name == "lead"
