@@ -31,6 +31,10 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """The main job: the example formation auditing a source tree (default: murmur itself)."""
-    session.install("-e", ".")
+    """The main job: the example formation auditing a source tree (default: murmur itself).
+
+    A regular (non-editable) install, so the example capsules are found as package data the
+    way a user's `pip install murmur` finds them. Arguments pass through: `nox -s demo -- PATH`.
+    """
+    session.install(".")
     session.run("mur", "demo", *session.posargs)
