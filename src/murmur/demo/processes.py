@@ -45,10 +45,12 @@ class Child:
 
     @property
     def pid(self) -> int:
+        """The process id, which is also its process group id."""
         return self.process.pid
 
     @property
     def running(self) -> bool:
+        """Whether it has not been reaped yet."""
         return self.process.returncode is None
 
     def kill_group(self) -> None:
@@ -72,6 +74,7 @@ class Child:
 
 
 async def relay(stream: trio.abc.ReceiveStream | None, prefix: str, err: TextIO) -> None:
+    """Copy a child's lines to ``err`` behind ``prefix`` until EOF (errors writing are ignored)."""
     if stream is None:
         return
     reader = LineReader(stream)
@@ -84,9 +87,11 @@ async def relay(stream: trio.abc.ReceiveStream | None, prefix: str, err: TextIO)
 
 
 async def drain(reader: LineReader) -> None:
+    """Read and drop the rest of a stream, so the child never blocks writing to it."""
     while await reader.line() is not None:
         pass
 
 
 async def kill_group_now(process: trio.Process) -> None:
+    """A ``deliver_cancel`` for short commands: SIGKILL the whole group at once."""
     signal_group(process.pid, signal.SIGKILL)

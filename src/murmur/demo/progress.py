@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 
 def signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9; ``signal N`` for a number with no name."""
     try:
         return signal.Signals(signum).name
     except ValueError:

@@ -104,20 +104,18 @@ class DemoRun:
             pass
 
     async def _spawn(self, label: str, argv: list[str], env: Mapping[str, str], *,
-                     stdout: bool = True, stderr_prefix: str | None = None,
-                     nursery: trio.Nursery) -> Child:
+                     stderr_prefix: str, nursery: trio.Nursery) -> Child:
+        """Start ``argv`` in a new session (its own process group), stdout piped to us and
+        stderr relayed behind ``stderr_prefix``; tell the watchdog its group."""
         proc = await trio.lowlevel.open_process(
-            argv, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
-            stderr=subprocess.PIPE if stderr_prefix is not None else None,
-            start_new_session=True,
+            argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
         )
         child = Child(label, proc)
         self.children.append(child)
         self.outcome.pids[label] = proc.pid
         self._tell_watchdog(f"+{proc.pid}")
-        if stderr_prefix is not None:
-            nursery.start_soon(relay, proc.stderr, stderr_prefix, self.err)
+        nursery.start_soon(relay, proc.stderr, stderr_prefix, self.err)
         return child
 
     async def start_watchdog(self) -> None:
@@ -267,6 +265,7 @@ class DemoRun:
                 self.traces.follow(Path(records) / "trace.jsonl", ENTRY)
 
     async def follow_traces(self) -> None:
+        """Poll the followed traces for progress lines until cancelled."""
         while True:
             self.traces.poll()
             await trio.sleep(self.timers.poll)

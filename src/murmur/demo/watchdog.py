@@ -66,6 +66,7 @@ def signal_group(pgid: int, sig: int) -> bool:
 
 
 def end_groups(groups: list[int], grace: float) -> None:
+    """SIGTERM each group, wait up to ``grace`` s for all to empty, SIGKILL what is left."""
     live = [g for g in groups if signal_group(g, signal.SIGTERM)]
     end = time.monotonic() + grace
     while live and time.monotonic() < end:
