@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from functools import partial
 
 import attrs
 import pytest
 import trio
 
+from murmur import lifeline
 from murmur.manifest.model import Manifest
 from murmur.roost.app import create_app, hypercorn_config, serve
 from murmur.roost.ledger import Bounds
 from murmur.roost.registry import ResolvedArtifact
+
+
+@pytest.fixture(autouse=True)
+def forget_lifeline_claims() -> Iterator[None]:
+    """Claimed lifeline fds are process-wide; forget the ones a test claimed (their numbers are reused)."""
+    before = set(lifeline._claimed)
+    yield
+    lifeline._claimed.intersection_update(before)
 
 
 def sha_of(manifest: Manifest) -> str:
