@@ -84,8 +84,10 @@ class Door(BaseHTTPRequestHandler):
         self.wfile.write(out)
 
 
-def ready(url: str) -> None:
+def ready(url: str, records_dir: str | None = None) -> None:
     line = {"session_id": "ses_" + "f" * 32, "url": url, "name": "worker", "version": "0.1.0"}
+    if records_dir is not None:
+        line["records_dir"] = records_dir
     print(json.dumps(line), flush=True)
 
 
@@ -114,7 +116,14 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     if MODE == "serve-stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    ready(f"http://127.0.0.1:{server.server_address[1]}")
+    records = os.path.join(os.getcwd(), ".murmur", "ses_fake")
+    ready(f"http://127.0.0.1:{server.server_address[1]}", records)
+    if MODE == "serve-exit":  # answers in its result file, then ends before anyone asked
+        delivered.wait()
+        os.makedirs(os.path.join(records, "out"))
+        with open(os.path.join(records, "out", "result_tsk_fake.txt"), "w") as fh:
+            fh.write("from the file: " + server.task_text + "\n")  # type: ignore[attr-defined]
+        os._exit(0)
     if MODE == "serve-crash":
         delivered.wait()
         time.sleep(0.1)

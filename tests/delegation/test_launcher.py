@@ -251,6 +251,12 @@ class TestWait:
         data = await completion_record(child_dir)  # the stand-in writes none: released, then crashed
         assert data["status"] == "crashed" and pid_gone(r.info()["pid"])
 
+    async def test_answer_from_the_result_file(self, rig: Any) -> None:
+        """A child that ends right after its task: the answer is read from its result file."""
+        r: Rig = await rig("serve-exit")
+        result = await r.delegate(wait=True, task="t1")
+        assert (result["status"], result["output"]) == ("completed", "from the file: t1")
+
     async def test_step_bound_ends_the_child(self, rig: Any, tmp_path: Path) -> None:
         """The waiting caller's bound passes: timed_out recorded, the child ended, posted to nobody."""
         r: Rig = await rig("serve-hang")

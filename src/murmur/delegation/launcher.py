@@ -540,6 +540,8 @@ class Launcher:
             with trio.move_on_after(5.0):
                 await child.exited.wait()
             assert child.proc is not None
+            if child.proc.returncode is None:
+                raise _LaunchFailed(self._tail("the child closed its output before reporting ready", child))
             raise _LaunchFailed(self._tail(f"the child exited with {describe_exit(child.proc.returncode)} before reporting ready", child))
         return bytes(buf.split(b"\n", 1)[0])
 
