@@ -34,7 +34,7 @@ from murmur.errors import DiagnosticError
 from murmur.lifeline import claim_lifeline
 from murmur.manifest.model import AfterTask, TaskAcceptance
 from murmur.roost.client import roost_url_from_env
-from murmur.session.records import create_records, records_root
+from murmur.session.records import create_records
 from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def relocate_records(setup: SessionSetup) -> None:
     """Keep a delegated child's records in its own directory: ``<workdir>/.murmur/<ses_id>/``.
 
     The directory the session layer made under ``$MURMUR_HOME/records`` (still empty) is
-    removed, with every ancestor it leaves empty up to the records root.
+    removed; its ancestors are left, since a sibling child may be creating its own beside it.
 
     Raises:
         DiagnosticError: ``E-IO-003`` when the directory cannot be made.
@@ -149,12 +149,9 @@ def relocate_records(setup: SessionSetup) -> None:
         raise DiagnosticError(
             error("E-IO-003", f"the records directory cannot be made: {exc.strerror or exc}")
         ) from None
-    stop = records_root().resolve()
     for sub in ("out", "logs", "home", "tmp"):
         _rmdir(old / sub)
-    here: Path = old
-    while _rmdir(here) and here.parent.resolve() != stop and stop in here.parent.resolve().parents:
-        here = here.parent
+    _rmdir(old)  # its (possibly shared) ancestors stay: a sibling may be creating its own now
 
 
 def _rmdir(path: Path) -> bool:
