@@ -59,6 +59,13 @@ class _StartFailed(Exception):
         self.detail = detail
 
 
+async def _why_not_ready(child: Child, otherwise: str) -> str:
+    """Why a child did not report: its exit status when it ends within a moment, else ``otherwise``."""
+    with trio.move_on_after(2.0):
+        return f"it exited with status {await child.process.wait()}"
+    return otherwise
+
+
 class DemoRun:
     """The state of one demo run (processes, ids, progress); made by :func:`demo`."""
 
@@ -182,8 +189,7 @@ class DemoRun:
                 if port is not None:
                     break
         if port is None:
-            raise _StartFailed("mur-roost", "it printed no `listening on` line" if child.running
-                               else f"it exited with status {await child.process.wait()}")
+            raise _StartFailed("mur-roost", await _why_not_ready(child, "it printed no `listening on` line"))
         nursery.start_soon(drain, reader)
         self.say(f"mur-roost listening on 127.0.0.1:{port} (pid {child.pid}), admitting one top-level "
                  f"capsule: --spawn-allow {DESK}")
@@ -206,9 +212,7 @@ class DemoRun:
                     parsed = None
                 ready = parsed if isinstance(parsed, dict) else None
         if ready is None or not isinstance(ready.get("url"), str):
-            detail = ("its first line was not a readiness line" if child.running
-                      else f"it exited with status {await child.process.wait()}")
-            raise _StartFailed("the check desk", detail)
+            raise _StartFailed("the check desk", await _why_not_ready(child, "its first line was not a readiness line"))
         nursery.start_soon(drain, reader)
         sid = str(ready.get("session_id"))
         self.outcome.sessions[DESK] = sid
@@ -455,4 +459,27 @@ def run_demo(options: DemoOptions, *, out: TextIO | None = None, err: TextIO | N
                     n.cancel_scope.cancel()
         return outcome.status
 
-    return trio.run(main)
+    try:
+        return trio.run(main)
+    except BaseExceptionGroup as group:
+        diagnostic = _lone_diagnostic(group)
+        if diagnostic is None:
+            raise
+        raise diagnostic from None
+
+
+def _lone_diagnostic(group: BaseExceptionGroup[BaseException]) -> DiagnosticError | None:
+    """The one :class:`DiagnosticError` a nursery wrapped (trio-stack P7), or None."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for e in exc.exceptions:
+                walk(e)
+        elif not isinstance(exc, trio.Cancelled):
+            leaves.append(exc)
+
+    walk(group)
+    if len(leaves) == 1 and isinstance(leaves[0], DiagnosticError):
+        return leaves[0]
+    return None
