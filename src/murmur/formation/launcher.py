@@ -382,15 +382,18 @@ class FormationLaunch:
         for f in failures:
             if f.code == "E-RUN-047":
                 out.append(artifact_changed(f.name, self._coordinate(f.name), f.reason))
+        deadline_first = self.reason is EndReason.DEADLINE and not self.entry_started
         did_not_come_up = [f for f in failures if f.code == "E-RUN-045"]
-        if did_not_come_up:
+        # When the deadline ended the launch, a peer refused at that same instant is a
+        # consequence of the stop, not a second cause: one code per refusal (E-RUN-053).
+        if did_not_come_up and not deadline_first:
             out.append(
                 not_launched(
                     [(f.name, self._coordinate(f.name), f.reason) for f in did_not_come_up],
                     self.board.stopped_by_launcher(),
                 )
             )
-        if self.reason is EndReason.DEADLINE and not self.entry_started:
+        if deadline_first:
             out.append(deadline_before_entry(self.board.stopped_by_launcher()))
         return out
 
