@@ -349,7 +349,7 @@ def _from_mapping(answer: Mapping[str, object], who: str) -> StepResult:
     output = str(answer.get("output", "") or "")
     if status in _SUCCESS:
         return StepResult(OK, output=output, stdout=output, exit_code=0)
-    detail = _tail(output)
+    detail = _tail(output or str(answer.get("reason", "") or ""))
     reason = f"{who} ended {status or 'without a status'}" + (f": {detail}" if detail else "")
     return StepResult(FAILED, output=output, stdout=output, exit_code=1, reason=reason)
 
