@@ -390,11 +390,19 @@ async def demo(options: DemoOptions, *, out: TextIO, err: TextIO,
             for line in rerun_script(layout, target):
                 run.say(f"  {line}")
         if options.json:
-            print(json.dumps(run.outcome.summary()), file=out, flush=True)
+            _emit(json.dumps(run.outcome.summary()), out)
         return run.outcome
     finally:
         if not keep:
             shutil.rmtree(layout.base, ignore_errors=True)
+
+
+def _emit(text: str, stream: TextIO) -> None:
+    """One block on stdout; a reader that went away (``mur demo | head``) is not an error."""
+    try:
+        print(text, file=stream, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _finish(run: DemoRun, elapsed: float) -> None:
@@ -408,7 +416,7 @@ def _finish(run: DemoRun, elapsed: float) -> None:
     if run.signum is not None:
         say(f"interrupted by {signal_name(run.signum)}; every process the demo started is stopped")
     if outcome.report is not None and not run.options.json:
-        print(outcome.report.rstrip("\n"), file=run.out, flush=True)
+        _emit(outcome.report.rstrip("\n"), run.out)
     if path is not None and outcome.report is not None:
         say(f"report: {path}" + ("" if outcome.kept else " (removed with the demo directory; --keep leaves it)"))
     elif run.signum is None:
