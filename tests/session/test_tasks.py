@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from murmur.ids import is_id
 from murmur.session.states import TaskEvent, TaskState
@@ -86,3 +88,22 @@ class TestTaskBook:
             await trio.testing.wait_all_tasks_blocked()
             book.apply(t, TaskEvent.START)
         assert seen == [TaskState.WORKING]
+
+
+class TestEndsOnceProperty:
+    @given(st.lists(st.sampled_from(list(TaskEvent)), max_size=12))
+    def test_any_event_sequence(self, events: list[TaskEvent]) -> None:
+        """Whatever happens, a task reaches at most one terminal state, logged and reported once."""
+        book = TaskBook()
+        ended: list[TaskState] = []
+        book.on_terminal(lambda task: ended.append(task.state))
+        t = new(book)
+        first_terminal: TaskState | None = None
+        for ev in events:
+            changed = book.apply(t, ev, answer="a" if ev is TaskEvent.COMPLETE else None)
+            if first_terminal is not None:
+                assert not changed and t.state is first_terminal
+            if t.state.terminal and first_terminal is None:
+                first_terminal = t.state
+        assert ended == ([first_terminal] if first_terminal is not None else [])
+        assert sum(1 for e in t.events if e.kind == "status" and e.state.terminal) == len(ended)
