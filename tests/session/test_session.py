@@ -339,11 +339,26 @@ class TestTraceFailure:
         assert s.status == "failed" and s.diagnostic is not None and s.diagnostic.code == "E-RUN-007"
 
 
+def plan_sleep_workload(m: Any, root: Path) -> Any:
+    """The real plan workload: one shell step sleeping 5 ms (a process per task)."""
+    from murmur.plan import PlanWorkload, parse_plan
+
+    plan = parse_plan('steps:\n  - id: nap\n    shell: [sleep, "0.005"]\noutput: "echo: {{ task }}"\n', m)
+    return PlanWorkload(plan, root)
+
+
 class TestCancelRaces:
+    @pytest.mark.parametrize("workload", ["sleep", "plan"])
     @pytest.mark.parametrize("delay_ms", [0, 1, 5, 50])
-    async def test_one_terminal_value(self, tmp_path: Path, delay_ms: int) -> None:
+    async def test_one_terminal_value(self, tmp_path: Path, delay_ms: int, workload: str) -> None:
         """Cancel at various moments after send: the task ends exactly once, consistently."""
-        setup = make_setup(tmp_path, manifest(depth=50), SleepWorkload(0.005))
+        import attrs
+
+        from murmur.manifest.model import Capabilities, ShellCaps
+
+        m = attrs.evolve(manifest(depth=50), capabilities=Capabilities(shell=ShellCaps(allow=("sleep",))))
+        wl = SleepWorkload(0.005) if workload == "sleep" else plan_sleep_workload(m, tmp_path)
+        setup = make_setup(tmp_path, m, wl)
         finals: set[str] = set()
         async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:
             for _ in range(8):
