@@ -39,6 +39,19 @@ class TestInstall:
         again = resolve("local/demo", "0.1.0", project_dir=project)
         assert again == inst
 
+    def test_unwritable_global_store_is_a_diagnostic(
+        self, tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A MURMUR_HOME that is a file gives E-IO-003 naming the store, not a traceback."""
+        home_file = tmp_path / "home-is-a-file"
+        home_file.write_text("")
+        monkeypatch.setenv("MURMUR_HOME", str(home_file))
+        with pytest.raises(DiagnosticError) as info:
+            install(_zip(tmp_path), global_=True, project_dir=project)
+        assert info.value.code == "E-IO-003"
+        assert "global store" in str(info.value) and str(home_file) in str(info.value)
+        assert home_file.read_text() == ""
+
     def test_install_directory_builds_first(self, tmp_path: Path, project: Path) -> None:
         """Installing a directory builds it, then installs the archive."""
         src = capsule_dir(tmp_path)

@@ -307,9 +307,22 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
         manifest = parse_manifest_bytes(raw, path=f"{where}!{archive.MANIFEST_ENTRY}")
         label = "global" if global_ else "project"
         store = paths.global_store() if global_ else paths.project_store(project_dir)
-        entry = _place(zf, files, data, manifest, store, where=where)
+        try:
+            entry = _place(zf, files, data, manifest, store, where=where)
+        except OSError as exc:
+            raise _store_write_error(exc, label, store) from None
     return Installed(label, f"{LOCAL_SCOPE}/{manifest.name}", manifest.name, manifest.version, sha,
                      entry / archive_name(manifest), entry / ROOT_DIR, manifest)
+
+
+def _store_write_error(exc: OSError, label: str, store: Path) -> DiagnosticError:
+    """A coded refusal for a store that cannot be written (the store is left as it was)."""
+    code = "E-IO-002" if isinstance(exc, PermissionError) else "E-IO-003"
+    reason = exc.strerror or type(exc).__name__
+    hint = ("check that MURMUR_HOME names a writable directory"
+            if label == "global" else "check that the project directory is writable")
+    return DiagnosticError(error(code, f"cannot write the {label} store {store} ({reason})",
+                                 path=str(exc.filename or store), hint=hint))
 
 
 def _guard_store(store: Path, where: str) -> None:
