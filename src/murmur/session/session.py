@@ -473,8 +473,8 @@ class Session:
                 message_parts_bytes=len(task.text.encode("utf-8")),
             )
             self._records.write(self.setup.records.task_md, task.text)
-            ctx = self._context(task, task.start_event_id or "")
             try:
+                ctx = self._context(task, task.start_event_id or "")
                 outcome = await self.setup.workload.run_task(ctx)
             except DiagnosticError as exc:
                 outcome = TaskOutcome("failed", exc.diagnostics[0].message)
