@@ -1,37 +1,16 @@
-"""Tests of the pure value rules: allow-list entry forms, relative paths, endpoints, durations."""
+"""Tests of the pure value rules: relative paths, endpoints, durations."""
 
 from __future__ import annotations
 
 import pytest
 
 from murmur.manifest.rules import (
-    allow_entry_problem,
     endpoint_problem,
     is_capsule_name,
     is_scoped_name,
     parse_duration,
     relative_path_problem,
 )
-
-
-class TestAllowEntries:
-    @pytest.mark.parametrize("entry", [
-        "example.com", "localhost", "example.com:443", "https://example.com",
-        "http://localhost:8080", "https://example.com/", "10.0.0.1", "10.0.0.1:22", "[::1]",
-        "[::1]:8080", "http://[::1]:9", "a-b.example.org",
-    ])
-    def test_accepted(self, entry: str) -> None:
-        """URL, bare host and host:port forms parse."""
-        assert allow_entry_problem(entry) is None
-
-    @pytest.mark.parametrize("entry", [
-        "", " example.com", "ftp://example.com", "https://example.com/path", "https://h?q=1",
-        "https://h#f", "example.com:0", "example.com:65536", "example.com:http", "exa mple.com",
-        "-bad.com", "https://user@h", "https://", "[::1", "[zz]", "https://h:", "::1", "h/x",
-    ])
-    def test_refused(self, entry: str) -> None:
-        """Other schemes, paths, queries, bad ports and bad hosts are refused."""
-        assert allow_entry_problem(entry) is not None
 
 
 class TestRelativePaths:

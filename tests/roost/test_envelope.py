@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from murmur.manifest.model import (
     Capabilities,
@@ -18,7 +16,7 @@ from murmur.manifest.model import (
     SpawnCaps,
     StateCaps,
 )
-from murmur.roost.envelope import Envelope, NetEntry, covers, lower, parse_net_entry, referee
+from murmur.roost.envelope import Envelope, lower, referee
 
 MONOTONE = "a spawned capsule can never hold more capability than the capsule that spawned it"
 
@@ -58,60 +56,6 @@ class TestLower:
         """A filesystem scope of '.' is the same as declaring none."""
         m = Manifest("a", "1", capabilities=Capabilities(filesystem=FilesystemCaps(".")))
         assert lower(m).filesystem_scope is None
-
-
-class TestNetEntries:
-    @pytest.mark.parametrize(
-        ("text", "parsed"),
-        [
-            ("example.com", NetEntry("example.com")),
-            ("Example.COM", NetEntry("example.com")),
-            ("example.com:8080", NetEntry("example.com", None, 8080)),
-            ("https://example.com", NetEntry("example.com", "https", 443)),
-            ("http://example.com", NetEntry("example.com", "http", 80)),
-            ("https://example.com:8443/", NetEntry("example.com", "https", 8443)),
-            ("[::1]:9000", NetEntry("::1", None, 9000)),
-            ("[::1]", NetEntry("::1")),
-            ("ftp://example.com", None),
-            ("https://example.com/path", None),
-            ("example.com:http", None),
-            ("", None),
-        ],
-    )
-    def test_parse(self, text: str, parsed: NetEntry | None) -> None:
-        """Bare host, host:port and URL forms parse; anything else does not."""
-        assert parse_net_entry(text) == parsed
-
-    @pytest.mark.parametrize(
-        ("parent", "child", "covered"),
-        [
-            ("example.com", "example.com", True),
-            ("example.com", "https://example.com", True),  # the seed's own example
-            ("example.com", "http://example.com:8080", True),
-            ("example.com", "example.com:8080", True),
-            ("https://example.com", "https://example.com", True),
-            ("https://example.com", "https://example.com:443", True),
-            ("https://example.com", "example.com", False),  # the seed's own example
-            ("https://example.com", "http://example.com", False),
-            ("https://example.com", "https://example.com:8443", False),
-            ("example.com:8080", "http://example.com:8080", True),
-            ("example.com:8080", "example.com", False),
-            ("example.com:8080", "example.com:9090", False),
-            ("http://example.com:8080", "example.com:8080", False),
-            ("example.com", "api.example.com", False),
-            ("EXAMPLE.com", "example.COM", True),
-            ("weird entry", "weird entry", True),
-            ("weird entry", "other", False),
-        ],
-    )
-    def test_coverage(self, parent: str, child: str, covered: bool) -> None:
-        """A bare host covers every scheme and port; a scheme form covers only itself."""
-        assert covers(parent, child) is covered
-
-    @given(st.sampled_from(["h", "h:81", "http://h", "https://h", "https://h:8443", "g"]))
-    def test_reflexive(self, entry: str) -> None:
-        """Every entry covers itself."""
-        assert covers(entry, entry)
 
 
 class TestReferee:

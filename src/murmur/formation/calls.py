@@ -57,6 +57,7 @@ import trio
 from murmur import timing
 from murmur.errors import MurmurError
 from murmur.ids import new_id
+from murmur.manifest.netallow import NetEntry, entry_covers, parse_net_entry, url_target
 from murmur.session.lifecycle import BUSY_MESSAGE
 from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
 from murmur.session.trace import TraceWriteError
@@ -110,61 +111,27 @@ def busy_wait(refusals: int, *, first: float = timing.BUSY_FIRST_WAIT, cap: floa
     return float(min(first * 2.0 ** max(refusals - 1, 0), cap))
 
 
-def _net_entry(entry: str) -> tuple[str | None, str, int | None] | None:
-    """``(scheme, host, port)`` of a ``network.allow`` entry; None scheme/port mean "any"."""
-    text = entry.strip()
-    if not text:
-        return None
-    if "://" in text:
-        try:
-            parts = urlsplit(text)
-            port = parts.port
-        except ValueError:
-            return None
-        if not parts.hostname:
-            return None
-        default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-        if default is None:
-            return None
-        return parts.scheme.lower(), parts.hostname.lower(), port or default
-    host, sep, port_text = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
-    if not sep:
-        return None, text.lower(), None
-    if not port_text.isdigit():
-        return None
-    return None, host.lower(), int(port_text)
-
-
-def _host_matches(entry_host: str, host: str) -> bool:
-    if entry_host == host:
-        return True
-    return entry_host in LOOPBACK_HOSTS and host in LOOPBACK_HOSTS
+def _loopback_as_one(entry: NetEntry) -> NetEntry:
+    """``entry`` with ``localhost`` spelled ``127.0.0.1``: both name the one loopback host."""
+    return attrs.evolve(entry, host="127.0.0.1") if entry.host in LOOPBACK_HOSTS else entry
 
 
 def reaches_door(allow: Iterable[str], url: str) -> bool:
     """Whether one of ``allow`` (``capabilities.network.allow``) reaches the door ``url``.
 
-    A bare host covers every scheme and port; ``host:port`` that port; a URL entry only its
-    own scheme, host and port. ``localhost`` and ``127.0.0.1`` name the same loopback host.
+    Coverage is :func:`murmur.manifest.netallow.entry_covers` (a bare host covers every
+    scheme and port; ``host:port`` that port; a URL entry only its own scheme, host and
+    port), except that ``localhost`` and ``127.0.0.1`` name the same loopback host.
+    Unparseable entries reach nothing.
     """
-    try:
-        parts = urlsplit(url)
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
-    except ValueError:
+    target = url_target(url)
+    if target is None:
         return False
-    host = (parts.hostname or "").lower()
+    target = _loopback_as_one(target)
     for entry in allow:
-        parsed = _net_entry(entry)
-        if parsed is None:
-            continue
-        scheme, ehost, eport = parsed
-        if not _host_matches(ehost, host):
-            continue
-        if scheme is not None and scheme != parts.scheme:
-            continue
-        if eport is not None and eport != port:
-            continue
-        return True
+        parsed = parse_net_entry(entry)
+        if parsed is not None and entry_covers(_loopback_as_one(parsed), target):
+            return True
     return False
 
 
@@ -175,8 +142,8 @@ def reaches_member_doors(allow: Iterable[str]) -> bool:
     port reaches them whatever the port is.
     """
     for entry in allow:
-        parsed = _net_entry(entry)
-        if parsed is not None and parsed[1] in LOOPBACK_HOSTS and parsed[2] is None and parsed[0] in (None, "http"):
+        parsed = parse_net_entry(entry)
+        if parsed is not None and parsed.host in LOOPBACK_HOSTS and parsed.port is None and parsed.scheme in (None, "http"):
             return True
     return False
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from murmur.manifest.faults import Fault, FieldPath
+from murmur.manifest.netallow import allow_entry_problem
 from murmur.manifest.refs import REF_FIELDS, has_reference
 from murmur.manifest.yamltext import YMap, YSeq, YStr, as_bool, as_int
 
@@ -42,7 +43,6 @@ DOOR_SCOPES = frozenset({
 """Door methods a declared credential may be scoped to."""
 
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HOST_LABEL_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _DURATION_RE = re.compile(r"([0-9]+)([smhd]?)")
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _LOOPBACK_NAMES = frozenset({"localhost"})
@@ -92,67 +92,6 @@ def _items(root: YMap, *keys: str) -> Iterator[tuple[int, str]]:
         for i, item in enumerate(seq):
             if isinstance(item, YStr):
                 yield i, str(item)
-
-
-def host_ok(host: str) -> bool:
-    """True for a DNS name, an IPv4 literal, or a bracketed IPv6 literal."""
-    if host.startswith("[") and host.endswith("]"):
-        try:
-            ipaddress.IPv6Address(host[1:-1])
-        except ValueError:
-            return False
-        return True
-    if len(host) > 253 or not host:
-        return False
-    return all(_HOST_LABEL_RE.fullmatch(label) for label in host.rstrip(".").split("."))
-
-
-def _port_ok(text: str) -> bool:
-    return text.isdigit() and 1 <= int(text) <= 65535
-
-
-def allow_entry_problem(entry: str) -> str | None:
-    """Why a ``network.allow`` / ``peer_fetch.allow`` entry is unparseable, or None.
-
-    Forms: ``https://host[:port]`` or ``http://host[:port]`` (no path, query or fragment),
-    a bare ``host``, or ``host:port``. IPv6 literals are bracketed.
-    """
-    if not entry.strip() or entry != entry.strip():
-        return "is blank or has surrounding spaces"
-    if "://" in entry:
-        scheme = entry.split("://", 1)[0]
-        if scheme not in ("http", "https"):
-            return f"uses scheme `{scheme}`; only http and https are allowed"
-        try:
-            parts = urlsplit(entry)
-            port = parts.port
-        except ValueError:
-            return "has an invalid port"
-        if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in entry or "#" in entry:
-            return "has a path, query or fragment; give only scheme, host and port"
-        if parts.username is not None or parts.password is not None:
-            return "carries user information"
-        netloc = parts.netloc
-        host = netloc.rsplit(":", 1)[0] if port is not None or netloc.endswith(":") else netloc
-        if netloc.endswith(":"):
-            return "has an empty port"
-        if not host_ok(host):
-            return f"has an invalid host `{host}`"
-        return None
-    if entry.startswith("["):
-        host, closed, rest = entry.partition("]")
-        if not closed:
-            return "has an unclosed `[`"
-        host += "]"
-        if rest and not (rest.startswith(":") and _port_ok(rest[1:])):
-            return "has an invalid port"
-        return None if host_ok(host) else f"has an invalid host `{host}`"
-    host, sep, port_text = entry.partition(":")
-    if sep and not _port_ok(port_text):
-        return "has an invalid port (1-65535)"
-    if not host_ok(host):
-        return f"has an invalid host `{host}`"
-    return None
 
 
 def relative_path_problem(text: str) -> str | None:

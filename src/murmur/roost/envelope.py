@@ -4,26 +4,23 @@ Design: seed 000, "Spawn envelope" (the axis table) and contract sheet section 1
 entry forms and the coverage rule). Both functions are pure: :func:`lower` reads only the
 manifest it is given, :func:`referee` only its two envelopes.
 
-Coverage on the network and peer-fetch axes: an entry is a bare host (``h``), a host and
-port (``h:p``) or a URL (``http[s]://h[:p]``). A bare host covers every scheme and every port;
-``h:p`` covers both schemes on that port; a scheme form covers only itself (its port is the
-scheme's default unless written). Hosts compare case-insensitively. An entry that parses as
-none of these covers only an identical string.
+Coverage on the network and peer-fetch axes is :func:`murmur.manifest.netallow.covers` (a bare
+host covers every scheme and port, ``h:p`` that port, a scheme form only itself; an entry that
+parses as none of these covers only an identical string).
 """
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 import attrs
 
 from murmur.manifest.model import Containment, Manifest
+from murmur.manifest.netallow import covers
 
-__all__ = ["Envelope", "EnvelopeRefusal", "NetEntry", "covers", "lower", "parse_net_entry", "referee"]
+__all__ = ["Envelope", "EnvelopeRefusal", "lower", "referee"]
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _MONOTONE = "a spawned capsule can never hold more capability than the capsule that spawned it"
 
 
@@ -78,64 +75,6 @@ class EnvelopeRefusal:
     key: str
     entry: str
     message: str
-
-
-@attrs.frozen
-class NetEntry:
-    """A parsed network entry. ``scheme``/``port`` None mean "every scheme"/"every port"."""
-
-    host: str
-    scheme: str | None = None
-    port: int | None = None
-
-
-def parse_net_entry(entry: str) -> NetEntry | None:
-    """Parse a ``network.allow`` / ``peer_fetch.allow`` entry, or None if it is none of the forms."""
-    text = entry.strip()
-    if not text:
-        return None
-    if "://" in text:
-        try:
-            parts = urlsplit(text)
-            port = parts.port
-        except ValueError:
-            return None
-        scheme = parts.scheme.lower()
-        if scheme not in _DEFAULT_PORTS or not parts.hostname:
-            return None
-        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
-            return None
-        return NetEntry(parts.hostname.lower(), scheme, port or _DEFAULT_PORTS[scheme])
-    host, port_text = text, ""
-    if text.startswith("["):  # bracketed IPv6 literal, optionally with a port
-        close = text.find("]")
-        if close < 0:
-            return None
-        host, rest = text[1:close], text[close + 1 :]
-        if rest and not rest.startswith(":"):
-            return None
-        port_text = rest[1:]
-    elif text.count(":") == 1:
-        host, port_text = text.split(":")
-    if not host or "/" in host or "@" in host:
-        return None
-    if port_text:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            return None
-        return NetEntry(host.lower(), None, int(port_text))
-    return NetEntry(host.lower())
-
-
-def covers(parent_entry: str, child_entry: str) -> bool:
-    """Whether one parent network entry covers one child entry (contract sheet 1.2)."""
-    parent, child = parse_net_entry(parent_entry), parse_net_entry(child_entry)
-    if parent is None or child is None:
-        return parent_entry.strip() == child_entry.strip()
-    if parent.host != child.host:
-        return False
-    if parent.scheme is not None and parent.scheme != child.scheme:
-        return False
-    return parent.port is None or parent.port == child.port
 
 
 def _normalise_scope(scope: str | None) -> str | None:
