@@ -1,4 +1,4 @@
-"""Shared HTTP plumbing: endpoints, key references, backoff (pure parts)."""
+"""Shared HTTP plumbing: endpoints, key references, backoff, reply helpers (pure parts)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from murmur.agent.transports.http import (
     check_endpoint,
     is_retryable,
     key_variable,
+    malformed_reply,
     parse_retry_after,
     redact,
     resolve_api_key,
     retry_delay,
+    usage_tokens,
 )
 
 
@@ -88,3 +90,25 @@ class TestKeyCharacters:
         assert "${K}" in info.value.message and value.strip() not in info.value.message
         with pytest.raises(InferenceError):
             resolve_api_key(value, {})
+
+
+class TestReplyHelpers:
+    @pytest.mark.parametrize(
+        ("data", "counts"),
+        [
+            ({"usage": {"in": 3, "out": 5}}, (3, 5)),
+            ({"usage": {"in": 3}}, (3, 0)),
+            ({"usage": {"in": True, "out": "5"}}, (0, 0)),
+            ({"usage": []}, (0, 0)),
+            ({}, (0, 0)),
+        ],
+    )
+    def test_usage_tokens(self, data: dict[str, object], counts: tuple[int, int]) -> None:
+        """Token counts are whole numbers from usage; anything else counts 0."""
+        assert usage_tokens(data, "in", "out") == counts
+
+    def test_malformed_reply(self) -> None:
+        """A malformed reply is a malformed_response naming the dialect and the reason."""
+        err = malformed_reply("OpenAI", "no choices")
+        assert err.cause == "malformed_response"
+        assert err.message == "the OpenAI-compatible provider's reply is malformed: no choices"

@@ -30,7 +30,13 @@ from murmur.agent.transports import (
     ToolResults,
     UserText,
 )
-from murmur.agent.transports.http import RetryPolicy, post_json
+from murmur.agent.transports.http import (
+    JSON_HEADERS,
+    RetryPolicy,
+    malformed_reply,
+    post_json,
+    usage_tokens,
+)
 
 ARTIFACT = "murmur-driver-anthropic"
 DEFAULT_VERSION = "2023-06-01"
@@ -107,13 +113,7 @@ def request_body(
 
 
 def _malformed(why: str) -> InferenceError:
-    return InferenceError(
-        "malformed_response", f"the Anthropic-compatible provider's reply is malformed: {why}"
-    )
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return malformed_reply("Anthropic", why)
 
 
 def parse_reply(data: Mapping[str, Any]) -> InferenceResult:
@@ -158,14 +158,13 @@ def parse_reply(data: Mapping[str, Any]) -> InferenceResult:
         # other block kinds (thinking, …) carry nothing the loop uses
     stop = data.get("stop_reason")
     stop_reason = stop if isinstance(stop, str) else ""
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
+    input_tokens, output_tokens = usage_tokens(data, "input_tokens", "output_tokens")
     return InferenceResult(
         text="".join(texts),
         tool_calls=tuple(calls),
         stop_reason=stop_reason,
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         truncated=stop_reason == "max_tokens",
     )
 
@@ -198,11 +197,7 @@ class AnthropicDriver:
 
     async def infer(self, request: InferenceRequest) -> InferenceResult:
         """One Messages call; see :class:`murmur.agent.transports.Transport`."""
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json",
-            "anthropic-version": self.version,
-        }
+        headers = {**JSON_HEADERS, "anthropic-version": self.version}
         if self.api_key:
             headers["x-api-key"] = self.api_key
         data = await post_json(

@@ -4,6 +4,8 @@
   (contract sheet section 1.3).
 * :func:`resolve_api_key` — ``${UPPER_SNAKE}`` resolved from the capsule process's own
   environment at inference time; anything else is a literal.
+* :func:`malformed_reply`, :func:`usage_tokens` — what every dialect's reply parser says of
+  a malformed reply and reads of its token usage.
 * :func:`post_json` — one JSON POST with retries and backoff on 429 / 5xx / connection
   failures, bounded by the attempt budget and by the calling task's deadline; 401 / 403
   fail at once with ``E-RUN-027`` and are never retried.
@@ -32,20 +34,26 @@ import trio
 from murmur.agent.transports import InferenceError
 
 __all__ = [
+    "JSON_HEADERS",
     "REQUEST_TIMEOUT",
     "RetryPolicy",
     "check_endpoint",
     "is_retryable",
     "key_variable",
+    "malformed_reply",
     "parse_retry_after",
     "post_json",
     "redact",
     "resolve_api_key",
     "retry_delay",
+    "usage_tokens",
 ]
 
 # One inference request: connect within 10 s, the reply within 10 minutes (long generations).
 REQUEST_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+
+JSON_HEADERS: Mapping[str, str] = {"content-type": "application/json", "accept": "application/json"}
+"""Headers every built-in driver's request carries (it sends and expects JSON)."""
 
 _KEY_REF = re.compile(r"^\$\{([A-Z_][A-Z0-9_]*)\}$")
 _HEADER_SAFE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: no spaces, newlines or non-ASCII
@@ -284,6 +292,41 @@ async def post_json(
                 "retrying would pass the task's deadline",
             )
         await sleep(delay)
+
+
+def malformed_reply(dialect: str, why: str) -> InferenceError:
+    """The ``malformed_response`` failure of a reply a driver cannot read.
+
+    Args:
+        dialect (str): the API dialect, e.g. ``OpenAI`` or ``Anthropic``.
+        why (str): what is wrong with the reply (no provider text: it is not redacted).
+
+    Returns:
+        InferenceError: ``the <dialect>-compatible provider's reply is malformed: <why>``.
+    """
+    return InferenceError("malformed_response", f"the {dialect}-compatible provider's reply is malformed: {why}")
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_tokens(data: Mapping[str, object], input_key: str, output_key: str) -> tuple[int, int]:
+    """``(input, output)`` token counts from a reply's ``usage`` object (pure).
+
+    Args:
+        data (Mapping): the JSON object answered.
+        input_key (str): the usage field counting prompt tokens.
+        output_key (str): the usage field counting generated tokens.
+
+    Returns:
+        tuple[int, int]: each count, or 0 where ``usage`` or the field is missing or is not a
+        whole number.
+    """
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return 0, 0
+    return _count(usage.get(input_key)), _count(usage.get(output_key))
 
 
 def _credential_rejected(status: int, url: str, key_name: str | None) -> InferenceError:

@@ -32,7 +32,13 @@ from murmur.agent.transports import (
     ToolResults,
     UserText,
 )
-from murmur.agent.transports.http import RetryPolicy, post_json
+from murmur.agent.transports.http import (
+    JSON_HEADERS,
+    RetryPolicy,
+    malformed_reply,
+    post_json,
+    usage_tokens,
+)
 
 ARTIFACT = "murmur-driver-openai"
 
@@ -103,9 +109,7 @@ def _arguments_text(call: ToolCall) -> str:
 
 
 def _malformed(why: str) -> InferenceError:
-    return InferenceError(
-        "malformed_response", f"the OpenAI-compatible provider's reply is malformed: {why}"
-    )
+    return malformed_reply("OpenAI", why)
 
 
 def _parse_arguments(raw: object) -> tuple[Mapping[str, object] | None, str]:
@@ -132,10 +136,6 @@ def _text_of(content: object) -> str:
             str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
         )
     raise _malformed("message.content is neither text nor a list of parts")
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def parse_reply(data: Mapping[str, Any]) -> InferenceResult:
@@ -173,14 +173,13 @@ def parse_reply(data: Mapping[str, Any]) -> InferenceResult:
         calls.append(ToolCall(id=str(call_id), name=fn["name"], arguments=args, raw_arguments=raw_args))
     finish = choice.get("finish_reason")
     stop_reason = finish if isinstance(finish, str) else ""
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
+    input_tokens, output_tokens = usage_tokens(data, "prompt_tokens", "completion_tokens")
     return InferenceResult(
         text=text,
         tool_calls=tuple(calls),
         stop_reason=stop_reason,
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         truncated=stop_reason == "length",
     )
 
@@ -213,7 +212,7 @@ class OpenAIDriver:
 
     async def infer(self, request: InferenceRequest) -> InferenceResult:
         """One Chat Completions call; see :class:`murmur.agent.transports.Transport`."""
-        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers = dict(JSON_HEADERS)
         if self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
         body = request_body(
