@@ -59,6 +59,7 @@ from murmur.delegation.spawner import SpawnerHandle
 from murmur.delegation.watch import Ending, describe_exit, launcher_report
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
+from murmur.lines import read_lines
 from murmur.manifest.model import Manifest
 from murmur.roost.client import RoostClient, RoostError, RoostRefused, SpawnApproval
 from murmur.session.winddown import add_forced_exit_hook
@@ -67,6 +68,7 @@ MUR_BINARY_ENV = "MURMUR_MUR_BINARY"
 CHILD_STOP_GRACE = 10.0  # seconds a child gets after SIGTERM before its group is killed
 MAX_READY_LINE = 1 << 20
 STDERR_TAIL = 20
+_MAX_STDERR_LINE = 64 * 1024  # bytes of one unfinished stderr line held before it is relayed as is
 POLL_FIRST = 0.05  # GetTask polling starts here and doubles up to timing.MEMBER_POLL
 RETRY_EVERY = 0.1  # delivery retry interval while the child's door comes up
 
@@ -581,24 +583,8 @@ class Launcher:
         child.wake.set()
 
     async def _drain_stderr(self, child: _Child, stream: trio.abc.ReceiveStream) -> None:
-        pending = b""
         prefix = f"[delegation {child.name}] "
-        while True:
-            try:
-                chunk = await stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                chunk = b""
-            if not chunk:
-                break
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                self._stderr_line(child, prefix, raw)
-            if len(pending) > 65536:
-                self._stderr_line(child, prefix, pending)
-                pending = b""
-        if pending:
-            self._stderr_line(child, prefix, pending)
+        await read_lines(stream, lambda raw: self._stderr_line(child, prefix, raw), lambda: _MAX_STDERR_LINE)
 
     def _stderr_line(self, child: _Child, prefix: str, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace")

@@ -35,6 +35,7 @@ import trio
 
 from murmur.formation.readiness import MAX_READINESS_LINE
 from murmur.formation.supervise import MemberSpec
+from murmur.lines import read_lines
 
 CHANNEL_ENV = "MURMUR_FORMATION_CHANNEL"
 LIFELINE_ENV = "MURMUR_FORMATION_LIFELINE"
@@ -204,32 +205,15 @@ class ProcessHandle:
         """Take its first stdout line; relay any later ones to stderr."""
         stream = self._proc.stdout
         assert stream is not None
-        buf = bytearray()
         try:
-            while True:
-                try:
-                    chunk = await stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    break
-                if not chunk:
-                    break
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        limit = MAX_READINESS_LINE if not self._first_seen.is_set() else _MAX_RELAY_LINE
-                        if len(buf) > limit:
-                            self._take_line(bytes(buf))
-                            buf.clear()
-                        break
-                    self._take_line(bytes(buf[:nl]))
-                    del buf[: nl + 1]
-            if buf:
-                self._take_line(bytes(buf))
+            await read_lines(stream, self._take_line, self._stdout_limit)
         finally:
             self._deliver_first(None)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    def _stdout_limit(self) -> int:
+        return MAX_READINESS_LINE if not self._first_seen.is_set() else _MAX_RELAY_LINE
 
     def _take_line(self, line: bytes) -> None:
         if not self._first_seen.is_set():
@@ -241,27 +225,8 @@ class ProcessHandle:
         """Copy its stderr to the launcher's, one ``[name] `` line at a time."""
         stream = self._proc.stderr
         assert stream is not None
-        buf = bytearray()
         try:
-            while True:
-                try:
-                    chunk = await stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    break
-                if not chunk:
-                    break
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        if len(buf) > _MAX_RELAY_LINE:
-                            self._relay.line(bytes(buf))
-                            buf.clear()
-                        break
-                    self._relay.line(bytes(buf[:nl]))
-                    del buf[: nl + 1]
-            if buf:
-                self._relay.line(bytes(buf))
+            await read_lines(stream, self._relay.line, lambda: _MAX_RELAY_LINE)
         finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
