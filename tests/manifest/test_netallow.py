@@ -11,6 +11,7 @@ from murmur.manifest.netallow import (
     allow_entry_problem,
     covers,
     entry_covers,
+    is_loopback_host,
     parse_net_entry,
     url_target,
 )
@@ -138,3 +139,22 @@ class TestUrlTarget:
         parsed, target = parse_net_entry(entry), url_target(url)
         assert parsed is not None and target is not None
         assert entry_covers(parsed, target) is reached
+
+
+class TestLoopback:
+    @pytest.mark.parametrize(
+        ("host", "loopback"),
+        [
+            ("localhost", True),
+            ("LocalHost", True),
+            ("127.0.0.1", True),
+            ("127.8.9.10", True),
+            ("::1", True),
+            ("10.0.0.1", False),
+            ("example.com", False),
+            ("localhost.example.com", False),
+        ],
+    )
+    def test_is_loopback_host(self, host: str, loopback: bool) -> None:
+        """localhost and loopback IP literals are loopback; other hosts are not."""
+        assert is_loopback_host(host) is loopback

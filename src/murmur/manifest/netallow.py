@@ -28,6 +28,7 @@ __all__ = [
     "covers",
     "entry_covers",
     "host_ok",
+    "is_loopback_host",
     "parse_net_entry",
     "url_target",
 ]
@@ -64,6 +65,20 @@ def host_ok(host: str) -> bool:
     if len(host) > 253 or not host:
         return False
     return all(_HOST_LABEL_RE.fullmatch(label) for label in host.rstrip(".").split("."))
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` (any case) or a loopback IP literal (``127.0.0.0/8``, ``::1``).
+
+    Args:
+        host (str): a URL's host as ``urlsplit(...).hostname`` gives it (IPv6 unbracketed).
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _port_ok(text: str) -> bool:

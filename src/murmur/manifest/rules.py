@@ -7,13 +7,12 @@ right type, so one mistake is reported once. Specification: ``spec/manifest.md``
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from murmur.manifest.faults import Fault, FieldPath
-from murmur.manifest.netallow import allow_entry_problem
+from murmur.manifest.netallow import allow_entry_problem, is_loopback_host
 from murmur.manifest.refs import REF_FIELDS, has_reference
 from murmur.manifest.yamltext import YMap, YSeq, YStr, as_bool, as_int
 
@@ -45,7 +44,6 @@ DOOR_SCOPES = frozenset({
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DURATION_RE = re.compile(r"([0-9]+)([smhd]?)")
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 def parse_duration(text: str) -> int | None:
@@ -121,14 +119,8 @@ def endpoint_problem(text: str) -> str | None:
     if parts.scheme == "https" and parts.hostname:
         return None
     if parts.scheme == "http" and parts.hostname:
-        host = parts.hostname
-        if host in _LOOPBACK_NAMES:
+        if is_loopback_host(parts.hostname):
             return None
-        try:
-            if ipaddress.ip_address(host).is_loopback:
-                return None
-        except ValueError:
-            pass
         return "uses http to a host that is not loopback; use https"
     return "must be an https:// URL (or http:// to localhost or a loopback address)"
 

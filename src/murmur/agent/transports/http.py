@@ -19,7 +19,6 @@ Design: spec/agent.md, "Transports" and "Secrets".
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 import random
@@ -32,6 +31,7 @@ import httpx
 import trio
 
 from murmur.agent.transports import InferenceError
+from murmur.manifest.netallow import is_loopback_host
 
 __all__ = [
     "JSON_HEADERS",
@@ -78,21 +78,12 @@ def check_endpoint(url: str) -> str | None:
         return f"inference.endpoint {url!r} is not an http(s) URL with a host"
     if parts.query or parts.fragment:
         return f"inference.endpoint {url!r} carries a query or fragment"
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         return (
             f"inference.endpoint {url!r} uses http to a host that is not loopback; "
             "use https, or http only for localhost / 127.0.0.1 / ::1"
         )
     return None
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def key_variable(raw: str | None) -> str | None:
