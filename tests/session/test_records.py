@@ -53,3 +53,22 @@ class TestWritePrivate:
         assert p.read_text() == "two"
         assert os.stat(p).st_mode & 0o777 == 0o600
         assert [x.name for x in tmp_path.iterdir()] == ["f.txt"]
+
+
+class TestRecordWriter:
+    def test_writes_in_background_and_flushes(self, tmp_path: Path) -> None:
+        """Queued writes land by flush; the latest text of a path wins; mode 0600."""
+        from murmur.session.records import RecordWriter
+
+        errors: list[tuple[Path, OSError]] = []
+        w = RecordWriter(lambda p, e: errors.append((p, e)))
+        for i in range(50):
+            w.write(tmp_path / "latest.txt", f"v{i}")
+            w.write(tmp_path / f"each{i}.txt", f"e{i}")
+        assert w.flush(timeout=10)
+        assert (tmp_path / "latest.txt").read_text() == "v49"
+        assert all((tmp_path / f"each{i}.txt").read_text() == f"e{i}" for i in range(50))
+        assert os.stat(tmp_path / "latest.txt").st_mode & 0o777 == 0o600
+        w.write(tmp_path / "missing-dir" / "x.txt", "x")
+        w.close()
+        assert [p.name for p, _ in errors] == ["x.txt"]

@@ -7,7 +7,7 @@ generalised to every session), each directory owner-only (0700)::
     task.md            the text of the task being run (rewritten per task)
     trace.jsonl        the session's trace
     out/result.txt     the outcome of the latest task that ran
-    out/result_<tsk>.txt   the outcome of each task (same text)
+    out/result_<tsk>.txt   the outcome of each task that was not rejected (same text)
     logs/              bootstrap.log (console lines that could not be printed), door.log
     home/              $HOME of shell commands
     tmp/               $TMPDIR of shell commands
@@ -19,8 +19,8 @@ and ``canceled: <reason>`` for a cancelled one.
 from __future__ import annotations
 
 import os
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,12 +147,15 @@ def result_text(state: str, text: str) -> str:
 
 
 class RecordWriter:
-    """Writes records files (:func:`write_private`) in order, on one background thread.
+    """Writes records files in the background, the latest text of each path winning.
 
     Rewriting a file atomically costs a rename that some file systems make slow (ext4 flushes
-    the new data on a rename over an existing file); doing it here keeps it off the event
-    loop. :meth:`flush` waits until every queued write is on disk; the session flushes before
-    its end-of-session hooks and before ``session_end``.
+    the new data on a rename over an existing file); doing it on one background thread keeps it
+    off the event loop. Writes to one path are coalesced: a path queued again before it was
+    written is written once, with its latest text, so a busy session builds no backlog of
+    rewrites. :meth:`flush` waits until
+    everything queued is on disk; the session flushes before its end-of-session hooks and
+    before ``session_end``.
 
     Args:
         on_error (Callable[[Path, OSError], None]): called (on the writer thread) for a write
@@ -161,42 +164,54 @@ class RecordWriter:
 
     def __init__(self, on_error: Callable[[Path, OSError], None]) -> None:
         self._on_error = on_error
-        self._queue: queue.SimpleQueue[tuple[Path, str] | None] = queue.SimpleQueue()
-        self._pending = 0
+        self._latest: dict[Path, str] = {}
+        self._order: deque[Path] = deque()
+        self._busy = False
+        self._closing = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def write(self, path: Path, text: str) -> None:
-        """Queue ``text`` to replace ``path`` (returns at once)."""
+        """Queue ``text`` to become the content of ``path`` (returns at once)."""
         with self._cond:
-            self._pending += 1
+            if path not in self._latest:
+                self._order.append(path)
+            self._latest[path] = text
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="murmur-records", daemon=True)
                 self._thread.start()
-        self._queue.put((path, text))
+            self._cond.notify_all()
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            path, text = item
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._order) or self._closing)
+                if not self._order:
+                    return
+                path = self._order.popleft()
+                text = self._latest.pop(path)
+                self._busy = True
             try:
                 write_private(path, text)
             except OSError as exc:
                 self._on_error(path, exc)
             finally:
                 with self._cond:
-                    self._pending -= 1
-                    if self._pending == 0:
-                        self._cond.notify_all()
+                    self._busy = False
+                    self._cond.notify_all()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write is done; whether it finished within ``timeout`` s."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+            return self._cond.wait_for(lambda: not self._order and not self._busy, timeout)
 
     def close(self) -> None:
         """Flush, then stop the thread."""
         self.flush()
-        thread, self._thread = self._thread, None
+        with self._cond:
+            thread, self._thread = self._thread, None
+            self._closing = True
+            self._cond.notify_all()
         if thread is not None:
-            self._queue.put(None)
             thread.join()
+

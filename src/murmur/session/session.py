@@ -405,12 +405,11 @@ class Session:
             )
 
     def _write_result(self, task: Task, state: str, text: str) -> None:
-        if not (task.started or task.launch):
-            return  # a task that never ran leaves the session's result alone
         body = result_text(state, text)
         self._records.write(self.setup.records.task_result(task.id), body)
-        self._records.write(self.setup.records.result, body)
-        self._result_written = True
+        if task.started or task.launch:  # a task that never ran leaves result.txt alone
+            self._records.write(self.setup.records.result, body)
+            self._result_written = True
 
     async def flush_records(self) -> None:
         """Wait until every records file queued so far (task.md, results) is written."""
