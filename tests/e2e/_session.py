@@ -161,6 +161,31 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def children_of(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (non-zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
+
+
 def trace_of(ready: dict[str, Any]) -> list[dict[str, Any]]:
     """The trace records of a session, from its readiness line's records_dir."""
     path = Path(ready["records_dir"]) / "trace.jsonl"

@@ -11,7 +11,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ._session import DRIVER, SLEEP_PLAN, MurProcess, env_for, group_alive, trace_of, write_capsule
+from ._session import (
+    DRIVER,
+    SLEEP_PLAN,
+    MurProcess,
+    alive,
+    children_of,
+    env_for,
+    trace_of,
+    write_capsule,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -85,6 +94,8 @@ class TestSigterm:
         ready = p.read_ready()
         tid = send(p.url, "300")
         wait_working(p.url, tid)
+        sleepers = children_of(p.pid)
+        assert sleepers  # the plan's `sleep 300`
         queued = send(p.url, "300")
         body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": tid}}
         frames: list[str] = []
@@ -106,7 +117,7 @@ class TestSigterm:
         rejected = [e for e in trace if e["event_type"] == "task_rejected"]
         assert [e["task_id"] for e in rejected] == [queued]
         assert trace[-1]["event_type"] == "session_end" and trace[-1]["exit_status"] == "canceled"
-        assert not group_alive(p.pid)  # the sleep step's process group went with it
+        assert not any(alive(pid) for pid in sleepers)  # the step's process group was killed
 
     def test_second_sigterm_exits_at_once(self, tmp_path: Path, procs: list[MurProcess]) -> None:
         """A stuck teardown: the second SIGTERM exits 143 at once."""
