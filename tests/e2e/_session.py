@@ -146,21 +146,6 @@ def read_line(fd: int, timeout: float) -> str:
     return buf.decode()
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` is still alive (zombies excluded)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
 def children_of(pid: int) -> list[int]:
     """Live processes whose parent is ``pid``."""
     out = []
