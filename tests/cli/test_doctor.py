@@ -142,6 +142,45 @@ class TestRefusals:
         assert "✗ error[E-MAN-" in proc.stdout and "error[E-MAN-" in proc.stderr
 
 
+TR_PLAN = 'steps:\n  - id: a\n    shell: [tr, a, b]\noutput: "{{ steps.a.stdout }}"\n'
+
+
+class TestPlans:
+    def test_capsule_plan_run_would_refuse(self, tmp_path: Path) -> None:
+        """A capsule whose plan uses an ungranted binary: ✗ E-PLN-006, exit 1 (as `mur run`)."""
+        d = capsule(tmp_path, "cap", lifecycle="  task_acceptance: single\n")
+        (d / "plan.yaml").write_text(TR_PLAN)
+        proc = mur("doctor", cwd=d)
+        assert proc.returncode == 1
+        assert "  ✗ error[E-PLN-006]" in proc.stdout and "✓" not in proc.stdout
+        assert "error[E-PLN-006]" in proc.stderr
+
+    def test_capsule_invalid_yaml_plan_json(self, tmp_path: Path) -> None:
+        """An invalid-YAML plan: --json reports ok false with E-PLN-002."""
+        d = capsule(tmp_path, "cap", lifecycle="  task_acceptance: single\n")
+        (d / "plan.yaml").write_text("steps: [\n")
+        proc = mur("doctor", "--json", cwd=d)
+        assert proc.returncode == 1
+        report = json.loads(proc.stdout)
+        assert report["ok"] is False and report["capsule"]["ok"] is False
+        assert report["capsule"]["diagnostics"][0]["code"] == "E-PLN-002"
+
+    def test_member_installed_plan_checked(self, tmp_path: Path) -> None:
+        """A member whose installed plan `mur run` would refuse: ✗ <member>: E-PLN, exit 1."""
+        env = dict(os.environ, MURMUR_HOME=str(tmp_path / "home"))
+        capsule(tmp_path, "solo", lifecycle="  task_acceptance: single\n")
+        ok(mur("install", "-g", "solo", cwd=tmp_path, env=env))
+        installed = tmp_path / "home" / "artifacts" / "local" / "solo" / "1.0.0" / "root"
+        (installed / "plan.yaml").write_text(TR_PLAN)
+        (tmp_path / "roster.yaml").write_text(
+            "roster_version: 1\nmembers:\n"
+            "  - {name: solo, capsule: local/solo, version: 1.0.0, entry: true}\n")
+        proc = mur("doctor", "--roster", ".", cwd=tmp_path, env=env)
+        assert proc.returncode == 1, proc.stdout
+        assert "  ✗ solo: error[E-PLN-006]" in proc.stdout
+        assert proc.stdout.splitlines()[-1].startswith("  ✗ admitted, but 1 member plan")
+
+
 class TestWarning:
     def test_w_ros_001_reported_exit_0(self, tmp_path: Path) -> None:
         """Three callers into a single-task member: W-ROS-001 line and Fix:, still exit 0."""

@@ -101,3 +101,47 @@ class TestBuild:
             build(src)
         assert info.value.code == "E-REG-004"
         assert not list(src.glob("*.mur.zip"))
+
+
+_TR_PLAN = "steps:\n  - id: a\n    shell: [tr, a, b]\noutput: \"{{ steps.a.stdout }}\"\n"
+_DUP_PLAN = (
+    "steps:\n  - id: a\n    shell: [echo, x]\n  - id: a\n    shell: [echo, y]\n"
+    "output: \"{{ steps.a.stdout }}\"\n"
+)
+_CYCLE_PLAN = (
+    "steps:\n  - id: a\n    shell: [echo, x]\n    depends_on: [b]\n"
+    "  - id: b\n    shell: [echo, y]\n    depends_on: [a]\noutput: \"{{ steps.a.stdout }}\"\n"
+)
+
+
+class TestBuildChecksPlan:
+    @pytest.mark.parametrize(
+        ("plan", "code"),
+        [
+            (_TR_PLAN, "E-PLN-006"),
+            ("steps: [\n", "E-PLN-002"),
+            ("", "E-PLN-002"),
+            (_DUP_PLAN, None),
+            (_CYCLE_PLAN, None),
+        ],
+        ids=["ungranted-binary", "invalid-yaml", "empty", "duplicate-ids", "cycle"],
+    )
+    def test_plan_run_refuses_is_refused(self, tmp_path: Path, plan: str, code: str | None) -> None:
+        """A plan `mur run` would refuse stops the build with its E-PLN code; no archive."""
+        src = capsule_dir(tmp_path)
+        (src / "plan.yaml").write_text(plan)
+        with pytest.raises(DiagnosticError) as info:
+            build(src)
+        assert info.value.code.startswith("E-PLN-")
+        if code is not None:
+            assert info.value.code == code
+        assert not list(src.glob("*.mur.zip"))
+
+    def test_capsule_without_plan_is_not_plan_checked(self, tmp_path: Path) -> None:
+        """An inference capsule (no `plan:`) builds without any plan check."""
+        src = tmp_path / "agent"
+        src.mkdir()
+        (src / "murmur.yaml").write_text(
+            "name: agent\nversion: 0.1.0\ninference:\n  model: m\n"
+        )
+        assert build(src).is_file()

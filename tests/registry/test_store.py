@@ -11,7 +11,7 @@ from murmur.errors import DiagnosticError
 from murmur.registry import build, install, list_installed, rehash, resolve, resolve_in_store
 from murmur.registry.lock import Pin, lock_path, write_pin
 from murmur.registry.store import sha256_bytes
-from registry.helpers import capsule_dir
+from registry.helpers import MANIFEST, capsule_dir, make_zip
 
 
 @pytest.fixture
@@ -114,6 +114,27 @@ class TestInstall:
         with pytest.raises(DiagnosticError) as info:
             install(tmp_path / "nope.mur.zip", global_=False, project_dir=tmp_path)
         assert info.value.code == "E-IO-001"
+
+
+class TestInstallChecksPlan:
+    def test_zip_with_ungranted_binary_refused(self, tmp_path: Path, project: Path) -> None:
+        """A hand-made zip whose plan uses an ungranted binary is E-PLN-006; nothing installed."""
+        plan = "steps:\n  - id: a\n    shell: [tr, a, b]\noutput: \"{{ steps.a.stdout }}\"\n"
+        z = tmp_path / "demo-0.1.0.mur.zip"
+        z.write_bytes(make_zip([("murmur.yaml", MANIFEST.encode()), ("plan.yaml", plan.encode())]))
+        with pytest.raises(DiagnosticError) as info:
+            install(z, global_=False, project_dir=project)
+        assert info.value.code == "E-PLN-006"
+        assert "plan.yaml" in str(info.value)
+        assert list_installed(project_dir=project) == []
+
+    def test_zip_without_its_plan_refused(self, tmp_path: Path, project: Path) -> None:
+        """A zip that lacks the plan its manifest names is E-PLN-001."""
+        z = tmp_path / "demo-0.1.0.mur.zip"
+        z.write_bytes(make_zip([("murmur.yaml", MANIFEST.encode())]))
+        with pytest.raises(DiagnosticError) as info:
+            install(z, global_=False, project_dir=project)
+        assert info.value.code == "E-PLN-001"
 
 
 class TestResolve:

@@ -9,6 +9,8 @@ Contract sheet section 3.2; seed 004 ("`mur doctor` admits it and reports the re
   warning with a ``Fix:`` line.
 * ``mur doctor`` in a directory — the roster when ``roster.yaml`` is there, and the capsule when
   ``murmur.yaml`` is there (it loads and validates; diagnostics otherwise).
+* Plans: the capsule's plan, and each admitted member's installed plan, is loaded exactly as
+  ``mur run`` loads it (:func:`murmur.plan.load_plan`); any ``E-PLN-*`` fault is an error.
 * ``--json`` — one JSON object on stdout instead of the text report.
 
 Exit status: 0 when everything checked is admitted / valid (warnings never change it), 1 on
@@ -27,6 +29,7 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.formation.admission import AdmittedRoster, admit_file
 from murmur.formation.roster import ROSTER_FILENAME, resolve_roster_path
+from murmur.manifest.model import Manifest
 
 MANIFEST_FILENAME = "murmur.yaml"
 
@@ -127,6 +130,16 @@ def _check_capsule(
         )
     door = "authenticated door" if manifest.authentication is not None else "public door"
     peers = "serves peers" if manifest.accepts_peer_tasks else "refuses peers"
+    faults = plan_faults(path.parent, manifest)
+    if faults:
+        for d in faults:
+            lines.append(f"  ✗ {d.render().splitlines()[0]}")
+        stderr.extend(faults)
+        return (
+            {"path": shown, "ok": False, "name": manifest.name, "version": manifest.version,
+             "diagnostics": [d.to_json() for d in faults]},
+            False,
+        )
     lines.append(f"  ✓ {manifest.name} {manifest.version} {peers} {door}")
     return (
         {
@@ -159,15 +172,61 @@ def _check_roster(
             False,
         )
     lines.extend(member_lines(admitted))
+    faults = member_plan_faults(admitted)
+    for name, diagnostics in faults:
+        for d in diagnostics:
+            lines.append(f"  ✗ {name}: {d.render().splitlines()[0]}")
+            stderr.append(d)
     lines.append(f"  {reachability_line(admitted)}")
     for overflow in admitted.overflows:
         lines.append(f"  ⚠ {overflow.warning().render()}")
         lines.append(f"    Fix: {overflow.fix()}")
+    report = roster_json(admitted, shown)
+    if faults:
+        k = len(faults)
+        lines.append(f"  ✗ admitted, but {k} member plan{'s' if k != 1 else ''} "
+                     "would be refused by `mur run`")
+        report["diagnostics"] = [d.to_json() for _, ds in faults for d in ds]
+        return (report, False)
     n, e = len(admitted.members), len(admitted.edges)
     lines.append(
         f"  ✓ admitted: {n} member{'s' if n != 1 else ''}, {e} edge{'s' if e != 1 else ''}"
     )
-    return (roster_json(admitted, shown), True)
+    return (report, True)
+
+
+def plan_faults(capsule_root: Path, manifest: Manifest) -> list[Diagnostic]:
+    """Every diagnostic ``mur run`` would give for the capsule's plan (empty when it loads).
+
+    Args:
+        capsule_root (Path): the directory holding ``murmur.yaml`` and its plan file.
+        manifest (Manifest): the capsule's validated manifest.
+    """
+    from murmur.registry.build import check_plan
+
+    try:
+        check_plan(capsule_root, manifest)
+    except DiagnosticError as exc:
+        return list(exc.diagnostics)
+    return []
+
+
+def member_plan_faults(admitted: AdmittedRoster) -> list[tuple[str, list[Diagnostic]]]:
+    """``(member, diagnostics)`` for each member whose installed plan ``mur run`` would refuse.
+
+    A member's plan is read from its installed root (``<entry>/root/`` beside the archive);
+    members without an installed root on disk are skipped (admission already resolved them).
+    """
+    from murmur.registry.store import ROOT_DIR
+
+    out: list[tuple[str, list[Diagnostic]]] = []
+    for m in admitted.members:
+        if m.archive is None or not (m.archive.parent / ROOT_DIR).is_dir():
+            continue
+        faults = plan_faults(m.archive.parent / ROOT_DIR, m.manifest)
+        if faults:
+            out.append((m.name, faults))
+    return out
 
 
 def member_line(admitted: AdmittedRoster, name: str) -> str:

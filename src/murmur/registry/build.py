@@ -40,7 +40,7 @@ def build_bytes(src_dir: Path) -> tuple[Manifest, bytes]:
     Raises:
         DiagnosticError: ``E-IO-001`` when ``src_dir`` is not a directory; manifest codes;
         ``E-BLD-002`` when a file the manifest names is missing; ``E-BLD-003``/``E-BLD-005``
-        for unpackable sources.
+        for unpackable sources; ``E-PLN-*`` when the plan would be refused by ``mur run``.
     """
     if not src_dir.is_dir():
         raise DiagnosticError(error(
@@ -60,8 +60,46 @@ def build_bytes(src_dir: Path) -> tuple[Manifest, bytes]:
                 "E-BLD-002", f"`{key}` names {rel}, which a build does not pack",
                 path=str(src_dir / MANIFEST_FILE),
                 hint="keep capsule files outside workdir/, .murmur/ and other excluded paths"))
+    check_plan(src_dir, manifest)
     data = pack((name, path.read_bytes()) for name, path in entries)
     return manifest, data
+
+
+def check_plan(capsule_root: Path, manifest: Manifest) -> None:
+    """Validate the capsule's plan exactly as ``mur run`` will (no-op without ``plan:``).
+
+    Args:
+        capsule_root (Path): the directory holding ``murmur.yaml`` and the plan file.
+        manifest (Manifest): the capsule's validated manifest (its grants bound the plan).
+
+    Raises:
+        DiagnosticError: every ``E-PLN-*`` fault :func:`murmur.plan.load_plan` finds.
+    """
+    if manifest.plan:
+        from murmur.plan import load_plan
+
+        load_plan(capsule_root, manifest)
+
+
+def check_plan_text(text: bytes, manifest: Manifest, *, where: str) -> None:
+    """Validate a packed plan file's bytes as ``mur run`` will (see :func:`check_plan`).
+
+    Args:
+        text (bytes): the plan file as packed in an archive.
+        manifest (Manifest): the packed manifest.
+        where (str): how diagnostics name the file (``<archive>!<plan>``).
+
+    Raises:
+        DiagnosticError: ``E-PLN-001`` when the bytes are not UTF-8; every ``E-PLN-*`` fault
+        :func:`murmur.plan.parse_plan` finds.
+    """
+    from murmur.plan import parse_plan
+
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DiagnosticError(error("E-PLN-001", f"the plan file cannot be read: {exc}", path=where)) from None
+    parse_plan(decoded, manifest, path=where)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -25,7 +25,7 @@ import os
 import shutil
 import uuid
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import attrs
 
@@ -36,7 +36,7 @@ from murmur.manifest.load import MAX_MANIFEST_BYTES, parse_manifest_bytes
 from murmur.manifest.model import Manifest
 from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
 from murmur.registry import archive
-from murmur.registry.build import archive_name, build
+from murmur.registry.build import archive_name, build, check_plan_text
 from murmur.registry.lock import check_pin, lock_path, read_lock
 
 LOCAL_SCOPE = "local"
@@ -305,6 +305,7 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
         files = archive.check_entries(zf, where=where)
         raw = archive.read_member(zf, archive.MANIFEST_ENTRY, where=where, limit=MAX_MANIFEST_BYTES)
         manifest = parse_manifest_bytes(raw, path=f"{where}!{archive.MANIFEST_ENTRY}")
+        _check_packed_plan(zf, files, manifest, where=where)
         label = "global" if global_ else "project"
         store = paths.global_store() if global_ else paths.project_store(project_dir)
         try:
@@ -313,6 +314,20 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
             raise _store_write_error(exc, label, store) from None
     return Installed(label, f"{LOCAL_SCOPE}/{manifest.name}", manifest.name, manifest.version, sha,
                      entry / archive_name(manifest), entry / ROOT_DIR, manifest)
+
+
+def _check_packed_plan(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], manifest: Manifest,
+                       *, where: str) -> None:
+    """Refuse an archive whose plan ``mur run`` would refuse (``E-PLN-*``); no-op without one."""
+    if not manifest.plan:
+        return
+    name = PurePosixPath(manifest.plan).as_posix()
+    if name not in {f.filename for f in files}:
+        raise DiagnosticError(error(
+            "E-PLN-001", f"the plan file `{manifest.plan}` is not in the archive", path=where,
+            hint="rebuild the archive with `mur build` from the capsule directory"))
+    data = archive.read_member(zf, name, where=where, limit=archive.MAX_TOTAL_BYTES)
+    check_plan_text(data, manifest, where=f"{where}!{name}")
 
 
 def _store_write_error(exc: OSError, label: str, store: Path) -> DiagnosticError:
