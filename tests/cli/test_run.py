@@ -158,6 +158,11 @@ class EchoWorkload:
         return TaskOutcome("ok", f"echo: {ctx.text}")
 
 
+class FailWorkload:
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+        return TaskOutcome("failed", "plan step `a` failed: `ls` exited with status 2: no such file")
+
+
 class TestRunPrepared:
     def test_json_mode_output(self, capsule: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """--json: exactly one readiness line on stdout; the status goes nowhere else."""
@@ -180,3 +185,43 @@ class TestRunPrepared:
         assert lines[0] == f"session: {setup.session_id}" and lines[1].startswith("records: ")
         assert lines[2].startswith("murmur: url http://127.0.0.1:") and lines[3].startswith("workdir: ")
         assert lines[-1] == "status: ok"
+
+    def test_human_mode_shows_failure_reason(
+        self, capsule: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Human mode: a failed deciding task's reason comes before E-RUN-040 on stderr."""
+        setup = prepare(RunOptions(task="hi"), environ={}, cwd=capsule)
+        setup.workload = FailWorkload()
+        assert run_prepared(setup, json_mode=False) == 1
+        out, err = capsys.readouterr()
+        assert out == ""
+        lines = err.splitlines()
+        i = lines.index("status: failed")
+        assert lines[i + 1] == (
+            "reason: plan step `a` failed: `ls` exited with status 2: no such file")
+        assert lines[i + 2].startswith("error[E-RUN-040]: ")
+
+    def test_json_mode_never_prints_reason(
+        self, capsule: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--json: the reason is not printed; stdout stays one readiness line."""
+        setup = prepare(RunOptions(task="hi", json=True), environ={}, cwd=capsule)
+        setup.workload = FailWorkload()
+        assert run_prepared(setup, json_mode=True) == 1
+        out, err = capsys.readouterr()
+        assert len(out.splitlines()) == 1 and "reason" not in out
+        assert "reason:" not in err and "error[E-RUN-040]" in err
+
+
+class TestReasonText:
+    def test_bounded(self) -> None:
+        """At most five lines, each cut to 240 characters, then an ellipsis line."""
+        text = launch.reason_text("x" * 500 + "\n" + "\n".join(f"l{i}" for i in range(10)))
+        lines = text.splitlines()
+        assert len(lines) == 6 and lines[-1] == "  …"
+        assert lines[0] == "reason: " + "x" * 239 + "…"
+        assert lines[1:5] == ["  l0", "  l1", "  l2", "  l3"]
+
+    def test_short_reason_kept_whole(self) -> None:
+        """A one-line reason is shown as is."""
+        assert launch.reason_text("it broke\n") == "reason: it broke"

@@ -67,6 +67,7 @@ class TestLaunchTask:
         assert (s.status, s.exit_code) == ("failed", 1)
         assert s.diagnostic is not None and s.diagnostic.code == "E-RUN-040"
         assert setup.records.result.read_text() == "error: it broke\n"
+        assert s.reason == "it broke"
 
     async def test_workload_crash_fails_task(self, tmp_path: Path) -> None:
         """A workload exception fails the task, never the session process."""

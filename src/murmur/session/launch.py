@@ -248,6 +248,31 @@ def _human_ready(console: Console, ready: Mapping[str, Any], *, verbose: bool) -
         console.err(f"workdir: {ready['workdir']}")
 
 
+REASON_LINES = 5
+"""At most this many lines of a failed deciding task's reason reach the terminal."""
+REASON_LINE_CHARS = 240
+"""Each shown line is cut to this many characters."""
+
+
+def reason_text(reason: str) -> str:
+    """``reason: <first line>`` plus up to four indented lines, bounded (human mode only).
+
+    Args:
+        reason (str): the deciding task's failure text (also in ``out/result.txt``).
+
+    Returns:
+        str: at most :data:`REASON_LINES` lines of at most :data:`REASON_LINE_CHARS` characters
+        each (plus the prefix); a final ``  …`` line when anything was left out.
+    """
+    lines = reason.strip("\n").splitlines() or [""]
+    shown = [ln if len(ln) <= REASON_LINE_CHARS else ln[: REASON_LINE_CHARS - 1] + "…"
+             for ln in lines[:REASON_LINES]]
+    out = [f"reason: {shown[0]}", *(f"  {ln}" for ln in shown[1:])]
+    if len(lines) > REASON_LINES:
+        out.append("  …")
+    return "\n".join(out)
+
+
 def run_prepared(
     setup: SessionSetup,
     *,
@@ -260,7 +285,8 @@ def run_prepared(
 
     Output: ``--json`` → exactly one readiness line on stdout, nothing else there. Human mode
     → ``session:``/``records:``/``murmur: url`` on stderr, the final ``status:`` line on
-    stderr, and a launch task's answer on stdout. Either mode: the closing diagnostic
+    stderr, a failed deciding task's reason (bounded, :func:`reason_text`) on stderr, and a
+    launch task's answer on stdout. Either mode: the closing diagnostic
     (``E-RUN-040``, ``E-RUN-053`` …) on stderr. Lines that cannot be written go to
     ``logs/bootstrap.log``.
     """
@@ -303,6 +329,8 @@ def run_prepared(
             if answer is not None:
                 con.out(answer.rstrip("\n"))
         con.err(f"status: {summary.status}")
+        if summary.reason:
+            con.err(reason_text(summary.reason))
     if summary.diagnostic is not None:
         con.err(summary.diagnostic.render())
     return summary.exit_code

@@ -92,6 +92,8 @@ class SessionSummary:
         result_path (Path | None): ``out/result.txt`` when written.
         duration_ms (int): session duration.
         wind_down (WindDown | None): the trigger, when one fired.
+        reason (str | None): the deciding task's failure text (its ``out/result.txt`` message)
+            when ``diagnostic`` is ``E-RUN-040`` and the workload gave one; else None.
     """
 
     session_id: str
@@ -102,6 +104,7 @@ class SessionSummary:
     result_path: Path | None
     duration_ms: int
     wind_down: WindDown | None = None
+    reason: str | None = None
 
 
 class WindDownControl:
@@ -212,6 +215,7 @@ class Session:
         self._close_cause = "session_ended"
         self._wake_event = trio.Event()
         self._deciding_status: str | None = None
+        self._deciding_reason: str | None = None
         self._canceled_by_wind = False
         self._result_written = False
         self._guard = Guard(setup.guard, setup.exit_fn) if setup.guard is not None else None
@@ -513,6 +517,8 @@ class Session:
         if self.wind_down_reason is None and self.policy.ends_after(launch_task=task.launch):
             if self._deciding_status is None and exit_status != "ok":
                 self._deciding_status = exit_status
+                if outcome is not None and outcome.status != "ok":
+                    self._deciding_reason = outcome.answer
             self._close(cause="session_ended")
 
     async def _runner(self) -> None:
@@ -696,6 +702,7 @@ class Session:
             result_path=self.setup.records.result if self._result_written else None,
             duration_ms=int((time.time() - self._started_at) * 1000),
             wind_down=self.wind_down_reason,
+            reason=self._deciding_reason if diag is not None and diag.code == "E-RUN-040" else None,
         )
 
     async def _serve_and_run(
