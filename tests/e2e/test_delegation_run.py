@@ -21,6 +21,7 @@ from murmur.delegation import completion as comp
 from murmur.registry import install
 
 from ._delegation import (
+    MUR,
     Procs,
     alive,
     capsule_steps,
@@ -72,6 +73,12 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                      plan=capsule_steps(("down", "loop", "{{ task }}"), output="{{ steps.down.output }}")),
         plan_capsule(src, "picky", shell=["echo", "sleep"], spawn=["worker", "wide"],
                      plan=capsule_steps(("s", "worker", "{{ task }}"), output="{{ steps.s.output }}")),
+        # the README tour's pair: queue + sleep on both sides, the parent run with --task
+        plan_capsule(src, "kid", shell=["echo"], depth=1,
+                     plan='steps:\n  - id: answer\n    shell: [echo, "received: {{ task }}"]\n'
+                          'output: "{{ steps.answer.stdout }}"\n'),
+        plan_capsule(src, "boss", shell=["echo"], spawn=["kid"], depth=1,
+                     plan=capsule_steps(("ask", "kid", "{{ task }}"), output="boss got: {{ steps.ask.output }}")),
     ]
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
         for d in dirs:
@@ -272,3 +279,27 @@ class TestEndings:
         again = send_task(parent.ready["url"], "1")
         assert again["status"]["state"] == "TASK_STATE_FAILED"
         assert IDENTITY in status_text(again)
+
+
+class TestLaunchTask:
+    def test_tour_run_delivers_the_completion_without_a_warning(self, procs: Procs, tmp_path: Path) -> None:
+        """`mur run --task` of a queue/sleep parent: the released child's completion is delivered, stderr is clean."""
+        _roost, url = procs.roost("--spawn-allow", "boss")
+        work = tmp_path / "work"
+        work.mkdir()
+        env = {**procs.env, "MURMUR_ROOST_URL": url}
+        run = procs.start([*MUR, "run", "--capsule", "local/boss", "--capsule-version", "0.1.0", "--task", "hi"],
+                          cwd=work, env=env)
+        assert run.proc.stdout is not None
+        out = run.proc.stdout.read().decode()
+        assert run.proc.wait(60) == 0, run.stderr
+        assert out == "boss got: received: hi\n"
+        assert "not delivered" not in run.stderr and "warning" not in run.stderr, run.stderr
+        (child,) = children_dirs(work)
+        data = comp.read_record(child)
+        assert data is not None
+        assert (data["reported_by"], data["status"], data["delivered"], data["delivery_error"]) == ("child", "ok", True, None)
+        (records,) = [line.split(": ", 1)[1] for line in run.stderr.splitlines() if line.startswith("records: ")]
+        outcomes = [(r["outcome"], r["delegation_id"]) for r in of(trace(records), "delegation")]
+        assert outcomes == [("completed", data["delegation_id"]), ("ok", data["delegation_id"])]
+        assert not pids_naming(str(work))  # the child ended with its parent

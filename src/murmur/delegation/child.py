@@ -103,7 +103,7 @@ def install(
             return runtime.services_for(task, base)
 
         setup.services = services
-        setup.completion_handler = runtime.book.decide
+        setup.completion_handler = runtime.completion
         if setup.workload_kind == "plan":
             setup.workload = PlanCompletions(setup.workload)
     return runtime

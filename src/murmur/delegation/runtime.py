@@ -13,7 +13,9 @@ start hook          ``POST /register`` at ``MURMUR_ROOST_URL`` (manifest declare
 watchers            the launcher's supervisor nursery (children live there); the spawner
                     lifeline (EOF → ``spawner_ended``, then the wind-down of a first SIGTERM)
 services            ``TaskServices.delegate`` for each task (delegating capsules)
-completion handler  :meth:`murmur.delegation.book.DelegationBook.decide`
+completion handler  :meth:`DelegationRuntime.completion`: the book decides
+                    (:meth:`murmur.delegation.book.DelegationBook.decide`); once the session
+                    is closing, an awaited completion is taken without a task
 end hook            in order: end every live child (``terminated``, posted to nobody),
                     ``POST /deregister`` with the outcome (best effort), and — for a delegated
                     child — write ``completion.json`` and post the completion to the parent
@@ -27,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from murmur.delegation import completion as comp
@@ -38,6 +41,7 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost.client import RoostClient, RoostError, RoostRefused
+from murmur.session.door import CompletionRequest, CompletionVerdict
 from murmur.session.trace import TraceWriteError
 from murmur.session.winddown import lifeline_wind_down
 from murmur.session.workload import TaskServices
@@ -239,6 +243,29 @@ class DelegationRuntime:
             pass
         if problem is not None:
             _stderr_line(f"[capsule-runtime] the completion of {handle.delegation_id} was not delivered: {problem}")
+
+    # -- the door's completions -------------------------------------------------------------
+
+    def completion(self, req: CompletionRequest) -> CompletionVerdict:
+        """The session's completion handler.
+
+        The book decides (a completion for an open delegation of this session is accepted and
+        closes it; any other is refused with ``-31002``). A session that is closing — its last
+        task has ended, or it is winding down — queues no task, yet its end hook is still
+        waiting for the children it released; so an accepted completion is then taken without
+        a task: the ``delegation`` record is written and the child is told it was delivered.
+
+        Args:
+            req (CompletionRequest): a completion addressed to this session.
+
+        Returns:
+            CompletionVerdict: the book's verdict; ``run_as_task`` false while closing.
+        """
+        verdict = self.book.decide(req)
+        session = self._session
+        if verdict.accept and verdict.run_as_task and session is not None and session.closing:
+            return attrs.evolve(verdict, run_as_task=False)
+        return verdict
 
     # -- services -------------------------------------------------------------------------
 

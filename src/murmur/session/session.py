@@ -246,6 +246,15 @@ class Session:
         """``exports.peer_tasks.accept``."""
         return self.manifest.accepts_peer_tasks
 
+    @property
+    def closing(self) -> bool:
+        """The session takes no more tasks (its last task ended, or a wind-down began).
+
+        The door still serves until the end hooks have run; a completion handler uses this
+        to take an awaited completion without a task (spec/delegation.md).
+        """
+        return self._closing
+
     def get_task(self, task_id: str) -> Task | None:
         """The task with this id, or None."""
         return self.book.get(task_id)
