@@ -13,7 +13,19 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``NAME`` and ``--timeout``."""
-    parser.add_argument("name", metavar="NAME", help="a formation id (frm_…) or a session address")
+    parser.description = (
+        "Stop a running formation (through its launcher) or one session (SIGTERM, then "
+        "SIGKILL after --timeout). NAME is a formation id (frm_…) or a session address: "
+        "a full session id (ses_…), a unique suffix of 4 or more of its characters "
+        "(case-insensitive), or @N for the Nth newest running session (@1 = newest). "
+        "`mur ps` lists running sessions."
+    )
+    parser.add_argument(
+        "name",
+        metavar="NAME",
+        help="a formation id (frm_…), or a session address: ses_… id, a unique suffix of "
+        "4+ characters, or @N (Nth newest; @1 = newest)",
+    )
     parser.add_argument(
         "--timeout",
         type=float,

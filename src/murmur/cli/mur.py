@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from murmur import __version__
+from murmur.diagnostics import EXIT_REFUSED, Diagnostic, error
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -57,21 +59,45 @@ def build_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     return parser, module
 
 
+def missing_cwd() -> Diagnostic | None:
+    """``E-IO-001`` when the current working directory no longer exists, else None.
+
+    A command run from a deleted directory is bad input (exit 1), not a bug: every command
+    resolves paths against the cwd, which :func:`os.getcwd` cannot then name.
+    """
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return error("E-IO-001", "the current directory no longer exists",
+                     hint="`cd` to a directory that exists and run the command again")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``mur``; returns the exit status (also used by the console script)."""
     from murmur.cli._common import guarded
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        print(_overview(), file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         print(_overview())
-        return 0 if args else 2
+        return 0
     if args[0] == "--version":
         print(f"mur {__version__}")
         return 0
     name = args[0]
     if name not in COMMANDS:
-        print(f"mur: unknown command {name!r}\n\n{_overview()}", file=sys.stderr)
+        kind = "option" if name.startswith("-") else "command"
+        print(f"mur: unknown {kind} {name!r}\n\n{_overview()}", file=sys.stderr)
         return 2
+    missing = missing_cwd()
+    if missing is not None:
+        from murmur.cli._common import emit
+
+        emit(missing)
+        return EXIT_REFUSED
 
     def go() -> int:
         parser, module = build_parser(name)

@@ -1,0 +1,68 @@
+"""The `mur` dispatcher: usage, unknown names, a deleted working directory, command help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from murmur.cli import mur
+
+MUR = str(Path(sys.executable).parent / "mur")
+
+
+class TestUsage:
+    def test_no_arguments_usage_on_stderr(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`mur` alone prints the usage to stderr (not stdout) and exits 2."""
+        assert mur.main([]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("usage: mur <command>")
+
+    def test_help_on_stdout(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`mur --help` prints the usage to stdout and exits 0."""
+        assert mur.main(["--help"]) == 0
+        assert capsys.readouterr().out.startswith("usage: mur <command>")
+
+    def test_unknown_option(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`mur --bogus` is an unknown option, not an unknown command (exit 2)."""
+        assert mur.main(["--bogus"]) == 2
+        assert capsys.readouterr().err.startswith("mur: unknown option '--bogus'")
+
+    def test_unknown_command(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`mur frob` is an unknown command (exit 2)."""
+        assert mur.main(["frob"]) == 2
+        assert capsys.readouterr().err.startswith("mur: unknown command 'frob'")
+
+    def test_stop_help_explains_addresses(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`mur stop --help` says what a session address is."""
+        assert mur.main(["stop", "--help"]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "ses_" in out and "suffix of 4 or more" in out and "@N" in out and "frm_" in out
+
+
+class TestDeletedCwd:
+    @pytest.mark.parametrize("command", ["run", "list", "new", "doctor"])
+    def test_refused_with_e_io_001(self, tmp_path: Path, command: str) -> None:
+        """Run from a deleted directory: E-IO-001 with a hint, exit 1, no internal error."""
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        proc = subprocess.run(
+            ["sh", "-c", 'cd "$1" && rmdir "$1" && exec "$2" "$3" x', "sh", str(gone), MUR, command],
+            text=True, capture_output=True, timeout=60, check=False,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith("error[E-IO-001]: the current directory no longer exists")
+        assert "hint: `cd`" in proc.stderr and "internal error" not in proc.stderr
+
+    def test_missing_cwd_detected(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """missing_cwd() is None while the cwd exists and E-IO-001 once getcwd fails."""
+        assert mur.missing_cwd() is None
+
+        def gone() -> str:
+            raise FileNotFoundError(2, "No such file or directory")
+
+        monkeypatch.setattr(mur.os, "getcwd", gone)
+        d = mur.missing_cwd()
+        assert d is not None and d.code == "E-IO-001"
