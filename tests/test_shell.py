@@ -15,6 +15,7 @@ from murmur.shell import (
     ShellRefused,
     baseline_env,
     check_allowed,
+    grant_entry,
     kill_group,
     run_shell,
 )
@@ -32,8 +33,16 @@ class TestCheckAllowed:
         """A name outside the list is refused naming the grant to add."""
         with pytest.raises(ShellRefused) as info:
             check_allowed("rm", ["echo"])
-        assert info.value.grant == "capabilities.shell.allow: [rm]"
-        assert "capabilities.shell.allow: [rm]" in str(info.value)
+        assert info.value.grant == "capabilities.shell.allow: [echo, rm]"
+        assert "capabilities.shell.allow: [echo, rm]" in str(info.value)
+
+    def test_grant_keeps_existing_entries(self) -> None:
+        """The suggested grant lists every existing entry, in order, then the new one."""
+        assert grant_entry("capabilities.shell.allow", ["echo", "tr"], "tr") == (
+            "capabilities.shell.allow: [echo, tr]")
+        assert grant_entry("capabilities.shell.allow", [], "rm") == "capabilities.shell.allow: [rm]"
+        assert grant_entry("capabilities.spawn.allow", ["local/a"], "x, y") == (
+            'capabilities.spawn.allow: [local/a, "x, y"]')
 
     def test_path_refused(self) -> None:
         """A path is never allowed, even when listed."""
@@ -72,7 +81,7 @@ class TestRunShell:
         """A binary outside the allowlist is refused with the grant to add."""
         with pytest.raises(ShellRefused) as info:
             await run_shell(["touch", "x"], allow=["echo"], cwd=tmp_path, env=ENV)
-        assert info.value.grant == "capabilities.shell.allow: [touch]"
+        assert info.value.grant == "capabilities.shell.allow: [echo, touch]"
         assert not (tmp_path / "x").exists()
 
     async def test_not_on_path(self, tmp_path: Path) -> None:

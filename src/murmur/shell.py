@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import json
 import os
 import shlex
 import shutil
@@ -42,6 +43,7 @@ __all__ = [
     "ShellResult",
     "baseline_env",
     "check_allowed",
+    "grant_entry",
     "kill_group",
     "run_shell",
 ]
@@ -59,7 +61,8 @@ class ShellRefused(MurmurError):
         binary (str): the binary named by ``argv[0]`` (may be empty).
         reason (str): one sentence saying why.
         grant (str | None): the manifest grant that would allow it, e.g.
-            ``capabilities.shell.allow: [grep]``; ``None`` when no grant helps (the binary is
+            ``capabilities.shell.allow: [echo, grep]`` (the existing grants plus this binary);
+            ``None`` when no grant helps (the binary is
             not on ``PATH``, the name is not bare, the working directory is missing).
     """
 
@@ -139,8 +142,33 @@ class ShellResult:
         return out
 
 
-def _grant(binary: str) -> str:
-    return f"capabilities.shell.allow: [{binary}]"
+_FLOW_SPECIAL = frozenset(",[]{}:#&*!|>'\"%@`")
+
+
+def _flow_item(name: str) -> str:
+    """``name`` as an item of a YAML flow sequence (JSON-quoted when it needs quoting)."""
+    plain = name and name.strip() == name and not (set(name) & _FLOW_SPECIAL) and name[0] not in "-?"
+    return name if plain else json.dumps(name)
+
+
+def grant_entry(key: str, granted: Sequence[str], name: str) -> str:
+    """The whole grant line to write so that ``name`` is allowed and nothing granted is lost.
+
+    Args:
+        key (str): the manifest key, e.g. ``capabilities.shell.allow``.
+        granted (Sequence[str]): what the manifest grants under ``key`` today.
+        name (str): the entry to add.
+
+    Returns:
+        str: e.g. ``capabilities.shell.allow: [echo, tr]`` (existing grants first, in order,
+        then ``name`` unless it is already there).
+    """
+    items = list(dict.fromkeys([*granted, name]))
+    return f"{key}: [{', '.join(_flow_item(i) for i in items)}]"
+
+
+def _grant(binary: str, allow: Sequence[str]) -> str:
+    return grant_entry("capabilities.shell.allow", allow, binary)
 
 
 def check_allowed(binary: str, allow: Sequence[str]) -> None:
@@ -167,7 +195,7 @@ def check_allowed(binary: str, allow: Sequence[str]) -> None:
         raise ShellRefused(
             binary,
             f"`{binary}` is not in capabilities.shell.allow",
-            grant=_grant(binary),
+            grant=_grant(binary, allow),
         )
 
 

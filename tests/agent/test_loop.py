@@ -114,7 +114,7 @@ class TestRefusedTools:
         outcome = await workload(manifest).run_task(ctx)
         assert outcome.status == "ok"
         result = provider.requests[1].body["messages"][-1]["content"]
-        assert "capabilities.shell.allow: [rm]" in result
+        assert "capabilities.shell.allow: [ls, rm]" in result
         assert ctx.trace.of("shell") == []
         assert ctx.trace.of("tool_call")[0]["status"] == "error"
         assert ctx.usage.shell_calls == 0 and ctx.usage.tool_calls == 1

@@ -80,6 +80,7 @@ class TestMissingGrant:
         assert "reachability" in missing_grant("call-member")
         assert "reachability" in missing_grant("end-without-answer")
         assert "capabilities.shell.allow: [curl]" in missing_grant("curl")
+        assert "capabilities.shell.allow: [ls, curl]" in missing_grant("curl", ("ls",))
         assert "does not provide" in missing_grant("share-file")
 
 

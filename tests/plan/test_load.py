@@ -221,7 +221,8 @@ class TestRefused:
         """A shell binary outside shell.allow is E-PLN-006 with the grant in the hint."""
         err = refusal("steps:\n  - id: a\n    shell: [rm, -rf, x]\noutput: x\n")
         assert codes_lines(err) == [("E-PLN-006", 3)]
-        assert err.diagnostics[0].hint == "add it to murmur.yaml: `capabilities.shell.allow: [rm]`"
+        assert err.diagnostics[0].hint == (
+            "add it to murmur.yaml: `capabilities.shell.allow: [echo, wc, find, sh, rm]`")
 
     def test_no_shell_block_at_all(self) -> None:
         """Without a shell block every shell step is refused."""
@@ -242,7 +243,7 @@ class TestRefused:
         """A capsule step outside spawn.allow is E-PLN-007 naming the grant."""
         err = refusal("steps:\n  - id: a\n    capsule: local/other\n    version: 1.0.0\n    task: x\noutput: x\n")
         assert codes_lines(err) == [("E-PLN-007", 3)]
-        assert "capabilities.spawn.allow: [local/other]" in (err.diagnostics[0].hint or "")
+        assert "capabilities.spawn.allow: [local/helper, local/other]" in (err.diagnostics[0].hint or "")
 
     @pytest.mark.parametrize("version", ["latest", '""', None])
     def test_capsule_version_exact(self, version: str | None) -> None:

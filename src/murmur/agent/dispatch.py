@@ -93,7 +93,7 @@ class ToolDispatcher:
         if self.ended:
             text, is_error = "refused: this task already ended with end-without-answer", True
         elif tool is None:
-            text, is_error = missing_grant(call.name), True
+            text, is_error = missing_grant(call.name, self.ctx.manifest.shell_allow), True
         elif tool.kind == "shell":
             text, is_error = await self._shell(tool, call, turn=turn, parent_id=parent_id)
         elif tool.kind == DELEGATE_TASK:

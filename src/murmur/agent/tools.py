@@ -30,6 +30,7 @@ from murmur.agent.fence import fence
 from murmur.agent.transports import ToolSpec
 from murmur.manifest.model import Manifest
 from murmur.session.workload import TaskServices
+from murmur.shell import grant_entry
 
 __all__ = [
     "CALL_MEMBER",
@@ -225,11 +226,13 @@ def build_inventory(manifest: Manifest, services: TaskServices) -> Inventory:
     return Inventory(tuple(tools))
 
 
-def missing_grant(name: str) -> str:
+def missing_grant(name: str, shell_allow: Sequence[str] = ()) -> str:
     """The refusal for a call to ``name``, which is not in the task's inventory (pure).
 
     Args:
         name (str): the tool name the model used.
+        shell_allow (Sequence[str]): the manifest's ``capabilities.shell.allow`` today; the
+            suggested grant lists them plus ``name`` so following it drops nothing.
 
     Returns:
         str: one sentence naming the grant that would make the tool exist.
@@ -248,7 +251,7 @@ def missing_grant(name: str) -> str:
         return f"{name} is refused: this runtime does not provide it"
     return (
         f"`{name}` is refused: it is not a tool of this capsule; to run a program of that "
-        f"name, add the grant `capabilities.shell.allow: [{name}]`"
+        f"name, add the grant `{grant_entry('capabilities.shell.allow', shell_allow, name)}`"
     )
 
 

@@ -34,7 +34,7 @@ from murmur.plan.model import (
     cycle,
 )
 from murmur.plan.template import Template, TemplateError, parse_template
-from murmur.shell import ShellRefused, check_allowed
+from murmur.shell import ShellRefused, check_allowed, grant_entry
 
 __all__ = ["STEP_ID_RE", "load_plan", "parse_plan"]
 
@@ -380,7 +380,8 @@ def _parse_capsule(node: CommentedMap, label: str, manifest: Manifest, out: _Col
         return None
     if name not in manifest.spawn_allow:
         out.add("E-PLN-007", f"{label}: capsule `{name}` is not in capabilities.spawn.allow", where,
-                hint=f"add it to murmur.yaml: `capabilities.spawn.allow: [{name}]`")
+                hint=f"add it to murmur.yaml: "
+                     f"`{grant_entry('capabilities.spawn.allow', manifest.spawn_allow, name)}`")
     version = _scalar_text(node.get("version")) if "version" in node else None
     if version is None or not version.strip() or version in RESERVED_VERSIONS:
         shown = f" (`{version}` is a reserved word)" if version in RESERVED_VERSIONS else ""
