@@ -167,7 +167,7 @@ class DelegationRuntime:
                 error(
                     "E-RUN-019",
                     f"this session could not register with mur-roost at {self.roost_url}: {exc}",
-                    hint="start mur-roost (see `mur-roost --help`) and point MURMUR_ROOST_URL at it",
+                    hint="start mur-roost (e.g. `mur-roost --port 7700 --spawn-allow <this capsule's name>`) and point MURMUR_ROOST_URL at it",
                 )
             ) from None
 
