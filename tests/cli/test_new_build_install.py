@@ -67,7 +67,7 @@ class TestHappyPath:
         assert r.returncode == 0, r.stderr
         listing = mur(["list"], cwd=demo, home=murmur_home)
         assert listing.returncode == 0
-        assert re.search(rf"^project\s+local/demo 0\.1\.0 {sha.group(1)}$", listing.stdout, re.M), \
+        assert re.search(rf"^project\s+local/demo\s+0\.1\.0\s+{sha.group(1)}$", listing.stdout, re.M), \
             listing.stdout
 
     def test_global_install_and_json(self, tmp_path: Path, murmur_home: Path) -> None:

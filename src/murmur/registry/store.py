@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 
 from murmur import paths
-from murmur.diagnostics import error
+from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.manifest.load import MAX_MANIFEST_BYTES, parse_manifest_bytes
 from murmur.manifest.model import Manifest
@@ -242,20 +242,73 @@ def resolve(
 def list_installed(*, project_dir: Path | None = None) -> list[Installed]:
     """Every readable installed artifact: project store first, then global; by ref, version.
 
-    Entries that fail verification are left out (``resolve`` reports them with a code).
+    Entries that fail verification are left out (``resolve`` reports them with a code;
+    :func:`scan_installed` reports them too).
     """
-    out: list[Installed] = []
+    return list(scan_installed(project_dir=project_dir).items)
+
+
+@attrs.frozen
+class Listing:
+    """What :func:`scan_installed` found.
+
+    Attributes:
+        items (tuple[Installed, ...]): every entry that verified, project store first, then
+            global; each store's entries by ref, then version.
+        problems (tuple[Diagnostic, ...]): ``E-IO-003`` for a store that cannot be read (a
+            path part is not a directory), ``E-REG-002`` (or the packed manifest's code) for
+            each entry that fails verification, in the order met.
+    """
+
+    items: tuple[Installed, ...]
+    problems: tuple[Diagnostic, ...]
+
+
+def scan_installed(*, project_dir: Path | None = None,
+                   scopes: tuple[str, ...] = ("project", "global")) -> Listing:
+    """Read the stores named by ``scopes`` (``"project"``, ``"global"``), reporting problems.
+
+    Args:
+        project_dir (Path | None): the project (default: the current directory).
+        scopes (tuple[str, ...]): which stores to read, in the fixed order project, global.
+
+    Returns:
+        Listing: the verified entries and one diagnostic per unreadable store or entry.
+    """
+    items: list[Installed] = []
+    problems: list[Diagnostic] = []
     for label, store in _stores(project_dir):
+        if label not in scopes:
+            continue
+        blocked = _unreadable_store(label, store)
+        if blocked is not None:
+            problems.append(blocked)
+            continue
         found = []
         for record in sorted(store.glob(f"*/*/*/{RECORD_FILE}")):
             entry = record.parent
             if any(p.startswith(".") for p in entry.relative_to(store).parts):
                 continue
-            with contextlib.suppress(DiagnosticError):
+            try:
                 found.append(_load_entry(entry, label))
+            except DiagnosticError as exc:
+                problems.extend(exc.diagnostics)
         found.sort(key=lambda i: (i.ref, _version_key(i.version)))
-        out += found
-    return out
+        items += found
+    return Listing(tuple(items), tuple(problems))
+
+
+def _unreadable_store(label: str, store: Path) -> Diagnostic | None:
+    """``E-IO-003`` when an existing part of ``store``'s path is not a directory."""
+    probe = store
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.exists() or probe.is_dir():
+        return None
+    hint = ("set MURMUR_HOME to a directory (or unset it for ~/.murmur)" if label == "global"
+            else f"move {probe} out of the way")
+    return error("E-IO-003", f"the {label} store {store} cannot be read: {probe} is not a directory",
+                 path=str(probe), hint=hint)
 
 
 def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
