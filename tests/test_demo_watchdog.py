@@ -9,8 +9,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from murmur.demo import sweep
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +24,12 @@ def _group(script: str) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def watchdog(grace: float) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def watchdog(grace: float, home: str | None = None,
+             remove: str | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """The watchdog with the write end of its pipe (the demo's side)."""
     read_fd, write_fd = os.pipe()
-    code = f"import sys; from murmur.demo.watchdog import watchdog_main; sys.exit(watchdog_main({read_fd}, {grace}))"
+    code = ("import sys; from murmur.demo.watchdog import watchdog_main; "
+            f"sys.exit(watchdog_main({read_fd}, {grace}, {home!r}, {remove!r}))")
     proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(read_fd,), start_new_session=True)
     os.close(read_fd)
     try:
@@ -104,3 +109,47 @@ class TestWatchdog:
                 assert not _gone(a, 0.3)
         finally:
             _cleanup(a, b)
+
+    def test_eof_kills_grandchildren_in_groups_of_their_own_then_removes_the_directory(
+            self, tmp_path: Path) -> None:
+        """After EOF the watchdog ends what the groups started in new sessions, then deletes the dir."""
+        base = tmp_path / "mur-demo-x"
+        (base / "home").mkdir(parents=True)
+        pidfile = tmp_path / "grandchild.pid"
+        # Like the formation launcher: it survives SIGTERM long enough for its member (a new
+        # session that ignores SIGTERM) to be orphaned, and the member keeps writing to the dir.
+        leader = _group(f"setsid sh -c 'trap \"\" TERM; echo $$ > {pidfile}; "
+                        f"while :; do mkdir -p {base}/again; sleep 0.05; done' & wait")
+        try:
+            while not pidfile.exists() or not pidfile.read_text().strip():
+                time.sleep(0.02)
+            grandchild = int(pidfile.read_text())
+            with watchdog(grace=0.5, home=str(base / "home"), remove=str(base)) as (wd, w):
+                os.write(w, f"+{leader.pid}\n".encode())
+                os.close(w)
+                assert _gone(leader, 10)
+                assert _gone(wd, 10) and wd.returncode == 0
+                assert sweep.proc_info(grandchild) is None or sweep.proc_info(grandchild).state == "Z"  # type: ignore[union-attr]
+                assert not base.exists()
+        finally:
+            _cleanup(leader)
+            with contextlib.suppress(ValueError, OSError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+    def test_done_keeps_the_directory(self, tmp_path: Path) -> None:
+        """`done` (the demo removes its own directory) leaves the directory alone."""
+        base = tmp_path / "mur-demo-y"
+        base.mkdir()
+        with watchdog(grace=0.1, home=str(base / "home"), remove=str(base)) as (wd, w):
+            os.write(w, b"done\n")
+            assert _gone(wd, 10) and wd.returncode == 0
+        assert base.is_dir()
+
+    def test_eof_without_remove_keeps_the_directory(self, tmp_path: Path) -> None:
+        """A --home/--keep demo (no `remove`) keeps its directory after the demo dies."""
+        base = tmp_path / "kept"
+        base.mkdir()
+        with watchdog(grace=0.1, home=str(base / "home")) as (wd, w):
+            os.close(w)
+            assert _gone(wd, 10) and wd.returncode == 0
+        assert base.is_dir()

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,42 @@ class TestDemoUnderKill:
             assert proc.wait(timeout=5) == -signal.SIGKILL
             left = wait_gone(str(tmp_path), within=30.0)
             assert left == [], f"left 30 s after the kill: {left}\n{err_path.read_text()}"
+
+    def _start_mid_task_in_temp(self, tmp_path: Path):  # type: ignore[no-untyped-def]
+        """Mid-task, without --home: the demo directory is a temporary one under ``tmp_path``."""
+        tree = make_fixture(tmp_path)
+        env = demo_env(slow_bin(tmp_path))
+        env["TMPDIR"] = str(tmp_path)
+        return running_demo([str(tree)], tmp_path, env)
+
+    def test_kill_of_the_demo_removes_its_temporary_directory(self, tmp_path: Path) -> None:
+        """kill -KILL of `mur demo`: the watchdog stops everything, then removes the demo directory."""
+        with self._start_mid_task_in_temp(tmp_path) as (proc, err_path):
+            wait_for_line(err_path, "inventory: took a task", proc)
+            assert len(list(tmp_path.glob("mur-demo-*"))) == 1
+            proc.kill()
+            assert proc.wait(timeout=5) == -signal.SIGKILL
+            # the watchdog is among `ours` (its MURMUR_HOME is under tmp_path): it removes the
+            # directory before it exits
+            left = wait_gone(str(tmp_path), within=30.0)
+            assert left == [], f"left 30 s after the kill: {left}\n{err_path.read_text()}"
+            assert list(tmp_path.glob("mur-demo-*")) == []
+
+    def test_second_ctrl_c_kills_everything_at_once_then_removes_the_directory(self, tmp_path: Path) -> None:
+        """SIGINT twice, 0.05 s apart, to the demo's group: nothing survives the demo's exit."""
+        with self._start_mid_task_in_temp(tmp_path) as (proc, err_path):
+            wait_for_line(err_path, "audit-pycheck (child): took a task", proc)
+            assert len(ours(str(tmp_path))) >= 7  # roost, desk, launcher, 3 members, child, ...
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.05)  # the tester's double Ctrl-C
+            os.killpg(proc.pid, signal.SIGINT)
+            assert proc.wait(timeout=10) == 130
+            # no grace period: everything is already gone when the demo exits
+            assert ours(str(tmp_path)) == [], err_path.read_text()
+            assert list(tmp_path.glob("mur-demo-*")) == []
+            assert "second signal: killed every process the demo started" in err_path.read_text()
+            # and nothing re-creates it later (a late child would have to be alive to do that)
+            assert wait_gone(str(tmp_path), within=1.0) == [] and list(tmp_path.glob("mur-demo-*")) == []
 
     def test_ctrl_c_stops_everything_in_order(self, tmp_path: Path) -> None:
         """SIGINT mid-task: the demo stops the formation, the desk and mur-roost, and exits 130."""

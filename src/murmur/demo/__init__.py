@@ -22,14 +22,17 @@ loopback HTTP instead.
 
 Every process the demo starts runs in a process group of its own and is stopped and reaped
 before the demo returns, whatever ends it: the end of the formation, Ctrl-C / SIGTERM /
-SIGHUP (a second one SIGKILLs everything at once), an error. A small watchdog process holds
-the read end of a pipe only the demo writes to; if the demo itself dies (even by SIGKILL),
-the watchdog reads EOF and stops every group the demo had started.
+SIGHUP (a second one freezes and SIGKILLs the whole tree at once, the formation's members and
+the delegated child included, and only then removes a temporary demo directory), an error. A
+small watchdog process holds the read end of a pipe only the demo writes to; if the demo itself
+dies (even by SIGKILL), the watchdog reads EOF, stops every group the demo had started and
+what those started, and then removes a temporary demo directory.
 
 Modules: :mod:`~murmur.demo.layout` (options, bounds, directories, the target),
 :mod:`~murmur.demo.commands` (the commands and their environment; pure),
 :mod:`~murmur.demo.progress` (trace records to progress lines), :mod:`~murmur.demo.watchdog`,
-:mod:`~murmur.demo.processes` (child processes), :mod:`~murmur.demo.run` (the run itself).
+:mod:`~murmur.demo.processes` (child processes), :mod:`~murmur.demo.sweep` (killing a whole
+process tree), :mod:`~murmur.demo.run` (the run itself).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from murmur.demo.layout import (
 )
 from murmur.demo.processes import Child, LineReader, drain, kill_group_now, relay
 from murmur.demo.progress import Say, TraceFollower, signal_name
+from murmur.demo.sweep import kill_tree, process_table, session_pids
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 
@@ -89,6 +90,7 @@ class DemoRun:
         self.work_scope = trio.CancelScope()
         self.signum: int | None = None
         self.failure: _StartFailed | None = None
+        self.keep = options.keep or options.home is not None
 
     # -- bookkeeping
 
@@ -129,7 +131,10 @@ class DemoRun:
         """Start the watchdog process (see :func:`murmur.demo.watchdog.watchdog_main`)."""
         read_fd, write_fd = os.pipe()
         try:
-            code = f"import sys; from murmur.demo.watchdog import watchdog_main; sys.exit(watchdog_main({read_fd}, {self.timers.watchdog_grace!r}))"
+            remove = None if self.keep else str(self.layout.base)
+            code = ("import sys; from murmur.demo.watchdog import watchdog_main; "
+                    f"sys.exit(watchdog_main({read_fd}, {self.timers.watchdog_grace!r}, "
+                    f"{str(self.layout.home)!r}, {remove!r}))")
             self.watchdog = await trio.lowlevel.open_process(
                 [sys.executable, "-c", code], stdin=subprocess.DEVNULL, pass_fds=(read_fd,),
                 start_new_session=True, env=dict(self.env))
@@ -296,10 +301,21 @@ class DemoRun:
             for c in others:
                 n.start_soon(stop, c)
 
-    def kill_all_now(self) -> None:
-        """SIGKILL every group at once (the second signal)."""
-        for c in self.children:
-            c.kill_group()
+    def kill_all_now(self) -> set[int]:
+        """SIGKILL, at once, every process the demo started and every process those started.
+
+        The seeds are the demo's own children (mur-roost, the desk, the launcher, an install
+        still running; not the watchdog) and the sessions named by running records under the
+        private home (the formation's members and the delegated child lead groups of their
+        own); :func:`murmur.demo.sweep.kill_tree` freezes the whole tree before killing it, so
+        nothing forks or writes in between. Returns the pids killed.
+        """
+        me = os.getpid()
+        watchdog = self.watchdog.pid if self.watchdog is not None else -1
+        seeds = {c.pid for c in self.children if c.running}
+        seeds |= {pid for pid, info in process_table().items() if info.ppid == me and pid != watchdog}
+        seeds |= session_pids(self.layout.home)
+        return kill_tree(seeds, exclude={watchdog})
 
     def interrupt(self, signum: int) -> bool:
         """Stop the run in order because of ``signum``; False when it was already stopping."""
@@ -310,10 +326,18 @@ class DemoRun:
         return True
 
     def abandon(self) -> None:
-        """The second signal: SIGKILL every group now and drop a temporary directory."""
-        self.kill_all_now()
-        self.say("second signal: killed every process group the demo started")
-        if not (self.options.keep or self.options.home is not None):
+        """The second signal: SIGKILL every process now, end the watchdog, then drop a
+        temporary directory (last, so that nothing is left to write into it again)."""
+        killed = self.kill_all_now()
+        if self.watch_fd is not None:
+            self._tell_watchdog("done")
+        if self.watchdog is not None:
+            try:
+                self.watchdog.kill()
+            except OSError:
+                pass
+        self.say(f"second signal: killed every process the demo started ({len(killed)} processes)")
+        if not self.keep:
             shutil.rmtree(self.layout.base, ignore_errors=True)
 
     async def launch_all(self) -> None:

@@ -2,28 +2,39 @@
 
 The demo holds the only write end of a pipe; the watchdog reads it. ``+<pgid>`` and
 ``-<pgid>`` lines keep its list of groups current, ``done`` ends it quietly, and EOF (the demo
-is gone, by any means, SIGKILL included) makes it SIGTERM every group it knows, then SIGKILL
-what is left after a grace period.
+is gone, by any means, SIGKILL included) makes it SIGTERM every group it knows, SIGKILL what
+is left after a grace period, sweep whatever else still runs for the demo (the processes those
+groups started in groups of their own, the sessions under the demo's ``MURMUR_HOME``; see
+:mod:`murmur.demo.sweep`) and, for a temporary demo directory, remove that directory last, when
+nothing is left that could write into it again.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
+from pathlib import Path
+
+from murmur.demo import sweep
 
 
-def watchdog_main(fd: int, grace: float = 25.0) -> int:
+def watchdog_main(fd: int, grace: float = 25.0, home: str | None = None, remove: str | None = None) -> int:
     """The watchdog process: stop the demo's process groups when the demo is gone.
 
     Reads lines from ``fd`` (the read end of a pipe only the demo writes to): ``+<pgid>``
     adds a group, ``-<pgid>`` forgets one, ``done`` ends the watchdog with nothing to do.
     EOF before ``done`` means the demo died: every remembered group gets SIGTERM, and after
-    ``grace`` seconds whatever is left gets SIGKILL.
+    ``grace`` seconds whatever is left gets SIGKILL; then every process still linked to those
+    groups (as they were when the demo died) or named by a running record under ``home`` is
+    killed (:func:`murmur.demo.sweep.kill_tree`), and only then ``remove`` is deleted.
 
     Args:
         fd (int): the pipe's read end.
         grace (float): seconds between SIGTERM and SIGKILL.
+        home (str | None): the demo's ``MURMUR_HOME`` (its running records name its sessions).
+        remove (str | None): the temporary demo directory to delete at the end (None: keep).
 
     Returns:
         int: 0.
@@ -50,7 +61,15 @@ def watchdog_main(fd: int, grace: float = 25.0) -> int:
                     groups[int(line[1:])] = None
                 else:
                     groups.pop(int(line[1:]), None)
+    table = sweep.process_table()
+    tree = {pid: sweep.start_time(pid) for pid in sweep.linked(groups, table, {os.getpid()})}
     end_groups(list(groups), grace)
+    still = {pid for pid, started in tree.items() if started is not None and sweep.start_time(pid) == started}
+    extra = sweep.session_pids(Path(home)) if home else set()
+    dead = {g for g in groups if sweep.start_time(g) is None}  # a gone leader still links its group
+    sweep.kill_tree({*dead, *still, *extra})
+    if remove:
+        shutil.rmtree(remove, ignore_errors=True)
     return 0
 
 

@@ -1,0 +1,184 @@
+"""Killing every process of a demo at once, however deep: freeze the tree, then SIGKILL it.
+
+The demo's children lead process groups of their own, and so do the processes *they* start
+(the formation's members, the delegated child, each plan step's shell). Signalling the demo's
+own groups therefore leaves the rest running, and a process that is signalled while it forks
+may leave a child behind. :func:`kill_tree` closes both gaps: it finds every process linked to
+the seeds (child of, or in the process group or session of, a process already found), stops
+each with SIGSTOP and waits until the host shows it stopped (a stopped process neither forks
+nor writes), looks again until nothing new turns up, then SIGKILLs them all and waits until
+they are gone. :func:`session_pids` adds the sessions named by ``$MURMUR_HOME/running``
+records, which still run after their parent is gone.
+
+Linux only (``/proc``); elsewhere :func:`process_table` is empty and only the seeds are killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import attrs
+
+_PROC = Path("/proc")
+_STOPPED_OR_DEAD = frozenset({"T", "t", "Z", "X", "x"})
+
+
+@attrs.frozen
+class ProcInfo:
+    """One row of the process table.
+
+    Attributes:
+        ppid (int): the parent's pid.
+        pgid (int): the process group.
+        sid (int): the session.
+        state (str): the state letter (``R``, ``S``, ``T``, ``Z`` …).
+    """
+
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """The table row of ``pid`` from ``/proc/<pid>/stat``, or None when it is gone."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()
+    try:
+        return ProcInfo(ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]),
+                        state=fields[0].decode("ascii", "replace"))
+    except (IndexError, ValueError):
+        return None
+
+
+def process_table() -> dict[int, ProcInfo]:
+    """Every process the host shows, by pid (empty without ``/proc``)."""
+    table: dict[int, ProcInfo] = {}
+    try:
+        entries = os.listdir(_PROC)
+    except OSError:
+        return table
+    for entry in entries:
+        if entry.isdigit():
+            info = proc_info(int(entry))
+            if info is not None:
+                table[int(entry)] = info
+    return table
+
+
+def linked(seeds: Iterable[int], table: Mapping[int, ProcInfo], exclude: Iterable[int] = ()) -> set[int]:
+    """The seeds plus every process linked to one found: its child, or in its group or session.
+
+    Pure. Zombies and ``exclude`` are left out (and never link anything further); a seed no
+    longer in the table is not returned, but its group and session still link their members.
+
+    Args:
+        seeds (Iterable[int]): pids to start from.
+        table (Mapping[int, ProcInfo]): from :func:`process_table`.
+        exclude (Iterable[int]): pids never returned (the caller itself, its parent).
+    """
+    skip = set(exclude) | {pid for pid, info in table.items() if info.state in ("Z", "X", "x")}
+    roots = {s for s in seeds if s > 1 and s not in skip}
+    found = {s for s in roots if s in table}
+    while True:
+        links = roots | found
+        more = {pid for pid, info in table.items()
+                if pid not in found and pid not in skip
+                and (info.ppid in links or info.pgid in links or info.sid in links)}
+        if not more:
+            return found
+        found |= more
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), or None when unreadable."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    try:
+        return int(raw[raw.rfind(b")") + 2:].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def session_pids(home: Path) -> set[int]:
+    """The live sessions named by the running records under ``home/running``.
+
+    A record counts only while its pid still has the start time it records (a reused pid is
+    another program, never signalled).
+    """
+    pids: set[int] = set()
+    try:
+        files = list((home / "running").glob("*.json"))
+    except OSError:
+        return pids
+    for path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        pid, started = data.get("pid"), data.get("start_time")
+        if isinstance(pid, int) and pid > 1 and isinstance(started, int) and start_time(pid) == started:
+            pids.add(pid)
+    return pids
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_states(pids: Iterable[int], done: frozenset[str] | None, within: float) -> None:
+    """Wait up to ``within`` s until each pid is gone or (``done`` given) in one of ``done``."""
+    end = time.monotonic() + within
+    waiting = set(pids)
+    while waiting:
+        for pid in list(waiting):
+            info = proc_info(pid)
+            if info is None or info.state in ("Z", "X", "x") or (done is not None and info.state in done):
+                waiting.discard(pid)
+        if not waiting or time.monotonic() >= end:
+            return
+        time.sleep(0.005)
+
+
+def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float = 2.0) -> set[int]:
+    """SIGKILL the seeds and everything linked to them (see the module docstring).
+
+    Args:
+        seeds (Iterable[int]): pids (or process group leaders) to start from.
+        exclude (Iterable[int]): pids never signalled; the caller's own pid is always added.
+        bound (float): seconds spent at most on each of freezing and waiting for the end.
+
+    Returns:
+        set[int]: the pids that were signalled.
+    """
+    skip = {*exclude, os.getpid(), os.getppid()}
+    stopped: set[int] = set()
+    end = time.monotonic() + bound
+    while True:
+        found = linked(set(seeds) | stopped, process_table(), skip)
+        new = found - stopped
+        if not new or time.monotonic() >= end:
+            break
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= new
+        _wait_states(new, _STOPPED_OR_DEAD, max(0.0, end - time.monotonic()))
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
+    _wait_states(stopped, None, bound)
+    return stopped
