@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from murmur.session.running import (
     RunningRecord,
     check_alive,
     list_running,
     process_start_time,
+    read_running,
     record_path,
     remove_running,
     write_running,
@@ -68,6 +71,27 @@ class TestRecords:
         assert "reused" in dict(census.pruned)["ses_reused"]
         assert [f.name for f, _ in census.unreadable] == ["ses_junk.json"]
         assert not record_path("ses_dead").exists() and junk.exists()
+
+    @pytest.mark.parametrize(
+        ("text", "reason"),
+        [
+            ("{}", "it is malformed (missing session_id, url, pid, start_time, name, version, "
+                   "workdir, records_dir, started_at)"),
+            ('{"session_id": "ses_x"}', "it is malformed (missing url, pid, start_time"),
+            ("[1]", "it is malformed (not a JSON object)"),
+            ("{not json", "it is malformed (not valid JSON: "),
+        ],
+        ids=["empty-object", "partial", "list", "bad-json"],
+    )
+    def test_malformed_record_reason(self, murmur_home: Path, text: str, reason: str) -> None:
+        """A malformed record's reason says so and names what is missing, not Python internals."""
+        bad = record_path("ses_bad")
+        bad.parent.mkdir(parents=True, exist_ok=True)
+        bad.write_text(text)
+        with pytest.raises(ValueError) as info:
+            read_running(bad)
+        assert str(info.value).startswith(reason)
+        assert "__init__" not in str(info.value) and "positional" not in str(info.value)
 
     def test_check_alive(self) -> None:
         """check_alive names why a record is stale."""

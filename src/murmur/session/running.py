@@ -104,18 +104,23 @@ def read_running(path: Path) -> RunningRecord:
 
     Raises:
         OSError: unreadable.
-        ValueError: not a running record (bad JSON, missing or mistyped fields).
+        ValueError: not a running record (bad JSON, missing or mistyped fields); the message
+            reads ``it is malformed (…)`` and names what is wrong, never Python internals.
     """
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    known = {f.name for f in attrs.fields(RunningRecord)}
     try:
-        rec = RunningRecord(**{k: v for k, v in data.items() if k in known})
-    except TypeError as exc:
-        raise ValueError(str(exc)) from None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"it is malformed (not valid JSON: {exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError("it is malformed (not a JSON object)")
+    fields = attrs.fields(RunningRecord)
+    missing = [f.name for f in fields if f.default is attrs.NOTHING and f.name not in data]
+    if missing:
+        raise ValueError(f"it is malformed (missing {', '.join(missing)})")
+    known = {f.name for f in fields}
+    rec = RunningRecord(**{k: v for k, v in data.items() if k in known})
     if not isinstance(rec.pid, int) or not isinstance(rec.start_time, int):
-        raise ValueError("pid and start_time must be integers")
+        raise ValueError("it is malformed (pid and start_time must be integers)")
     return rec
 
 
