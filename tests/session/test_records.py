@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from murmur.session.records import create_records, records_dir_for, result_text, write_private
+from murmur.session.console import Console
+from murmur.session.records import (
+    create_records,
+    open_private_append,
+    records_dir_for,
+    result_text,
+    write_private,
+)
 
 
 class TestLayout:
@@ -53,6 +60,34 @@ class TestWritePrivate:
         assert p.read_text() == "two"
         assert os.stat(p).st_mode & 0o777 == 0o600
         assert [x.name for x in tmp_path.iterdir()] == ["f.txt"]
+
+
+class TestPrivateLogs:
+    def test_open_private_append_0600(self, tmp_path: Path) -> None:
+        """A log opened for appending is created 0600, and an existing 0644 one is narrowed."""
+        fresh, old = tmp_path / "a.log", tmp_path / "b.log"
+        old.write_text("x\n")
+        os.chmod(old, 0o644)
+        for p in (fresh, old):
+            os.close(open_private_append(p))
+            assert os.stat(p).st_mode & 0o777 == 0o600
+        assert old.read_text() == "x\n"
+
+    def test_symlink_refused(self, tmp_path: Path) -> None:
+        """A symlink where the log goes is refused, never followed."""
+        target = tmp_path / "elsewhere"
+        target.write_text("")
+        (tmp_path / "l.log").symlink_to(target)
+        with pytest.raises(OSError):
+            open_private_append(tmp_path / "l.log")
+
+    def test_bootstrap_log_0600(self, tmp_path: Path) -> None:
+        """Console lines diverted to bootstrap.log land in a 0600 file."""
+        con = Console()
+        con.attach_log(tmp_path / "bootstrap.log")
+        con._log("a line")
+        assert (tmp_path / "bootstrap.log").read_text() == "a line\n"
+        assert os.stat(tmp_path / "bootstrap.log").st_mode & 0o777 == 0o600
 
 
 class TestRecordWriter:

@@ -77,6 +77,7 @@ class TestLaunchTask:
         assert s.status == "failed"
         assert setup.records.result.read_text().startswith("error: internal error: RuntimeError: kaboom")
         assert "kaboom" in (setup.records.logs / "door.log").read_text()
+        assert os.stat(setup.records.logs / "door.log").st_mode & 0o777 == 0o600
 
     async def test_cancel_launch_task_over_door(self, tmp_path: Path) -> None:
         """CancelTask of the --task task ends the session canceled (exit 1)."""

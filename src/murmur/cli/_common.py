@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -56,7 +57,9 @@ def _write_internal_log(program: str) -> str:
         d = paths.log_dir()
         d.mkdir(parents=True, exist_ok=True)
         p = d / f"internal-{program}-{int(time.time() * 1000)}.log"
-        p.write_text(traceback.format_exc(), encoding="utf-8")
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
         return str(p)
     except OSError:
         return "(the log could not be written; traceback below)\n" + traceback.format_exc()

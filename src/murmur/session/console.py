@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from murmur.session.records import open_private_append
+
 
 class Console:
     """Writes lines to stdout/stderr, diverting to a log file once a stream is closed."""
@@ -53,7 +55,7 @@ class Console:
             self._pending.append(line)
             return
         try:
-            with self.log_path.open("a", encoding="utf-8") as fh:
+            with os.fdopen(open_private_append(self.log_path), "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
         except OSError:
             pass

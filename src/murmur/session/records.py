@@ -113,6 +113,23 @@ def create_records(root: Path) -> Records:
     return rec
 
 
+def open_private_append(path: Path) -> int:
+    """Open ``path`` for appending, creating it owner-only (mode 0600); returns the descriptor.
+
+    An existing file is narrowed to 0600 too, so a log file is never group/world readable.
+
+    Raises:
+        OSError: the file cannot be opened (a symlink at ``path`` is refused).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename), mode 0600.
 

@@ -59,7 +59,7 @@ from murmur.session.door import (
 from murmur.session.lanes import LaneQueue
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.origin import LOCAL_USER, Classification
-from murmur.session.records import Records, RecordWriter, result_text
+from murmur.session.records import Records, RecordWriter, open_private_append, result_text
 from murmur.session.running import RunningRecord, process_start_time, remove_running, write_running
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
@@ -757,6 +757,7 @@ class Session:
 
 def _attach_log(logger: logging.Logger, path: Path) -> logging.Handler | None:
     try:
+        os.close(open_private_append(path))  # created 0600 before the handler appends to it
         handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         return None
