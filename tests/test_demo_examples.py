@@ -120,14 +120,17 @@ async def _run(tmp_path: Path, name: str, text: str) -> TaskOutcome:
 
 class TestPlans:
     async def test_inventory_of_the_fixture(self, tmp_path: Path) -> None:
-        """The inventory plan counts files and lines, ranks files and lists markers exactly."""
+        """The inventory plan counts files and lines, ranks files and lists markers exactly.
+
+        A binary file counts as a file but has no lines (and is never "largest"); a newline in
+        a file's name makes neither two files nor a phantom one."""
         tree = make_fixture(tmp_path)
         out = await _run(tmp_path, "inventory", f"inventory {tree}")
         assert out == TaskOutcome("ok", f"""\
 Inventory by member `inventory` (session ses_{'1' * 32}):
-- Files: 7
-- Lines: 21 (as `wc -l` counts them)
-- Largest files (lines):
+- Files: 9 (7 text, 2 binary)
+- Lines: 21 (as `wc -l` counts them, in text files only; binary: a NUL byte, as `grep -I` sees it)
+- Largest text files (lines):
   - `pkg/app.py`: 6
   - `pkg/util.py`: 5
   - `README.md`: 4
@@ -144,13 +147,16 @@ Inventory by member `inventory` (session ses_{'1' * 32}):
         assert out.status == "failed" and "plan step" in out.answer
 
     async def test_checks_of_the_fixture(self, tmp_path: Path) -> None:
-        """The check plan compiles every Python file and names the one that does not compile."""
+        """The check plan compiles every Python file and names the one that does not compile.
+
+        The file whose name holds a newline is one Python file that compiles: no phantom
+        finding for either half of its name."""
         tree = make_fixture(tmp_path)
         out = await _run(tmp_path, "pycheck", f"check {tree}")
         assert out.status == "ok", out.answer
         head, _, lint = out.answer.partition("- Syntax errors")
         assert head == (f"Checked by `audit-pycheck` (session ses_{'1' * 32}) with Python "
-                        f"{platform.python_version()}, in {tmp_path}:\n- Python files: 4\n")
+                        f"{platform.python_version()}, in {tmp_path}:\n- Python files: 5\n")
         syntax, _, lint = ("- Syntax errors" + lint).partition("\n- Lint")
         assert syntax == "- Syntax errors (`python3 -m py_compile`): 1\n  - `pkg/broken.py:1`: SyntaxError: invalid syntax"
         if importlib.util.find_spec("pyflakes") is None and importlib.util.find_spec("ruff") is None:

@@ -20,7 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-# path -> contents. Lines (wc -l): 4 + 0 + 6 + 2 + 5 + 3 + 1 = 21 in 7 files (4 Python).
+# path -> contents. Lines (wc -l, text files only): 4 + 0 + 6 + 2 + 5 + 3 + 1 = 21 in 9 files
+# (7 text, 2 binary; 5 Python).
 FIXTURE: dict[str, bytes] = {
     "README.md": b"# Fixture\n\nTODO: write the docs\nNot a marker: TODOS\n",
     "pkg/__init__.py": b"",
@@ -28,7 +29,9 @@ FIXTURE: dict[str, bytes] = {
     "pkg/broken.py": b"def broken(:\n    pass\n",
     "pkg/util.py": b"import json\nimport sys\n\n# FIXME: handle errors\nprint(json.dumps(sys.argv))\n",
     "data/table.csv": b"a,b\n1,2\n3,4\n",
-    "data/blob.bin": b"\x00\x01TODO binary\n\x00",
+    "data/blob.bin": b"\x00\x01TODO binary\n\x00",  # binary: a file, but no lines
+    "data/image.png": b"\x89PNG\r\n\x1a\n\x00" + b"\n" * 40,  # binary, never "the largest file"
+    "pkg/odd\nname.py": b"x = 1\n",  # a newline in a name: one file, never two
     # never audited: cache and VCS directories
     "__pycache__/app.cpython-311.pyc": b"\x00junk TODO\n",
     ".git/config": b"[core]\n# TODO not here\n",

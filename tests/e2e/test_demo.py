@@ -45,19 +45,19 @@ Formation `{formation}`. This report was assembled by its entry member `lead`
 
 | What | Count |
 |---|---|
-| Files | 7 |
+| Files | 9 |
 | Lines | 21 |
 | Markers (TODO, FIXME) | 3 |
-| Python files | 4 |
+| Python files | 5 |
 | Syntax errors (py_compile) | 1 |
 | Lint findings ({lint_tool}) | {lint_count} |
 
 ## Inventory
 
 Inventory by member `inventory` (session {inventory}):
-- Files: 7
-- Lines: 21 (as `wc -l` counts them)
-- Largest files (lines):
+- Files: 9 (7 text, 2 binary)
+- Lines: 21 (as `wc -l` counts them, in text files only; binary: a NUL byte, as `grep -I` sees it)
+- Largest text files (lines):
   - `pkg/app.py`: 6
   - `pkg/util.py`: 5
   - `README.md`: 4
@@ -71,7 +71,7 @@ Inventory by member `inventory` (session {inventory}):
 ## Checks
 
 Checked by `audit-pycheck` (session {child}) with Python {python}, in {child_dir}:
-- Python files: 4
+- Python files: 5
 - Syntax errors (`python3 -m py_compile`): 1
   - `pkg/broken.py:1`: SyntaxError: invalid syntax
 {lint_block}
@@ -170,7 +170,7 @@ class TestDemoAudit:
         # The audited tree is untouched (no bytecode written into it).
         assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == sorted(
             ["README.md", "pkg/__init__.py", "pkg/app.py", "pkg/broken.py", "pkg/util.py", "data/table.csv",
-             "data/blob.bin", "__pycache__/app.cpython-311.pyc", ".git/config"])
+             "data/blob.bin", "data/image.png", "pkg/odd\nname.py", "__pycache__/app.cpython-311.pyc", ".git/config"])
 
 
 class TestDemoUnderKill:
