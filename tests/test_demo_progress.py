@@ -27,13 +27,27 @@ class TestDescribe:
         assert describe_record("lead", rec) == "lead: task ok in 1.2s"
 
     def test_delegation_records(self) -> None:
-        """The desk's delegation start and end become lines naming the child."""
+        """The desk's delegation start, the call's end and the child's outcome read differently."""
         assert describe_record("audit-desk", {
             "event_type": "delegation_start", "capsule": "audit-pycheck", "version": "0.1.0",
             "child_session_id": "ses_c"}) == (
             "audit-desk: delegated to audit-pycheck 0.1.0 through mur-roost; child session ses_c")
-        assert describe_record("audit-desk", {"event_type": "delegation", "capsule": "audit-pycheck",
-                                              "outcome": "ok"}) == "audit-desk: delegation to audit-pycheck ended ok"
+        call = {"event_type": "delegation", "capsule": "audit-pycheck", "outcome": "completed", "reason": None}
+        closed = {**call, "outcome": "ok"}
+        assert describe_record("audit-desk", call) == "audit-desk: audit-pycheck answered (the call completed)"
+        assert describe_record("audit-desk", closed) == "audit-desk: audit-pycheck reported its outcome: ok"
+        assert describe_record("audit-desk", {**call, "outcome": "timed_out", "reason": "no answer in 60s"}) == (
+            "audit-desk: the call to audit-pycheck timed_out: no answer in 60s")
+        assert describe_record("audit-desk", {**call, "outcome": "crashed", "reason": "exit 1"}) == (
+            "audit-desk: audit-pycheck reported its outcome: crashed (exit 1)")
+
+    def test_completion_task_is_one_line_named_as_such(self) -> None:
+        """A completion-origin task says nothing at its start and names itself at its end."""
+        assert describe_record("audit-desk", {"event_type": "task_start", "origin": "completion"}) is None
+        end = {"event_type": "task_end", "exit_status": "ok", "duration_ms": 0}
+        assert describe_record("audit-desk", end, "completion") == (
+            "audit-desk: completion task (a child's outcome) ok in 0.0s")
+        assert describe_record("audit-desk", end, "event") == "audit-desk: task ok in 0.0s"
 
     def test_failed_member_step_is_reported(self) -> None:
         """A member or capsule step that did not succeed is named with its reason."""
@@ -68,3 +82,33 @@ class TestFollower:
         follower.poll()
         assert lines == ["inventory: took a task from a member", "inventory: task ok in 0.1s"]
         assert seen == [("inventory", "task_start"), ("inventory", "task_end")]
+
+    def test_records_of_one_poll_are_said_in_time_order(self, tmp_path: Path) -> None:
+        """Lines from several files read in one poll come out by timestamp, not by file."""
+        lines: list[str] = []
+        follower = TraceFollower(lines.append, lambda label, r: None)
+        desk, child = tmp_path / "desk.jsonl", tmp_path / "child.jsonl"
+        follower.follow(desk, "audit-desk")
+        follower.follow(child, "audit-pycheck (child)")
+        desk.write_text(json.dumps({"event_type": "task_end", "task_id": "t1", "exit_status": "ok",
+                                    "duration_ms": 1000, "timestamp": 200}) + "\n")
+        child.write_text(json.dumps({"event_type": "task_end", "task_id": "t2", "exit_status": "ok",
+                                     "duration_ms": 400, "timestamp": 100}) + "\n")
+        follower.poll()
+        assert lines == ["audit-pycheck (child): task ok in 0.4s", "audit-desk: task ok in 1.0s"]
+
+    def test_the_completion_task_is_named_at_its_end(self, tmp_path: Path) -> None:
+        """The follower remembers each task's origin, so a completion task's end says so."""
+        lines: list[str] = []
+        follower = TraceFollower(lines.append, lambda label, r: None)
+        trace = tmp_path / "trace.jsonl"
+        follower.follow(trace, "audit-desk")
+        trace.write_text("\n".join(json.dumps(r) for r in [
+            {"event_type": "task_start", "task_id": "t1", "origin": "event", "timestamp": 1},
+            {"event_type": "task_end", "task_id": "t1", "exit_status": "ok", "duration_ms": 0, "timestamp": 2},
+            {"event_type": "task_start", "task_id": "t2", "origin": "completion", "timestamp": 3},
+            {"event_type": "task_end", "task_id": "t2", "exit_status": "ok", "duration_ms": 0, "timestamp": 4},
+        ]) + "\n")
+        follower.poll()
+        assert lines == ["audit-desk: took a task over its door", "audit-desk: task ok in 0.0s",
+                         "audit-desk: completion task (a child's outcome) ok in 0.0s"]

@@ -162,6 +162,12 @@ class TestDemoAudit:
 
         # The desk's trace names the delegation; the members' traces name the formation.
         assert "audit-desk: delegated to audit-pycheck 0.1.0 through mur-roost" in progress
+        # Each thing is said once: the call's end, the child's outcome, the desk's two tasks.
+        said = progress.splitlines()
+        assert said.count("[demo] audit-desk: audit-pycheck answered (the call completed)") == 1
+        assert said.count("[demo] audit-desk: audit-pycheck reported its outcome: ok") == 1
+        assert sum(line.startswith("[demo] audit-desk: task ok") for line in said) == 1
+        assert sum(line.startswith("[demo] audit-desk: completion task (a child's outcome) ok") for line in said) == 1
         assert f"formation {summary['formation_id']} launched" in progress
         assert "mur-roost listening on 127.0.0.1:" in progress and "--spawn-allow audit-desk" in progress
         # --home keeps everything and says how to rerun it.
