@@ -76,6 +76,9 @@ class TestInstall:
         with pytest.raises(DiagnosticError) as info:
             install(setup, env, stdin_fd=closed_stdin())
         assert info.value.code == "E-RUN-019" and "MURMUR_ROOST_URL is not set" in str(info.value)
+        # the hint names the real start command (mur-roost refuses --help: it takes only its flags)
+        assert "`mur-roost --port 7700 --spawn-allow <this capsule's name>`; see spec/roost.md" in str(info.value)
+        assert "--help" not in str(info.value)
 
     def test_bad_spawner_refuses(self, tmp_path: Path) -> None:
         """An unreadable MURMUR_SPAWNER is E-RUN-020, never showing the value."""
@@ -197,6 +200,8 @@ class TestRegistration:
             summary = await h.wait()
         assert summary.diagnostic is not None and summary.diagnostic.code == "E-RUN-019"
         assert "did not answer" in summary.diagnostic.message and h.ready == {}
+        hint = summary.diagnostic.hint or ""
+        assert "mur-roost --port 7700 --spawn-allow" in hint and "spec/roost.md" in hint and "--help" not in hint
 
     async def test_refused_registration_refuses_launch(self, tmp_path: Path, roost: StartRoost) -> None:
         """The daemon's refusal (not in --spawn-allow) is E-RUN-019 carrying its message."""

@@ -167,7 +167,7 @@ class DelegationRuntime:
                 error(
                     "E-RUN-019",
                     f"this session could not register with mur-roost at {self.roost_url}: {exc}",
-                    hint="start mur-roost (e.g. `mur-roost --port 7700 --spawn-allow <this capsule's name>`) and point MURMUR_ROOST_URL at it",
+                    hint="start mur-roost (e.g. `mur-roost --port 7700 --spawn-allow <this capsule's name>`; see spec/roost.md) and point MURMUR_ROOST_URL at it",
                 )
             ) from None
 
@@ -289,7 +289,8 @@ def roost_url_unset() -> Diagnostic:
     return error(
         "E-RUN-019",
         "this session can delegate but could not register with mur-roost: MURMUR_ROOST_URL is not set",
-        hint="start mur-roost and set MURMUR_ROOST_URL to its base URL, e.g. http://127.0.0.1:7700",
+        hint=("start mur-roost (`mur-roost --port 7700 --spawn-allow <this capsule's name>`; see spec/roost.md) "
+              "and set MURMUR_ROOST_URL to its base URL, e.g. http://127.0.0.1:7700"),
     )
 
 
