@@ -336,7 +336,8 @@ class DemoRun:
                 self.watchdog.kill()
             except OSError:
                 pass
-        self.say(f"second signal: killed every process the demo started ({len(killed)} processes)")
+        n = len(killed)
+        self.say(f"second signal: killed every process the demo started ({n} process{'' if n == 1 else 'es'} still ran)")
         if not self.keep:
             shutil.rmtree(self.layout.base, ignore_errors=True)
 
