@@ -68,7 +68,6 @@ class Door(BaseHTTPRequestHandler):
             if MODE == "serve-reject":
                 status["message"] = {"role": "ROLE_AGENT", "parts": [{"text": "task rejected: capsule is busy"}]}
             result: dict[str, object] = {"task": {"id": "tsk_fake", "status": status}}
-            delivered.set()
         else:  # GetTask
             if MODE == "serve-answer":
                 text = "fake answer: " + self.server.task_text  # type: ignore[attr-defined]
@@ -82,6 +81,11 @@ class Door(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+        self.wfile.flush()
+        if body["method"] == "SendMessage":
+            # Only after the answer is on the wire: a serve-exit child must not end before
+            # its caller has heard that the task was taken.
+            delivered.set()
 
 
 def ready(url: str, records_dir: str | None = None) -> None:
