@@ -238,7 +238,10 @@ class TestEndings:
                    what="two children started")
         children = pids_naming(str(work / ".murmur" / "children"))
         assert len(children) == 2
-        tree = descendants(children)  # the two `mur run` children and their `sleep` commands
+        # The two `mur run` children and their `sleep` commands: a child holds its task before
+        # its plan step has forked the command, so wait for the commands to appear.
+        wait_until(lambda: len(descendants(children)) >= 4, timeout=30, what="the children's commands")
+        tree = descendants(children)
         assert len(tree) >= 4
         assert token_hits([work, home / "records", tmp_path / "logs"], [parent.pid, roost.pid, *tree]) == []
         os.kill(parent.pid, signal.SIGKILL)
