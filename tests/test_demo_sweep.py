@@ -48,6 +48,17 @@ class TestLinked:
         assert linked({1}, {1: _row(0, 1, 1), 5: _row(1, 5, 5)}) == set()
 
 
+def _read_pid(path: Path, within: float = 10.0) -> int:
+    """The pid a script wrote to ``path`` (it writes it first thing), waiting up to ``within`` s."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        text = path.read_text().strip() if path.exists() else ""
+        if text.isdigit():  # `echo $$` writes it in one write
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"no pid in {path} within {within}s")
+
+
 def _spawn(script: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sh", "-c", script], start_new_session=True)
 
@@ -64,9 +75,7 @@ class TestKillTree:
         pidfile = tmp_path / "g.pid"
         top = _spawn(f"setsid sh -c 'trap \"\" TERM; echo $$ > {pidfile}; exec sleep 60' & sleep 60")
         try:
-            while not pidfile.exists() or not pidfile.read_text().strip():
-                time.sleep(0.02)
-            grandchild = int(pidfile.read_text())
+            grandchild = _read_pid(pidfile)
             killed = sweep.kill_tree({top.pid})
             assert {top.pid, grandchild} <= killed
             assert all(_dead(pid) for pid in killed)

@@ -41,6 +41,17 @@ def watchdog(grace: float, home: str | None = None,
         proc.wait()
 
 
+def _read_pid(path: Path, within: float = 10.0) -> int:
+    """The pid a script wrote to ``path`` (it writes it first thing), waiting up to ``within`` s."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        text = path.read_text().strip() if path.exists() else ""
+        if text.isdigit():  # `echo $$` writes it in one write
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"no pid in {path} within {within}s")
+
+
 def _gone(proc: subprocess.Popen[bytes], within: float) -> bool:
     try:
         proc.wait(timeout=within)
@@ -121,9 +132,7 @@ class TestWatchdog:
         leader = _group(f"setsid sh -c 'trap \"\" TERM; echo $$ > {pidfile}; "
                         f"while :; do mkdir -p {base}/again; sleep 0.05; done' & wait")
         try:
-            while not pidfile.exists() or not pidfile.read_text().strip():
-                time.sleep(0.02)
-            grandchild = int(pidfile.read_text())
+            grandchild = _read_pid(pidfile)
             with watchdog(grace=0.5, home=str(base / "home"), remove=str(base)) as (wd, w):
                 os.write(w, f"+{leader.pid}\n".encode())
                 os.close(w)
