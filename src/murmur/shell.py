@@ -33,7 +33,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from murmur import timing
+from murmur import containment, timing
 from murmur.errors import MurmurError
 from murmur.manifest.model import Manifest
 
@@ -216,6 +216,22 @@ def resolve_binary(binary: str, env: Mapping[str, str]) -> str:
     return os.path.abspath(found)
 
 
+def _check_exec_format(binary: str, executable: str) -> None:
+    """Refuse a file the kernel would not execute (``ENOEXEC``) before it is started.
+
+    The unit trampoline execs the command from ``/bin/sh``, which would run such a file
+    as a shell script; starting it directly would fail with "Exec format error". Same answer
+    either way: the command is not started.
+    """
+    try:
+        with open(executable, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise ShellRefused(binary, f"`{binary}` could not be started: {exc.strerror or exc}") from exc
+    if not head.startswith((b"\x7fELF", b"#!")):
+        raise ShellRefused(binary, f"`{binary}` could not be started: not an executable format")
+
+
 def kill_group(pgid: int) -> None:
     """Send ``SIGKILL`` to a whole process group; an empty group is not an error."""
     try:
@@ -292,11 +308,14 @@ async def run_shell(
     binary = argv[0] if argv else ""
     check_allowed(binary, allow)
     executable = resolve_binary(binary, env)
+    _check_exec_format(binary, executable)
+    unit = containment.here().new_unit("cmd")
+    prefix = unit.prefix(dict(env))
     started = time.monotonic()
     try:
         proc = await trio.lowlevel.open_process(
-            list(argv),
-            executable=executable,
+            [*prefix, executable, *argv[1:]] if prefix else list(argv),
+            executable=None if prefix else executable,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -306,12 +325,14 @@ async def run_shell(
             close_fds=True,
         )
     except OSError as exc:
+        unit.release()
         if exc.filename == str(cwd):
             raise ShellRefused(binary, f"the working directory {cwd} cannot be entered") from exc
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         if exc.errno == errno.ENOEXEC:
             reason = "not an executable format"
         raise ShellRefused(binary, f"`{binary}` could not be started: {reason}") from exc
+    unit.started(proc.pid)
     task_status.started(proc.pid)
     out, err = bytearray(), bytearray()
     totals = [0, 0]
@@ -328,15 +349,19 @@ async def run_shell(
                 assert proc.stdin is not None
                 nursery.start_soon(_feed, proc.stdin, stdin)
             await proc.wait()
-            # Background grandchildren would hold the pipes open: the command is over.
-            kill_group(proc.pid)
+            # The main process has exited: the command is over. Whatever it left running is
+            # killed, and what is already in the pipes is read; a writer outside the unit
+            # (possible only in the groups class) cannot hold the call open past the bound.
+            unit.kill()
+            nursery.cancel_scope.deadline = trio.current_time() + timing.SHELL_DRAIN_AFTER_EXIT
     finally:
-        kill_group(proc.pid)
+        unit.kill()
         with trio.CancelScope(shield=True):
             await proc.wait()
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
                     await stream.aclose()
+        unit.release()
     duration_ms = int((time.monotonic() - started) * 1000)
     assert proc.returncode is not None
     return ShellResult(

@@ -19,6 +19,8 @@ import pytest
 import trio
 
 from agent.scripted import Reply, ScriptedServer
+from murmur import containment
+from murmur.containment.host import pid_cgroup
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.launcher import (
@@ -158,6 +160,11 @@ class TestStarted:
         assert spawner == {"url": r.door.url, "session_id": "ses_" + "0" * 32, "context_id": "ctx_p",
                            "trust": "trusted", "delegation_id": result["delegation_id"]}
         env.pop("MURMUR_SPAWNER_LIFELINE")
+        unit = env.pop("MURMUR_CONTAINMENT_UNIT", None)
+        if containment.here().class_name == "cgroup":  # the child runs in the unit it is told
+            assert unit is not None and pid_cgroup(info["pid"]) == unit
+        else:
+            assert unit is None
         assert env == {"SHARED": "shared", "MURMUR_HOME": os.environ["MURMUR_HOME"], "PATH": "/usr/bin:/bin",
                        "HOME": "/home/op", "MURMUR_ROOST_URL": r.launcher.roost_url}
         for part in ("environ", "cmdline"):

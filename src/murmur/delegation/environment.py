@@ -9,6 +9,9 @@ A child starts from a cleared environment. Its parent's runtime puts in exactly:
                                as its parent; it relocates, it grants nothing)
 any other name                 it appears in both the child's and the parent's
                                ``capabilities.env.allow`` and the parent holds it
+``MURMUR_CONTAINMENT``         when the parent holds it (forces the process-group class,
+                               spec/session.md "Containment"; it narrows, it grants nothing)
+``MURMUR_CONTAINMENT_UNIT``    the unit the child was started in (added by the launcher)
 ``MURMUR_ROOST_URL``           always, the daemon the parent asked
 ``MURMUR_SPAWNER``             the spawner handle (compact JSON)
 ``MURMUR_SPAWNER_LIFELINE``    the decimal fd of the child's spawner lifeline
@@ -26,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.roost.client import ROOST_URL_ENV
 
-PASSTHROUGH = ("MURMUR_HOME",)
+PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT")
 RUNTIME_NAMES = ("PATH", "HOME", ROOST_URL_ENV, SPAWNER_ENV, SPAWNER_LIFELINE_ENV, *PASSTHROUGH)
 
 

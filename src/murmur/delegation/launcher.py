@@ -51,7 +51,7 @@ import attrs
 import httpx
 import trio
 
-from murmur import paths, timing
+from murmur import containment, paths, timing
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook, Emit, Entry
 from murmur.delegation.environment import child_environment
@@ -141,6 +141,7 @@ class _Child:
     version: str
     task: str
     proc: trio.Process | None = None
+    unit: containment.Unit | None = None
     life_w: int | None = None
     ready: _Ready | None = None
     ready_at: float | None = None
@@ -253,10 +254,10 @@ class Launcher:
         return len(self._live)
 
     def kill_all(self) -> None:
-        """SIGKILL every live child's process group (synchronous; the forced-exit hook)."""
+        """SIGKILL every live child's unit (synchronous; the forced-exit hook)."""
         for child in list(self._live.values()):
-            if child.proc is not None:
-                _killpg(child.proc.pid)
+            if child.unit is not None:
+                child.unit.kill()
 
     async def stop_all(self, reason: str) -> None:
         """End every live delegation (``terminated``, posted to nobody) and wait for them.
@@ -432,8 +433,8 @@ class Launcher:
             raise _LaunchFailed(failure)
 
     def _cleanup(self, child: _Child) -> None:
-        if child.proc is not None and child.proc.returncode is None:
-            _killpg(child.proc.pid)
+        if child.unit is not None:
+            child.unit.release()  # the child and whatever it left running
         if child.life_w is not None:
             _close(child.life_w)
             child.life_w = None
@@ -486,9 +487,11 @@ class Launcher:
             str(child.dir),
             "--no-env-file",
         ]
+        child.unit = unit = containment.here().new_unit(child.entry.delegation_id)
+        env.update(unit.env())
         try:
             child.proc = await trio.lowlevel.open_process(
-                argv,
+                unit.command(argv, env),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -504,6 +507,7 @@ class Launcher:
             _close(life_r)
         child.life_w = life_w
         proc = child.proc
+        unit.started(proc.pid, winds_down=True)
         io.start_soon(self._wait_exit, child)
         assert proc.stderr is not None and proc.stdout is not None and proc.stdin is not None
         io.start_soon(self._drain_stderr, child, proc.stderr)
@@ -610,8 +614,8 @@ class Launcher:
                     await self._signal(child, signal.SIGTERM)
                     with trio.move_on_after(self.stop_grace):
                         await child.exited.wait()
-                    if not child.exited.is_set():
-                        _killpg(child.proc.pid if child.proc else 0)
+                    if not child.exited.is_set() and child.unit is not None:
+                        child.unit.kill()
                     await child.exited.wait()
                     return Ending.EXITED
                 child.wake = trio.Event()
@@ -636,10 +640,11 @@ class Launcher:
             await self._signal(child, signal.SIGTERM)
             with trio.move_on_after(self.stop_grace):
                 await proc.wait()
-            if proc.returncode is None:
-                _killpg(proc.pid)
-                await proc.wait()
-        _killpg(proc.pid)  # sweep anything left in the child's group
+            if proc.returncode is None and child.unit is not None:
+                child.unit.kill()
+            await proc.wait()
+        if child.unit is not None:
+            child.unit.kill()  # sweep anything the child left in its unit
         child.exited.set()
 
     async def _abandon(self, child: _Child, reason: str) -> None:
@@ -749,15 +754,6 @@ def _close(fd: int) -> None:
     try:
         os.close(fd)
     except OSError:
-        pass
-
-
-def _killpg(pgid: int) -> None:
-    if pgid <= 1:
-        return
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
         pass
 
 

@@ -47,6 +47,7 @@ from typing import NoReturn, TextIO
 import attrs
 import trio
 
+from murmur import containment
 from murmur.diagnostics import Diagnostic, error
 from murmur.formation import launchplan
 from murmur.formation.launchplan import LaunchPlan
@@ -131,6 +132,7 @@ class LaunchResult:
 
 
 def _exit_now(status: int) -> NoReturn:
+    containment.here().kill_all()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -572,6 +574,10 @@ async def _launch_main(
         # step 2: one formation id and one signing key, in this process's memory only
         formation_id = ids.new_id("frm")
         key = FormationKey.generate()
+        # every member (and all it starts) lives in a unit of this formation's; a janitor
+        # outside them is started with the first member and outlives a SIGKILLed launcher
+        units = containment.here(formation_id)
+        units.adopt_escapees()
 
         layout = dirs.FormationLayout(project_dir, formation_id)
         marker = dirs.Marker(
@@ -690,7 +696,10 @@ def run_roster(
     roster_arg, options, deadline = roster_options(args)
     refuse_inside_formation(os.environ)
     deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None
-    status: int = trio.run(
-        _launch_main, roster_arg, options, deadline_unix, timers or Timers(), early
-    )
+    try:
+        status: int = trio.run(
+            _launch_main, roster_arg, options, deadline_unix, timers or Timers(), early
+        )
+    finally:
+        containment.here().close()
     return status

@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from typing import BinaryIO
 
 import trio
 
+from murmur import containment
 from murmur.formation.readiness import MAX_READINESS_LINE
 from murmur.formation.supervise import MemberSpec
 from murmur.lines import read_lines
@@ -119,9 +119,11 @@ class ProcessHandle:
         *,
         peer: bool,
         err: BinaryIO,
+        unit: containment.Unit,
     ) -> None:
         self.name = name
         self._proc = proc
+        self.unit = unit
         self._peer = peer
         self._lifeline: int | None = lifeline_fd
         self._channel: trio.lowlevel.FdStream | None = trio.lowlevel.FdStream(channel_fd)
@@ -161,16 +163,9 @@ class ProcessHandle:
         _close_quietly(fd)
 
     def kill(self) -> None:
-        """SIGKILL a peer's process group, or the entry member's process."""
-        if self._proc.returncode is not None:
-            return
-        try:
-            if self._peer:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            else:
-                os.kill(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGKILL the member's unit: the member and everything it started (escapees too in
+        the cgroup class; a peer's process group, or the entry member's process, otherwise)."""
+        self.unit.kill()
 
     async def wait(self) -> int:
         """Wait for exit and reap; the exit status."""
@@ -187,12 +182,9 @@ class ProcessHandle:
             chan, self._channel = self._channel, None
             if chan is not None:
                 await chan.aclose()
-        if self._peer and self._proc.returncode is not None:
-            # grandchildren left in the member's group go with it (trio-stack 2c)
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if self._proc.returncode is not None:
+            # whatever the member left running goes with it (its unit: commands, children)
+            self.unit.release()
 
     # -- relays (run in the launcher's relay nursery) ----------------------------------
 
@@ -251,14 +243,16 @@ class ProcessSpawner:
         chan_r, chan_w = os.pipe()
         life_r, life_w = os.pipe()
         keep: list[int] = [chan_w, life_w]
+        unit = containment.here().new_unit(spec.name)
         try:
             rest = _prefill(chan_w, spec.channel)
             env = dict(spec.env)
             env[CHANNEL_ENV] = str(chan_r)
             env[LIFELINE_ENV] = str(life_r)
+            env.update(unit.env())
             pipe = subprocess.PIPE if spec.peer else None
             proc = await trio.lowlevel.open_process(
-                list(spec.argv),
+                unit.command(spec.argv, env),
                 stdin=subprocess.DEVNULL,
                 stdout=pipe,
                 stderr=pipe,
@@ -268,13 +262,19 @@ class ProcessSpawner:
                 cwd=spec.cwd,
             )
             keep.clear()
+        except BaseException:
+            unit.release()
+            raise
         finally:
             # the child holds its own copies now: REQUIRED, or EOF never arrives (P10)
             _close_quietly(chan_r)
             _close_quietly(life_r)
             for fd in keep:
                 _close_quietly(fd)
-        handle = ProcessHandle(spec.name, proc, chan_w, life_w, peer=spec.peer, err=self._err)
+        unit.started(proc.pid, own_group=spec.peer, winds_down=True)
+        handle = ProcessHandle(
+            spec.name, proc, chan_w, life_w, peer=spec.peer, err=self._err, unit=unit
+        )
         if rest:
             relays.start_soon(handle.send_line, rest)
         if spec.peer:

@@ -292,6 +292,7 @@ def run_prepared(
     """
     import trio
 
+    from murmur import containment
     from murmur.session.session import Session
     from murmur.session.signals import SESSION_SIGNALS, signal_watcher
 
@@ -319,7 +320,13 @@ def run_prepared(
                 session.wind_down(signal_wind_down(early.received[0]))
             return await session.run(on_ready)
 
-    summary = trio.run(main)
+    # every process this session starts is contained; whatever is left when it ends is killed
+    units = containment.here(setup.session_id)
+    units.adopt_escapees()
+    try:
+        summary = trio.run(main)
+    finally:
+        units.close()
     if not json_mode:
         if setup.task_text is not None and summary.result_path is not None and summary.status == "ok":
             try:

@@ -1,0 +1,24 @@
+"""Containment: every process a session starts is in a unit the runtime can kill as a whole.
+
+Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
+:class:`Containment`; :func:`detect` tells which class the host gives. See
+:mod:`murmur.containment.context` for the model, :mod:`~murmur.containment.cgroup` and
+:mod:`~murmur.containment.groups` for the two classes, and
+:mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner.
+"""
+
+from murmur.containment.context import Containment, Unit, here, reset_for_tests
+from murmur.containment.host import CGROUP, FORCE_ENV, GROUPS, UNIT_ENV, HostClass, detect
+
+__all__ = [
+    "CGROUP",
+    "FORCE_ENV",
+    "GROUPS",
+    "UNIT_ENV",
+    "Containment",
+    "HostClass",
+    "Unit",
+    "detect",
+    "here",
+    "reset_for_tests",
+]

@@ -1,0 +1,403 @@
+"""This process's containment: its session unit, the units of what it starts, its janitor.
+
+Specification: ``spec/session.md`` "Containment". One :class:`Containment` per process
+(:func:`here`). Every process the runtime starts — a shell command, an agent harness, a
+delegated child, a formation member — gets a :class:`Unit` from :meth:`Containment.new_unit`
+before it starts, and the unit is released (everything in it killed, its directory removed)
+when its owner is done with it, on every exit path:
+
+* cgroup class: the session unit is a cgroup directory — the cgroup this process was started
+  in when its owner made one for it (``MURMUR_CONTAINMENT_UNIT`` names it and
+  ``/proc/self/cgroup`` agrees), or else ``murmur-<label>`` beneath this process's own cgroup.
+  Each started process gets a sub-unit it joins before ``exec``.
+* groups class: each started process leads a process group of its own; this process is a
+  child subreaper, and adopted escapees are killed when a command ends and at teardown.
+
+A root (a session no owner placed, or a formation launcher) also starts a janitor
+(:mod:`murmur.containment.janitor`) on its first unit: when this process dies, by SIGKILL
+included, the janitor kills each registered unit (at once for a command; after the bound
+for a member or child that may still be winding down) and removes it.
+
+:meth:`Containment.kill_all` is synchronous, for the forced exits (second signal, 20 s guard).
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import itertools
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from murmur.containment import cgroup, groups
+from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, HostClass, detect, own_cgroup
+
+__all__ = ["Containment", "Unit", "here", "reset_for_tests"]
+
+JANITOR_BOUND = 25.0  # seconds a member or child may still wind down after its owner died
+_REMOVE_WAIT = 2.0  # seconds release() waits for a killed unit to empty before leaving it
+
+
+def _start_time(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    fields = text.rpartition(")")[2].split()
+    return fields[19] if len(fields) >= 20 else ""
+
+
+class Unit:
+    """The containment of one started process (and everything it forks).
+
+    Attributes:
+        label (str): e.g. ``cmd-3``, ``dlg_…``, a member name.
+        kind (str): ``cgroup`` or ``group``.
+        path (Path | None): the unit's cgroup directory (cgroup class).
+        pid (int | None): the started process, once :meth:`started` was called.
+    """
+
+    def __init__(self, owner: Containment, label: str, path: Path | None) -> None:
+        self._owner = owner
+        self.label = label
+        self.path = path
+        self.kind = CGROUP if path is not None else "group"
+        self.pid: int | None = None
+        self._own_group = True
+        self.key = f"{label}#{secrets.token_hex(4)}"
+        self.released = False
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def prefix(self, env: dict[str, str] | None = None) -> list[str]:
+        """The argv prefix that joins this unit before ``exec`` (empty in the groups class).
+
+        Args:
+            env (dict[str, str] | None): the command's environment (a ``PWD`` in it is kept).
+        """
+        if self.path is None:
+            return []
+        return cgroup.join_prefix(self.path, keep_pwd=env is not None and "PWD" in env)
+
+    def command(self, argv: list[str] | tuple[str, ...], env: dict[str, str]) -> list[str]:
+        """``argv`` made to start inside this unit (:meth:`prefix` + ``argv``).
+
+        With a prefix, the process that starts is ``/bin/sh``, so a missing or non-executable
+        ``argv[0]`` would only show as status 127/126. It is checked here first and raised as
+        starting it directly would have raised it.
+
+        Raises:
+            OSError: ``argv[0]`` is not found (``ENOENT``) or not executable (``EACCES``).
+        """
+        prefix = self.prefix(env)
+        if not prefix:
+            return list(argv)
+        program = argv[0]
+        found = program if "/" in program else shutil.which(program, path=env.get("PATH", os.defpath))
+        if found is None or not os.path.exists(found):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if os.path.isdir(found) or not os.access(found, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+        return [*prefix, found, *argv[1:]]
+
+    def env(self) -> dict[str, str]:
+        """Runtime-owned variables for a *runtime* started in this unit (a member, a child)."""
+        if self.path is None or self._owner.host.mount is None:
+            return {}
+        rel = "/" + str(self.path.relative_to(self._owner.host.mount)).lstrip("/")
+        return {UNIT_ENV: rel}
+
+    def started(self, pid: int, *, own_group: bool = True, winds_down: bool = False) -> None:
+        """The process runs: register it with the janitor (if this process has one).
+
+        Args:
+            pid (int): its pid.
+            own_group (bool): it leads a process group of its own (``start_new_session``).
+            winds_down (bool): it is a runtime that winds down by itself when its owner dies
+                (a member, a delegated child): the janitor gives it the bound before killing.
+                Otherwise (a command) the janitor kills it as soon as its owner is gone.
+        """
+        self.pid = pid
+        self._own_group = own_group
+        self._owner._started.add(pid)
+        watched = pid if winds_down else os.getpid()
+        msg: dict[str, Any] = {"key": self.key, "pid": watched, "start": _start_time(watched)}
+        if self.path is not None:
+            msg.update({"add": "cgroup", "path": str(self.path)})
+        elif own_group:
+            msg.update({"add": "group", "pgid": pid})
+        else:
+            msg.update({"add": "pid", "pgid": 0, "pid": pid, "start": _start_time(pid)})
+        self._owner._janitor_send(msg)
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def populated(self) -> bool:
+        """Whether anything of this unit still runs (a zombie leader counts in the groups class)."""
+        if self.path is not None:
+            return cgroup.populated(self.path)
+        return self.pid is not None and self._own_group and groups.group_alive(self.pid)
+
+    def kill(self) -> None:
+        """SIGKILL everything in the unit now (synchronous, never raises)."""
+        if self.path is not None:
+            cgroup.kill(self.path)
+        elif self.pid is not None:
+            if self._own_group:
+                groups.killpg(self.pid)
+            else:
+                try:
+                    os.kill(self.pid, 9)
+                except OSError:
+                    pass
+        self._owner._sweep_adopted()
+
+    async def wait_empty(self) -> None:
+        """Return once nothing of the unit runs (bound it with a cancel scope)."""
+        import trio
+
+        if self.path is not None:
+            await cgroup.wait_empty(self.path)
+            return
+        while self.populated():  # noqa: ASYNC110 - a process group has no event to wait on
+            await trio.sleep(0.02)
+
+    def release(self) -> None:
+        """Kill what is left, remove the unit, and forget it (idempotent, never raises)."""
+        if self.released:
+            return
+        self.released = True
+        self.kill()
+        if self.path is not None:
+            deadline = time.monotonic() + _REMOVE_WAIT
+            while not cgroup.remove(self.path) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        self._owner._forget(self)
+
+
+class Containment:
+    """This process's containment (make one with :func:`here`).
+
+    Args:
+        host (HostClass): the class this host gives.
+        label (str): names the session unit a root makes (``murmur-<label>``).
+        environ (dict[str, str]): where ``MURMUR_CONTAINMENT_UNIT`` is read.
+    """
+
+    def __init__(self, host: HostClass, label: str, environ: dict[str, str]) -> None:
+        self.host = host
+        self.label = label
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._units: dict[str, Unit] = {}
+        self._counter = itertools.count(1)
+        self._janitor: subprocess.Popen[bytes] | None = None
+        self._janitor_dead = False
+        self.unit_dir: Path | None = None
+        self.inherited = False
+        if host.name == CGROUP and host.mount is not None:
+            claimed = environ.get(UNIT_ENV, "").strip()
+            if claimed and claimed == own_cgroup():
+                self.unit_dir = host.mount / claimed.lstrip("/")
+                self.inherited = True
+        self.subreaper = False
+        self._started: set[int] = set()
+
+    @property
+    def class_name(self) -> str:
+        """``cgroup`` or ``groups`` (what ``mur doctor`` and the trace report)."""
+        return self.host.name
+
+    def adopt_escapees(self) -> bool:
+        """Become a child subreaper (groups class), so escapees are ours to kill.
+
+        Only a runtime process (``mur run``, the formation launcher) calls this: from then on
+        every child of this process that no unit started is treated as an escapee and killed
+        when a unit is killed. Returns whether the mark is set.
+        """
+        if self.host.name == GROUPS:
+            self.subreaper = groups.become_subreaper()
+        return self.subreaper
+
+    def relabel(self, label: str) -> None:
+        """Name the session unit after the session (before the first unit is made)."""
+        if self.unit_dir is None:
+            self.label = label
+
+    # -- units --------------------------------------------------------------------------------
+
+    def _session_unit(self) -> Path | None:
+        if self.host.name != CGROUP:
+            return None
+        if self.unit_dir is None:
+            base = self.host.base
+            assert base is not None
+            try:
+                self.unit_dir = cgroup.make_unit(base / f"murmur-{self.label}")
+            except OSError:
+                self.host = HostClass(GROUPS, None, None, f"a cgroup could not be made beneath {base}")
+                return None
+            self._janitor_send(
+                {"add": "cgroup", "key": "session", "path": str(self.unit_dir), "pid": 0, "start": ""}
+            )
+        return self.unit_dir
+
+    def new_unit(self, label: str) -> Unit:
+        """A fresh unit for one process about to start (cgroup: a new sub-unit directory)."""
+        name = f"{label}-{next(self._counter)}"
+        parent = self._session_unit()
+        path: Path | None = None
+        if parent is not None:
+            try:
+                path = cgroup.make_unit(parent / name)
+            except OSError:
+                path = None
+        unit = Unit(self, name, path)
+        with self._lock:
+            self._units[unit.key] = unit
+        return unit
+
+    def _forget(self, unit: Unit) -> None:
+        with self._lock:
+            self._units.pop(unit.key, None)
+        self._janitor_send({"drop": unit.key}, start=False)
+
+    def live_units(self) -> list[Unit]:
+        """The units not released yet."""
+        with self._lock:
+            return list(self._units.values())
+
+    def kill_all(self) -> None:
+        """SIGKILL everything every live unit holds (synchronous; the forced-exit hook)."""
+        for unit in self.live_units():
+            unit.kill()
+        self._sweep_adopted()
+
+    def close(self) -> None:
+        """Release every unit, remove the session unit a root made, and let the janitor go."""
+        for unit in self.live_units():
+            unit.release()
+        self._sweep_adopted()
+        if self.unit_dir is not None and not self.inherited:
+            cgroup.kill(self.unit_dir)
+            deadline = time.monotonic() + _REMOVE_WAIT
+            while not cgroup.remove(self.unit_dir) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self._janitor_send({"drop": "session"}, start=False)
+            self.unit_dir = None
+        self._close_janitor()
+
+    def _sweep_adopted(self) -> None:
+        if self.host.name != GROUPS or not self.subreaper:
+            return
+        with self._lock:
+            units = list(self._units.values())
+        known = {u.pid for u in units if u.pid is not None}
+        spare = {u.pid for u in units if u.pid is not None and u._own_group and not u.released}
+        if self._janitor is not None:
+            known.add(self._janitor.pid)
+        known |= self._started
+        groups.kill_adopted(known, spare_groups=spare)
+
+    # -- the janitor ----------------------------------------------------------------------------
+
+    def _janitor_send(self, msg: dict[str, Any], *, start: bool = True) -> None:
+        if self.inherited or self._janitor_dead:
+            return
+        if self._janitor is None:
+            if not start:
+                return
+            self._start_janitor()
+        proc = self._janitor
+        if proc is None or proc.stdin is None:
+            return
+        try:
+            proc.stdin.write((json.dumps(msg) + "\n").encode())
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self._janitor_dead = True  # killed: our own teardown still runs
+
+    def _start_janitor(self) -> None:
+        script = Path(__file__).with_name("janitor.py")
+        try:
+            self._janitor = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(script)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError:
+            self._janitor_dead = True
+            return
+        self._janitor_send({"bound": JANITOR_BOUND})
+
+    @property
+    def janitor_pid(self) -> int | None:
+        """The janitor's pid, when this process started one."""
+        return self._janitor.pid if self._janitor is not None else None
+
+    def _close_janitor(self) -> None:
+        proc, self._janitor = self._janitor, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+_here: Containment | None = None
+_here_lock = threading.Lock()
+
+
+def here(label: str | None = None) -> Containment:
+    """This process's :class:`Containment` (made on first use; ``label`` names a root's unit)."""
+    global _here
+    with _here_lock:
+        if _here is None:
+            env = dict(os.environ)
+            _here = Containment(detect(env), label or f"pid{os.getpid()}", env)
+            _register_forced_exit(_here)
+        elif label is not None:
+            _here.relabel(label)
+        return _here
+
+
+def _register_forced_exit(c: Containment) -> None:
+    from murmur.session.winddown import add_forced_exit_hook
+
+    add_forced_exit_hook(c.kill_all)
+    atexit.register(_close_at_exit)
+
+
+def _close_at_exit() -> None:
+    """An ordinary interpreter exit releases what is still contained (tests, library use)."""
+    with _here_lock:
+        c = _here
+    if c is not None and os.getpid() == c.pid:
+        c.close()
+
+
+def reset_for_tests() -> None:
+    """Close and forget this process's containment (tests that change the environment)."""
+    global _here
+    with _here_lock:
+        c, _here = _here, None
+    if c is not None:
+        c.close()

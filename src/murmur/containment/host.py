@@ -1,0 +1,151 @@
+"""Which containment class this host gives, and where a runtime's units may live.
+
+Specification: ``spec/session.md`` "Containment". Two classes:
+
+* ``cgroup`` — cgroup v2 is mounted and the runtime can create a directory beneath the cgroup
+  it runs in (root, or a delegated systemd user subtree). Every process a session starts
+  joins a unit (a cgroup directory) before it execs, so nothing it forks, ``setsid`` and
+  double forks included, can leave it; killing the unit is ``cgroup.kill``.
+* ``groups`` — anything else: process groups plus ``PR_SET_CHILD_SUBREAPER`` on the runtime.
+  A process that leaves its group is re-parented to the runtime while the runtime lives; one
+  that does so after its session was SIGKILLed can outlive it.
+
+``MURMUR_CONTAINMENT=groups`` forces the second class (tests use it to prove what that class
+promises on a host that has cgroups).
+
+Everything here only reads ``/proc`` and the cgroup mount; nothing is created.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+FORCE_ENV = "MURMUR_CONTAINMENT"
+"""``groups`` forces the process-group class; any other value (or none) lets the host decide."""
+
+UNIT_ENV = "MURMUR_CONTAINMENT_UNIT"
+"""Set by an owner that started a session inside a unit it made: the unit's cgroup path
+(relative to the cgroup v2 mount, as ``/proc/self/cgroup`` names it). Runtime-owned."""
+
+CGROUP = "cgroup"
+GROUPS = "groups"
+
+_MOUNTINFO = Path("/proc/self/mountinfo")
+_SELF_CGROUP = Path("/proc/self/cgroup")
+
+
+@attrs.frozen
+class HostClass:
+    """What this host gives.
+
+    Attributes:
+        name (str): ``cgroup`` or ``groups``.
+        mount (Path | None): the cgroup v2 mount point (None when there is none).
+        own (str | None): this process's cgroup path relative to the mount (``/`` for the root).
+        why (str): one sentence: why this class (what was found, or what was missing).
+    """
+
+    name: str
+    mount: Path | None
+    own: str | None
+    why: str
+
+    @property
+    def base(self) -> Path | None:
+        """The directory of this process's own cgroup (cgroup class only)."""
+        if self.name != CGROUP or self.mount is None or self.own is None:
+            return None
+        return self.mount / self.own.lstrip("/")
+
+    def doctor_line(self) -> str:
+        """The ``teardown:`` line ``mur doctor`` prints."""
+        if self.name == CGROUP:
+            return "teardown: cgroup v2 (every process a session starts is contained)"
+        return (
+            "teardown: process groups (a process that leaves its group can outlive a "
+            f"SIGKILLed session; {self.why})"
+        )
+
+
+def unescape_mount_field(text: str) -> str:
+    """A mountinfo path field with its octal escapes (``\\040`` for a space) decoded."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 4 <= len(text) and text[i + 1 : i + 4].isdigit():
+            out.append(chr(int(text[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def cgroup2_mount(mountinfo: str) -> Path | None:
+    """The first cgroup2 mount point listed in ``mountinfo`` text (pure), or None."""
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        fields = left.split()
+        if right.split()[:1] == ["cgroup2"] and len(fields) >= 5:
+            return Path(unescape_mount_field(fields[4]))
+    return None
+
+
+def v2_path(proc_cgroup: str) -> str | None:
+    """The unified-hierarchy path from ``/proc/<pid>/cgroup`` text (the ``0::`` line; pure)."""
+    for line in proc_cgroup.splitlines():
+        if line.startswith("0::"):
+            return line[3:].strip() or "/"
+    return None
+
+
+def own_cgroup() -> str | None:
+    """This process's cgroup v2 path, or None when there is no unified hierarchy."""
+    try:
+        return v2_path(_SELF_CGROUP.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+def pid_cgroup(pid: int) -> str | None:
+    """Process ``pid``'s cgroup v2 path, or None when it is gone or unreadable."""
+    try:
+        return v2_path(Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+def detect(environ: Mapping[str, str] | None = None) -> HostClass:
+    """The class this process can use (reads ``/proc`` and tests write access; creates nothing).
+
+    Args:
+        environ (Mapping[str, str] | None): where ``MURMUR_CONTAINMENT`` is read (default
+            ``os.environ``).
+
+    Returns:
+        HostClass: ``cgroup`` when cgroup v2 is mounted, this process's cgroup is known, and
+        its directory and ``cgroup.procs`` are writable here; ``groups`` otherwise, with why.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(FORCE_ENV, "").strip().lower() == GROUPS:
+        return HostClass(GROUPS, None, None, f"{FORCE_ENV}=groups asks for it")
+    try:
+        mount = cgroup2_mount(_MOUNTINFO.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        mount = None
+    if mount is None:
+        return HostClass(GROUPS, None, None, "no cgroup v2 hierarchy is mounted")
+    own = own_cgroup()
+    if own is None:
+        return HostClass(GROUPS, mount, None, "this process is in no cgroup v2 group")
+    base = mount / own.lstrip("/")
+    if not (base / "cgroup.procs").exists():
+        return HostClass(GROUPS, mount, own, f"{base} is not visible here")
+    if not os.access(base, os.W_OK) or not os.access(base / "cgroup.procs", os.W_OK):
+        return HostClass(GROUPS, mount, own, f"cgroup {own} cannot be written by this user")
+    return HostClass(CGROUP, mount, own, f"cgroup v2 at {mount}, beneath {own}")

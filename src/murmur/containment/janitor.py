@@ -1,0 +1,209 @@
+"""The janitor: a small process that survives its owner and kills what the owner left.
+
+Specification: ``spec/formation.md`` "The janitor". Run as ``python -I -S janitor.py`` (this
+file imports nothing but the standard library, so it starts in tens of milliseconds and holds
+a few MB). Its owner — a formation's launcher, or a root ``mur run`` — starts it in a session
+of its own, outside every unit it will clean, and keeps the write end of its stdin. Each line
+the owner writes is one JSON object:
+
+* ``{"add": "cgroup", "key": K, "path": P, "pid": N, "start": S}`` — a cgroup unit, and the
+  process whose end makes it ownerless (``pid`` with its ``/proc`` start time ``S``);
+* ``{"add": "group", "key": K, "pgid": G, "pid": N, "start": S}`` — a process group;
+* ``{"drop": K}`` — the owner cleaned that unit itself;
+* ``{"bound": SECONDS}`` — how long a unit's process may still wind down after the owner is gone.
+
+EOF on stdin means the owner is gone (or finished: it drops everything first). Then, for each
+unit left: as soon as its process has ended, or ``bound`` seconds after the EOF, whichever is
+first, everything in the unit is killed and the unit removed. The janitor exits when no unit is
+left, and in any case ``bound + 5`` seconds after the EOF: it never outlives its formation's
+bound. It ignores SIGINT, SIGHUP and SIGTERM (a terminal's Ctrl-C or a group kill must not stop
+the one process that cleans up); SIGKILL ends it, and then its owner's own teardown still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+POLL = 0.02  # seconds between checks while units wind down
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    if not fields or fields[0] == "Z" or len(fields) < 20:
+        return None
+    return fields[19]
+
+
+def _alive(pid: int, start: str) -> bool:
+    now = _start_time(pid)
+    return now is not None and (not start or now == start)
+
+
+def _populated(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "cgroup.events"), encoding="ascii") as f:
+            return "populated 1" in f.read()
+    except OSError:
+        return False
+
+
+def _kill_cgroup(path: str) -> None:
+    try:
+        with open(os.path.join(path, "cgroup.kill"), "w", encoding="ascii") as f:
+            f.write("1")
+        return
+    except OSError:
+        pass
+    for root, _dirs, _files in os.walk(path):
+        try:
+            with open(os.path.join(root, "cgroup.procs"), encoding="ascii") as f:
+                pids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _remove_cgroup(path: str) -> bool:
+    if not os.path.isdir(path):
+        return True
+    for root, dirs, _files in os.walk(path, topdown=False):
+        for d in dirs:
+            try:
+                os.rmdir(os.path.join(root, d))
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+class Unit:
+    def __init__(self, spec: dict[str, object]) -> None:
+        self.kind = str(spec.get("add"))
+        self.path = str(spec.get("path", ""))
+        pgid = spec.get("pgid", 0)
+        pid = spec.get("pid", 0)
+        self.pgid = pgid if isinstance(pgid, int) else 0
+        self.pid = pid if isinstance(pid, int) else 0
+        self.start = str(spec.get("start") or "")
+        self.killed = False
+
+    def owner_alive(self) -> bool:
+        return self.pid > 1 and _alive(self.pid, self.start)
+
+    def empty(self) -> bool:
+        if self.kind == "cgroup":
+            return not _populated(self.path)
+        return self.pgid <= 1 or not _group_alive(self.pgid)
+
+    def kill(self) -> None:
+        self.killed = True
+        if self.kind == "cgroup":
+            _kill_cgroup(self.path)
+        elif self.pgid > 1:
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def finish(self) -> bool:
+        """True once nothing is left of it."""
+        if not self.empty():
+            return False
+        return _remove_cgroup(self.path) if self.kind == "cgroup" else True
+
+
+def read_registrations(stream: object) -> tuple[dict[str, Unit], float]:
+    """Read lines until EOF; the units still registered and the bound (seconds)."""
+    units: dict[str, Unit] = {}
+    bound = 25.0
+    buf = b""
+    fd = stream  # an int fd
+    assert isinstance(fd, int)
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for raw in lines:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if "add" in msg and isinstance(msg.get("key"), str):
+                units[msg["key"]] = Unit(msg)
+            elif isinstance(msg.get("drop"), str):
+                units.pop(msg["drop"], None)
+            elif isinstance(msg.get("bound"), (int, float)):
+                bound = max(0.0, float(msg["bound"]))
+    return units, bound
+
+
+def clean(units: dict[str, Unit], bound: float, now: float) -> None:
+    """Kill and remove every unit, each when its process has ended or at ``now + bound``."""
+    kill_at = now + bound
+    give_up = kill_at + 5.0
+    pending = dict(units)
+    while pending and time.monotonic() < give_up:
+        t = time.monotonic()
+        for key, unit in list(pending.items()):
+            if unit.finish():
+                del pending[key]
+                continue
+            if not unit.killed and (t >= kill_at or not unit.owner_alive()):
+                unit.kill()
+        if pending:
+            time.sleep(POLL)
+    for unit in pending.values():  # the last word: kill once more, then leave
+        unit.kill()
+        unit.finish()
+
+
+def main() -> int:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        os.chdir("/")
+    except OSError:
+        pass
+    units, bound = read_registrations(0)
+    clean(units, bound, time.monotonic())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
