@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from murmur.containment.host import detect
+
 MUR = str(Path(sys.executable).parent / "mur")
 
 
@@ -64,8 +66,25 @@ class TestScaffoldAdmitted:
             "  worker local/demo-worker@0.1.0 serves peers authenticated door",
             "  reachability: lead → worker",
             "  ✓ admitted: 2 members, 1 edge",
+            detect(probe=True).doctor_line(),
         ]
         assert proc.stderr == ""
+
+    def test_teardown_class_named(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """The teardown class is named, in text and JSON, and the groups class says its limit."""
+        project, env = demo
+        forced = ok(mur("doctor", "--roster", cwd=project, env={**env, "MURMUR_CONTAINMENT": "groups"}))
+        assert forced.stdout.splitlines()[-1].startswith(
+            "teardown: process groups (a process that leaves its group can outlive a SIGKILLed session"
+        )
+        report = json.loads(ok(mur("doctor", "--roster", "--json", cwd=project, env=env)).stdout)
+        host = detect(probe=True)
+        assert report["teardown"] == {"class": host.name, "detail": host.why}
+        if host.name == "cgroup":
+            plain = ok(mur("doctor", "--roster", cwd=project, env=env))
+            assert plain.stdout.splitlines()[-1] == (
+                "teardown: cgroup v2 (every process a session starts is contained)"
+            )
 
     def test_json(self, demo: tuple[Path, dict[str, str]]) -> None:
         """--json prints one object: members, sha256, callees, edges, no warnings."""
@@ -91,7 +110,8 @@ class TestScaffoldAdmitted:
         project, env = demo
         proc = ok(mur("doctor", cwd=project / "worker", env=env))
         assert proc.stdout.splitlines() == [
-            "capsule: murmur.yaml", "  ✓ demo-worker 0.1.0 serves peers authenticated door"]
+            "capsule: murmur.yaml", "  ✓ demo-worker 0.1.0 serves peers authenticated door",
+            detect(probe=True).doctor_line()]
 
     def test_roster_file_path(self, demo: tuple[Path, dict[str, str]]) -> None:
         """--roster accepts the roster.yaml itself."""
@@ -178,7 +198,7 @@ class TestPlans:
         proc = mur("doctor", "--roster", ".", cwd=tmp_path, env=env)
         assert proc.returncode == 1, proc.stdout
         assert "  ✗ solo: error[E-PLN-006]" in proc.stdout
-        assert proc.stdout.splitlines()[-1].startswith("  ✗ admitted, but 1 member plan")
+        assert proc.stdout.splitlines()[-2].startswith("  ✗ admitted, but 1 member plan")
 
 
 class TestWarning:

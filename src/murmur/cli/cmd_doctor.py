@@ -25,6 +25,7 @@ import json
 import sys
 from pathlib import Path
 
+from murmur.containment.host import detect
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.formation.admission import AdmittedRoster, admit_file
@@ -93,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         report["roster"] = roster
         ok = ok and roster_ok
     report["ok"] = ok
+    host = detect(probe=True)  # the teardown class (spec/session.md "Containment")
+    lines.append(host.doctor_line())
+    report["teardown"] = {"class": host.name, "detail": host.why}
 
     if args.json:
         print(json.dumps(report), flush=True)

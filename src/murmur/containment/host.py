@@ -120,12 +120,14 @@ def pid_cgroup(pid: int) -> str | None:
         return None
 
 
-def detect(environ: Mapping[str, str] | None = None) -> HostClass:
-    """The class this process can use (reads ``/proc`` and tests write access; creates nothing).
+def detect(environ: Mapping[str, str] | None = None, *, probe: bool = False) -> HostClass:
+    """The class this process can use (reads ``/proc`` and tests write access).
 
     Args:
         environ (Mapping[str, str] | None): where ``MURMUR_CONTAINMENT`` is read (default
             ``os.environ``).
+        probe (bool): also create and remove a probe unit, so the answer is what a session
+            would really get (``mur doctor``); otherwise nothing is created.
 
     Returns:
         HostClass: ``cgroup`` when cgroup v2 is mounted, this process's cgroup is known, and
@@ -148,4 +150,11 @@ def detect(environ: Mapping[str, str] | None = None) -> HostClass:
         return HostClass(GROUPS, mount, own, f"{base} is not visible here")
     if not os.access(base, os.W_OK) or not os.access(base / "cgroup.procs", os.W_OK):
         return HostClass(GROUPS, mount, own, f"cgroup {own} cannot be written by this user")
+    if probe:
+        trial = base / f"murmur-probe-{os.getpid()}"
+        try:
+            os.mkdir(trial)
+            os.rmdir(trial)
+        except OSError as exc:
+            return HostClass(GROUPS, mount, own, f"a cgroup cannot be made beneath {own} ({exc.strerror})")
     return HostClass(CGROUP, mount, own, f"cgroup v2 at {mount}, beneath {own}")
