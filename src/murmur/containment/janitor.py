@@ -7,8 +7,11 @@ of its own, outside every unit it will clean, and keeps the write end of its std
 the owner writes is one JSON object:
 
 * ``{"add": "cgroup", "key": K, "path": P, "pid": N, "start": S}`` — a cgroup unit, and the
-  process whose end makes it ownerless (``pid`` with its ``/proc`` start time ``S``);
+  process whose end makes it ownerless (``pid`` with its ``/proc`` start time ``S``; ``0``:
+  none, the unit is killed only at the bound — a root's own unit, which holds the others);
 * ``{"add": "group", "key": K, "pgid": G, "pid": N, "start": S}`` — a process group;
+* ``{"add": "pid", "key": K, "pid": N, "start": S}`` — one process that shares its owner's
+  group (the entry member on the process-group class): killed when the bound passes;
 * ``{"drop": K}`` — the owner cleaned that unit itself;
 * ``{"bound": SECONDS}`` — how long a unit's process may still wind down after the owner is gone.
 
@@ -115,17 +118,28 @@ class Unit:
         self.killed = False
 
     def owner_alive(self) -> bool:
+        """Whether the watched process runs; a unit watching no process (pid 0) waits the bound."""
+        if self.pid <= 0:
+            return True
         return self.pid > 1 and _alive(self.pid, self.start)
 
     def empty(self) -> bool:
         if self.kind == "cgroup":
             return not _populated(self.path)
+        if self.kind == "pid":
+            return self.pid <= 1 or not _alive(self.pid, self.start)
         return self.pgid <= 1 or not _group_alive(self.pgid)
 
     def kill(self) -> None:
         self.killed = True
         if self.kind == "cgroup":
             _kill_cgroup(self.path)
+        elif self.kind == "pid":
+            if self.pid > 1 and _alive(self.pid, self.start):
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
         elif self.pgid > 1:
             try:
                 os.killpg(self.pgid, signal.SIGKILL)
