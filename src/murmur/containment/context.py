@@ -334,6 +334,7 @@ class Containment:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 cwd="/",
+                env={},  # it needs nothing of the runtime's environment, and must hold none of it
                 start_new_session=True,
                 close_fds=True,
             )
