@@ -192,11 +192,9 @@ def check_allowed(binary: str, allow: Sequence[str]) -> None:
             f"`{binary}` is a path; shell commands name a bare binary that is looked up on PATH",
         )
     if binary not in allow:
-        raise ShellRefused(
-            binary,
-            f"`{binary}` is not in capabilities.shell.allow",
-            grant=_grant(binary, allow),
-        )
+        from murmur.routing.refusal import denied_reason
+
+        raise ShellRefused(binary, denied_reason(binary), grant=_grant(binary, allow))
 
 
 def resolve_binary(binary: str, env: Mapping[str, str]) -> str:

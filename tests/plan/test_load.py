@@ -222,7 +222,8 @@ class TestRefused:
         err = refusal("steps:\n  - id: a\n    shell: [rm, -rf, x]\noutput: x\n")
         assert codes_lines(err) == [("E-PLN-006", 3)]
         assert err.diagnostics[0].hint == (
-            "add it to murmur.yaml: `capabilities.shell.allow: [echo, wc, find, sh, rm]`")
+            "add it to murmur.yaml: `capabilities.shell.allow: [echo, wc, find, sh, rm]`, or send "
+            "the work to a member or capsule that holds it (`mur agent who --can rm`)")
 
     def test_no_shell_block_at_all(self) -> None:
         """Without a shell block every shell step is refused."""

@@ -26,6 +26,7 @@ from murmur.agent.tools import (
     CALL_MEMBER,
     DELEGATE_TASK,
     END_WITHOUT_ANSWER,
+    RESERVED,
     Inventory,
     Tool,
     json_text,
@@ -36,6 +37,7 @@ from murmur.agent.tools import (
 )
 from murmur.agent.transports import ToolCall, ToolResult
 from murmur.errors import MurmurError
+from murmur.routing.refusal import denied_binary, is_binary_name
 from murmur.session.workload import TaskContext
 from murmur.shell import ShellRefused, ShellResult, run_shell
 
@@ -93,7 +95,7 @@ class ToolDispatcher:
         if self.ended:
             text, is_error = "refused: this task already ended with end-without-answer", True
         elif tool is None:
-            text, is_error = missing_grant(call.name, self.ctx.manifest.shell_allow), True
+            text, is_error = self._missing(call.name), True
         elif tool.kind == "shell":
             text, is_error = await self._shell(tool, call, turn=turn, parent_id=parent_id)
         elif tool.kind == DELEGATE_TASK:
@@ -107,6 +109,15 @@ class ToolDispatcher:
         result = ToolResult(call_id=call.id, name=call.name, content=text, is_error=is_error)
         self._trace(call, name, result, turn=turn, parent_id=parent_id, started=started)
         return ToolOutcome(result, end_reason)
+
+    def _missing(self, name: str) -> str:
+        """A call to a tool that does not exist: a binary gets the route (spec/routing.md)."""
+        if name in RESERVED or not is_binary_name(name):
+            return missing_grant(name, self.ctx.manifest.shell_allow)
+        deny = self.ctx.services.denied_binary
+        if deny is not None:
+            return deny(name)
+        return denied_binary(name, self.ctx.manifest.name, self.ctx.manifest.shell_allow, ())
 
     # --- the tools ----------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ from murmur.formation import channel
 from murmur.formation.calls import AddressBook, CallEngine, call_deadline_secs, reaches_member_doors
 from murmur.formation.tokens import FormationTokenError, Reason, VerifyKey
 from murmur.lifeline import claim_lifeline, wait_for_eof
+from murmur.routing.gather import member_refusal
 from murmur.session.auth import AuthRefusal, Principal, invalid_token
 from murmur.session.winddown import deadline_wind_down, lifeline_wind_down
 from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Workload
@@ -494,6 +495,7 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
     if creds is not None:
         setup.trace_start_fields["formation_member"] = creds.member
         setup.trace_start_fields["formation_callees"] = list(creds.callees)
+        setup.running_fields.update(member=creds.member, callees=list(creds.callees))
         setup.token_verifiers.append(
             FormationVerifier(creds.verify_key, m.formation_id, creds.member, setup.manifest.name)
         )
@@ -524,7 +526,21 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
         _install_engine(setup, m, engine)
     elif creds is not None:
         _install_services(setup, lambda task: TaskServices(entry_member=m.entry))
+    if creds is not None:
+        _install_routes(setup, member_refusal(creds.member, creds.callees, m.formation_id, setup.manifest))
     return engine
+
+
+def _install_routes(setup: SessionSetup, refuse: Any) -> None:
+    """Give every task the denied-binary message that names this member's ready routes."""
+    earlier = setup.services
+    if earlier is None:
+        return
+
+    def services(task: Task) -> TaskServices:
+        return attrs.evolve(earlier(task), denied_binary=refuse)
+
+    setup.services = services
 
 
 def _install_services(setup: SessionSetup, make: Any) -> None:

@@ -122,7 +122,11 @@ class DriverRef:
 
 @attrs.frozen
 class Inference:
-    """``inference``. ``api_key`` keeps its ``${VAR}`` text; it resolves only where inference runs."""
+    """``inference``. ``api_key`` keeps its ``${VAR}`` text; it resolves only where inference runs.
+
+    ``budget_tokens`` is the task's spending ceiling: input + output tokens summed over its
+    turns, as the provider reports them (None: no ceiling; see ``spec/agent.md``).
+    """
 
     transport: Transport = Transport.HTTP
     endpoint: str | None = None
@@ -132,6 +136,7 @@ class Inference:
     command: str | None = None
     max_turns: int = 10
     max_tokens: int = 8192
+    budget_tokens: int | None = None
     system_prompt: str | None = None
     system_prompt_file: str | None = None
 

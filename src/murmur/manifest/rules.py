@@ -315,7 +315,7 @@ def _inference(root: YMap) -> list[Fault]:
                 "E-MAN-003", f"inference.endpoint {problem}",
                 hint="e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`",
                 path=("inference", "endpoint")))
-    for key in ("max_turns", "max_tokens"):
+    for key in ("max_turns", "max_tokens", "budget_tokens"):
         n = as_int(inf.get(key))
         if n is not None and n <= 0:
             out.append(Fault("E-MAN-003", f"`inference.{key}` must be at least 1",

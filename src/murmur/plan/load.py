@@ -354,7 +354,9 @@ def _parse_shell(node: CommentedMap, label: str, manifest: Manifest, out: _Colle
     try:
         check_allowed(argv[0].source, manifest.shell_allow)
     except ShellRefused as exc:
-        hint = f"add it to murmur.yaml: `{exc.grant}`" if exc.grant else "name a bare binary found on PATH"
+        from murmur.routing.refusal import plan_hint
+
+        hint = plan_hint(exc.binary, exc.grant) if exc.grant else "name a bare binary found on PATH"
         out.add("E-PLN-006", f"{label}: {exc.reason}", where, hint=hint)
         return None
     ok_codes: tuple[int, ...] = (0,)

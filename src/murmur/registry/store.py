@@ -337,7 +337,9 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
         codes ``E-BLD-003..008``; manifest codes for the packed ``murmur.yaml``. On any
         failure the store is left as it was.
     """
+    source_manifest: Path | None = None
     if source.is_dir():
+        source_manifest = (source / archive.MANIFEST_ENTRY).resolve()
         source = build(source)
     where = str(source)
     try:
@@ -359,10 +361,12 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
         raw = archive.read_member(zf, archive.MANIFEST_ENTRY, where=where, limit=MAX_MANIFEST_BYTES)
         manifest = parse_manifest_bytes(raw, path=f"{where}!{archive.MANIFEST_ENTRY}")
         _check_packed_plan(zf, files, manifest, where=where)
+        if source_manifest is None:
+            source_manifest = _beside(source, raw)
         label = "global" if global_ else "project"
         store = paths.global_store() if global_ else paths.project_store(project_dir)
         try:
-            entry = _place(zf, files, data, manifest, store, where=where)
+            entry = _place(zf, files, data, manifest, store, where=where, source=source_manifest)
         except OSError as exc:
             raise _store_write_error(exc, label, store) from None
     return Installed(label, f"{LOCAL_SCOPE}/{manifest.name}", manifest.name, manifest.version, sha,
@@ -401,8 +405,22 @@ def _guard_store(store: Path, where: str) -> None:
     archive.refuse_symlinks(base, store, where=where)
 
 
+def _beside(archive_path: Path, packed: bytes) -> Path | None:
+    """The ``murmur.yaml`` next to an archive when its bytes are the packed manifest's.
+
+    That is the source directory the archive was built from (``mur build`` writes the archive
+    into it); ``installed.json`` records it as ``source`` so a running session can tell when
+    its source manifest was edited (``murmur.routing.profile``).
+    """
+    candidate = archive_path.resolve().parent / archive.MANIFEST_ENTRY
+    try:
+        return candidate if candidate.read_bytes() == packed else None
+    except OSError:
+        return None
+
+
 def _place(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], data: bytes,
-           manifest: Manifest, store: Path, *, where: str) -> Path:
+           manifest: Manifest, store: Path, *, where: str, source: Path | None = None) -> Path:
     _guard_store(store, where)
     final = _entry_dir(store, LOCAL_SCOPE, manifest.name, manifest.version)
     archive.refuse_symlinks(store, final, where=where)
@@ -418,6 +436,8 @@ def _place(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], data: bytes,
         (tmp / archive_name(manifest)).write_bytes(data)
         record = {"ref": f"{LOCAL_SCOPE}/{manifest.name}", "name": manifest.name,
                   "version": manifest.version, "sha256": sha256_bytes(data)}
+        if source is not None:
+            record["source"] = str(source)
         (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         final.parent.mkdir(parents=True, exist_ok=True)
         archive.refuse_symlinks(store, final, where=where)

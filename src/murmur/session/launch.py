@@ -220,6 +220,9 @@ def prepare(
         parent_env=env,
         workload_kind=workload_kind(manifest),
     )
+    from murmur.routing.profile import started_profile
+
+    setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
     contribute(setup, env)
     return setup
 

@@ -51,6 +51,14 @@ class RunningRecord:
         formation_id (str | None): ``frm_…`` for a formation member.
         door_token (str | None): the operator token (authenticated doors only).
         credentials (dict[str, str] | None): declared credential name -> token.
+        member (str | None): the formation member's name.
+        callees (list[str] | None): the members it may call (roster order).
+        manifest_path (str | None): the ``murmur.yaml`` the session loaded.
+        manifest_sha256 (str | None): sha256 of those bytes at start.
+        artifact (str | None): the installed ``.mur.zip`` it runs.
+        artifact_sha256 (str | None): that archive's sha256 as recorded at install.
+        source_manifest (str | None): the source ``murmur.yaml`` behind it, when known.
+            The last five are what ``mur agent who`` compares (``murmur.routing.profile``).
     """
 
     session_id: str
@@ -66,6 +74,13 @@ class RunningRecord:
     formation_id: str | None = None
     door_token: str | None = None
     credentials: dict[str, str] | None = None
+    member: str | None = None
+    callees: list[str] | None = None
+    manifest_path: str | None = None
+    manifest_sha256: str | None = None
+    artifact: str | None = None
+    artifact_sha256: str | None = None
+    source_manifest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as written (keys with a ``None`` value left out)."""

@@ -155,6 +155,8 @@ class SessionSetup:
         exit_fn (Callable[[int], None]): the forced exit (tests replace it).
         bind (str): the door's bind address.
         keepalive (float): seconds of stream silence before a ``: keepalive`` comment.
+        running_fields (dict[str, Any]): extra fields of the running record (what the
+            session started from, ``murmur.routing.profile``; the formation member).
     """
 
     manifest: Manifest
@@ -181,6 +183,7 @@ class SessionSetup:
     trace_start_fields: dict[str, Any] = attrs.field(factory=dict)
     readiness_fields: dict[str, Any] = attrs.field(factory=dict)
     workload_kind: str = "plan"
+    running_fields: dict[str, Any] = attrs.field(factory=dict)
 
 
 def _shell_env(setup: SessionSetup) -> dict[str, str]:
@@ -645,6 +648,7 @@ class Session:
             formation_id=self.setup.formation_id,
             door_token=operator,
             credentials=tokens or None,
+            **self.setup.running_fields,
         )
 
     # -- the session ----------------------------------------------------------------------

@@ -58,6 +58,8 @@ class TaskServices:
         member_answer: waits for a call-member answer; None without a reachability edge.
         callees: member names this member may call, in roster order.
         entry_member: true for the formation's entry member (``end-without-answer`` refused).
+        denied_binary: the refusal for a binary outside ``capabilities.shell.allow``, naming
+            the ready routes (``murmur.routing``); None outside a formation.
     """
 
     delegate: DelegateFn | None = None
@@ -65,6 +67,7 @@ class TaskServices:
     callees: tuple[str, ...] = ()
     member_answer: MemberAnswerFn | None = None
     entry_member: bool = False
+    denied_binary: Callable[[str], str] | None = None
 
 
 @attrs.define

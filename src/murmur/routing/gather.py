@@ -1,0 +1,156 @@
+"""The I/O edge of routing: read the stores, the running records and a roster into a
+:class:`~murmur.routing.model.Catalog` (``spec/routing.md``).
+
+Nothing is cached: every question reads the files again. Entries that fail verification
+and unreadable running records are reported as diagnostics beside the catalog, never
+raised, so one bad entry does not hide the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+
+from murmur.diagnostics import Diagnostic, error
+from murmur.manifest.load import load_manifest
+from murmur.manifest.model import Manifest
+from murmur.routing.index import Asker, holds, routes_for
+from murmur.routing.model import Capsule, Catalog, Formation, Member, State
+from murmur.routing.profile import edited
+from murmur.routing.refusal import denied_binary
+
+__all__ = ["Gathered", "gather", "member_refusal", "session_capsules"]
+
+
+@attrs.frozen
+class Gathered:
+    """A catalog and what could not be read while building it."""
+
+    catalog: Catalog
+    problems: tuple[Diagnostic, ...] = ()
+    edited_why: dict[str, str] = attrs.field(factory=dict)  # session id -> reason
+
+
+def gather(*, project_dir: Path, roster: Path | None = None) -> Gathered:
+    """Build the catalog from the project and global stores, running records, and a roster.
+
+    Args:
+        project_dir (Path): whose project store (and ``murmur.lock``) to read.
+        roster (Path | None): a ``roster.yaml`` whose members and edges to include; it is
+            admitted as ``mur run --roster`` would admit it.
+
+    Raises:
+        DiagnosticError: the roster is refused (its admission diagnostic).
+    """
+    from murmur.registry.store import scan_installed
+    from murmur.session.running import list_running
+
+    listing = scan_installed(project_dir=project_dir)
+    problems: list[Diagnostic] = list(listing.problems)
+    census = list_running(prune=False)
+    for path, why in census.unreadable:
+        problems.append(error("E-RUN-028", f"the running record {path} cannot be read: {why}",
+                              path=str(path)))
+    live: dict[tuple[str, str], list[str]] = {}
+    flagged: dict[str, str] = {}
+    source_only: dict[tuple[str, str], Manifest] = {}
+    for rec in census.live:
+        live.setdefault((rec.name, rec.version), []).append(rec.session_id)
+        changed = edited(rec.to_json())
+        if changed is not None:
+            flagged[rec.session_id] = changed
+        if rec.artifact is None and rec.manifest_path:
+            manifest = _started_manifest(rec.manifest_path)
+            if manifest is not None:
+                source_only.setdefault((rec.name, rec.version), manifest)
+    capsules: list[Capsule] = []
+    seen: set[tuple[str, str]] = set()
+    for item in listing.items:
+        key = (item.name, item.version)
+        if key in seen:
+            continue  # the project store shadows the global one
+        seen.add(key)
+        capsules.append(_capsule(item.name, item.version, item.manifest, item.scope, live, flagged))
+    for key, manifest in source_only.items():
+        if key not in seen:
+            seen.add(key)
+            capsules.append(_capsule(key[0], key[1], manifest, None, live, flagged))
+    formation = _formation(roster, capsules) if roster is not None else None
+    return Gathered(Catalog(tuple(capsules), formation), tuple(problems), flagged)
+
+
+def _capsule(name: str, version: str, manifest: Manifest, store: str | None,
+             live: dict[tuple[str, str], list[str]], flagged: dict[str, str]) -> Capsule:
+    sessions = tuple(live.get((name, version), ()))
+    return Capsule(name, version, manifest, State.RUNNING if sessions else State.INSTALLED,
+                   store, sessions, tuple(s for s in sessions if s in flagged))
+
+
+def _started_manifest(path: str) -> Manifest | None:
+    try:
+        return load_manifest(Path(path))
+    except Exception:  # a source manifest edited into something invalid is just not shown
+        return None
+
+
+def _formation(roster: Path, capsules: Sequence[Capsule]) -> Formation:
+    from murmur.formation.admission import admit_file
+    from murmur.formation.roster import ReachabilityKind
+
+    admitted = admit_file(roster)
+    by_key = {(c.name, c.version): c for c in capsules}
+    members = []
+    for m in admitted.members:
+        cap = by_key.get((m.manifest.name, m.version)) or Capsule(m.manifest.name, m.version, m.manifest)
+        members.append(Member(m.name, cap, m.entry, m.callees))
+    return Formation(str(roster), tuple(members), admitted.reachability is ReachabilityKind.ALL)
+
+
+# --- inside a running member ------------------------------------------------------------
+
+
+def session_capsules(formation_id: str, names: Sequence[str]) -> dict[str, tuple[Capsule, tuple[str, ...]]]:
+    """The running members ``names`` of one formation: member -> (capsule, its callees).
+
+    Reads the running records; the capsule's manifest is the one each session loaded.
+    """
+    from murmur.session.running import list_running
+
+    wanted = set(names)
+    out: dict[str, tuple[Capsule, tuple[str, ...]]] = {}
+    for rec in list_running(prune=False).live:
+        if rec.formation_id != formation_id or rec.member is None:
+            continue
+        if rec.member not in wanted and wanted:
+            continue
+        manifest = _started_manifest(rec.manifest_path) if rec.manifest_path else None
+        if manifest is None:
+            continue
+        cap = Capsule(rec.name, rec.version, manifest, State.RUNNING, sessions=(rec.session_id,))
+        out[rec.member] = (cap, tuple(rec.callees or ()))
+    return out
+
+
+def member_refusal(member: str, callees: Sequence[str], formation_id: str,
+                   manifest: Manifest) -> Callable[[str], str]:
+    """The denied-binary message maker for a running formation member.
+
+    The routes are those the member may already use: its own callees (and what they reach
+    through theirs), read from the formation's running records when the binary is asked
+    for. Delegation is never a ready route here: the spawn envelope refuses a child that
+    holds a binary its parent lacks.
+    """
+
+    def refuse(binary: str) -> str:
+        running = session_capsules(formation_id, ())
+        me = Member(member, Capsule(manifest.name, "", manifest), False, tuple(callees))
+        others = [Member(name, cap, False, tuple(calls)) for name, (cap, calls) in running.items()
+                  if name != member]
+        formation = Formation("roster.yaml", (me, *others))
+        catalog = Catalog((), formation)
+        ready, _blocked = routes_for(catalog, Asker(member, me.capsule, me), holds(binary), binary=binary)
+        return denied_binary(binary, member, manifest.shell_allow, ready)
+
+    return refuse
