@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ps": ("cmd_ps", "list running sessions"),
     "stop": ("cmd_stop", "stop a running formation (or session)"),
     "demo": ("cmd_demo", "run the example audit formation end to end"),
+    "agent": ("cmd_agent", "ask about capsules as agents: `mur agent who` (who can run what)"),
 }
 
 

@@ -33,13 +33,14 @@ class Gathered:
     edited_why: dict[str, str] = attrs.field(factory=dict)  # session id -> reason
 
 
-def gather(*, project_dir: Path, roster: Path | None = None) -> Gathered:
+def gather(*, project_dir: Path, roster: Path | None = None, display: str | None = None) -> Gathered:
     """Build the catalog from the project and global stores, running records, and a roster.
 
     Args:
         project_dir (Path): whose project store (and ``murmur.lock``) to read.
         roster (Path | None): a ``roster.yaml`` whose members and edges to include; it is
             admitted as ``mur run --roster`` would admit it.
+        display (str | None): how ``authorize:`` lines name the roster (default its path).
 
     Raises:
         DiagnosticError: the roster is refused (its admission diagnostic).
@@ -77,7 +78,7 @@ def gather(*, project_dir: Path, roster: Path | None = None) -> Gathered:
         if key not in seen:
             seen.add(key)
             capsules.append(_capsule(key[0], key[1], manifest, None, live, flagged))
-    formation = _formation(roster, capsules) if roster is not None else None
+    formation = _formation(roster, capsules, display or str(roster)) if roster is not None else None
     return Gathered(Catalog(tuple(capsules), formation), tuple(problems), flagged)
 
 
@@ -95,7 +96,7 @@ def _started_manifest(path: str) -> Manifest | None:
         return None
 
 
-def _formation(roster: Path, capsules: Sequence[Capsule]) -> Formation:
+def _formation(roster: Path, capsules: Sequence[Capsule], shown: str) -> Formation:
     from murmur.formation.admission import admit_file
     from murmur.formation.roster import ReachabilityKind
 
@@ -105,7 +106,7 @@ def _formation(roster: Path, capsules: Sequence[Capsule]) -> Formation:
     for m in admitted.members:
         cap = by_key.get((m.manifest.name, m.version)) or Capsule(m.manifest.name, m.version, m.manifest)
         members.append(Member(m.name, cap, m.entry, m.callees))
-    return Formation(str(roster), tuple(members), admitted.reachability is ReachabilityKind.ALL)
+    return Formation(shown, tuple(members), admitted.reachability is ReachabilityKind.ALL)
 
 
 # --- inside a running member ------------------------------------------------------------

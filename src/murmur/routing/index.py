@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 
-from murmur.roost.envelope import lower, referee
+from murmur.roost.envelope import Envelope, lower, referee
 from murmur.routing.model import (
     Answer,
     Capsule,
@@ -222,9 +222,9 @@ def _member_routes(catalog: Catalog, asker: Asker, job: Job, binary: str | None)
     for t in f.members:
         if t.name == me.name:
             continue
-        via = _reach(f, t, me.name, job)
+        via = (t.name,) if t.entry and job(t.capsule, t) else () if t.entry else _reach(f, t, me.name, job)
         if not via:
-            continue
+            continue  # (the entry member is a target only when it holds the job itself)
         key = rank_key(t.capsule, name=t.name, binary=binary)
         blocked = _member_block(f, asker, t)
         if blocked is None:
@@ -281,7 +281,7 @@ def _delegate_routes(catalog: Catalog, asker: Asker, job: Job, binary: str | Non
         if not job(target, None):
             continue
         key = rank_key(target, name=name, binary=binary)
-        blocked = _delegate_block(catalog, asker, target, parent, allow)
+        blocked = _delegate_block(catalog, asker, target, parent, allow, binary)
         if blocked is None:
             routes.append(Route(RouteKind.DELEGATE, name, (name,), RouteState.READY, key))
         else:
@@ -290,11 +290,11 @@ def _delegate_routes(catalog: Catalog, asker: Asker, job: Job, binary: str | Non
     return routes
 
 
-def _delegate_block(catalog: Catalog, asker: Asker, target: Capsule, parent: object,
-                    allow: tuple[str, ...]) -> tuple[str, str] | None:
-    from murmur.roost.envelope import Envelope
-
-    assert isinstance(parent, Envelope)
+def _delegate_block(catalog: Catalog, asker: Asker, target: Capsule, parent: Envelope,
+                    allow: tuple[str, ...], binary: str | None) -> tuple[str, str] | None:
+    if binary is not None and binary not in parent.shell_allow:
+        text = f"the spawn envelope refuses it: the child holds `{binary}`, which its parent does not"
+        return text, f"none: {text}; a child never holds more than its parent"
     refusal = referee(parent, lower(target.manifest))
     if refusal is not None:
         what = f"`{refusal.entry}`" if refusal.key == "capabilities.shell.allow" else \

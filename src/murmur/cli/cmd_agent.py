@@ -1,0 +1,93 @@
+"""``mur agent``: questions about capsules as agents. ``mur agent who``: the routing index.
+
+``mur agent who [--can BINARY | --skill LABEL] [--as CAPSULE_OR_MEMBER] [--roster DIR]
+[--json]`` prints who holds a binary (or matches a label) among the capsules installed in the
+project and global stores and the running sessions, and, for ``--as`` (default with
+``--roster``: its entry member), the routes to them: ready ones least-privileged first, then
+blocked ones, each with its ``authorize:`` line. Exit 0 when something holds it, 1 when
+nothing does (or a roster is refused), 2 for usage. ``spec/routing.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``who`` subcommand and its options."""
+    sub = parser.add_subparsers(dest="agent_command", metavar="<subcommand>")
+    who = sub.add_parser(
+        "who",
+        prog="mur agent who",
+        help="who can run what, and where work can be delegated",
+        description="List capsules and formation members by what they hold (hard: the "
+        "enforced capabilities) or match (soft: skills, description, model), and the "
+        "dispatch routes from one of them, least-privileged first.",
+    )
+    what = who.add_mutually_exclusive_group()
+    what.add_argument("--can", metavar="BINARY", help="who holds BINARY in capabilities.shell.allow")
+    what.add_argument("--skill", metavar="LABEL", help="who matches LABEL (skill artifact, name, description, model)")
+    who.add_argument("--as", dest="as_", metavar="CAPSULE_OR_MEMBER",
+                     help="compute the routes as this member (with --roster) or capsule sees them")
+    who.add_argument("--roster", metavar="DIR",
+                     help="include this formation: its members, and its reachability edges as authorization")
+    who.add_argument("--project", metavar="DIR", help="the project whose store to read (default: the current directory)")
+    who.add_argument("--json", action="store_true", help="print one JSON document (schema murmur.agent-who/1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``mur agent <subcommand>``; returns the exit status."""
+    if getattr(args, "agent_command", None) != "who":
+        print("usage: mur agent who [--can BINARY | --skill LABEL] [--as NAME] [--roster DIR] [--json]",
+              file=sys.stderr)
+        return 2
+    return who(args)
+
+
+def who(args: argparse.Namespace) -> int:
+    """``mur agent who``."""
+    from murmur.cli._common import emit
+    from murmur.diagnostics import EXIT_USAGE, error
+    from murmur.formation.roster import resolve_roster_path
+    from murmur.routing.gather import gather
+    from murmur.routing.index import answer
+    from murmur.routing.render import to_json, to_text
+
+    if args.can is not None and not args.can.strip():
+        emit(error("E-CLI-001", "--can needs a binary name", hint="e.g. `mur agent who --can cargo`"))
+        return EXIT_USAGE
+    roster = resolve_roster_path(args.roster) if args.roster is not None else None
+    project = Path(args.project).resolve() if args.project else (
+        roster.resolve().parent if roster is not None else Path.cwd())
+    got = gather(project_dir=project, roster=roster, display=_shown(roster) if roster else None)
+    for d in got.problems:
+        emit(d)
+    try:
+        ans = answer(got.catalog, can=args.can, skill=args.skill, asking=args.as_)
+    except KeyError:
+        where = "a member of the roster or an installed capsule" if roster else "an installed or running capsule"
+        emit(error("E-CLI-001", f"--as {args.as_}: no such capsule or member",
+                   hint=f"name {where}; `mur agent who` lists them"))
+        return EXIT_USAGE
+    if args.json:
+        doc = to_json(ans, can=args.can, skill=args.skill, asking=args.as_,
+                      roster=str(roster) if roster else None, edited=got.edited_why,
+                      problems=[{"code": d.code, "message": d.message} for d in got.problems])
+        print(json.dumps(doc, indent=2))
+    else:
+        sys.stdout.write(to_text(ans, can=args.can, skill=args.skill, edited=got.edited_why))
+    return 0 if ans.holders else 1
+
+
+def _shown(path: Path) -> str:
+    """The roster path as ``authorize:`` lines name it: relative to the cwd when inside it."""
+    import os
+
+    try:
+        rel = os.path.relpath(path.resolve(), Path.cwd())
+    except ValueError:
+        return str(path)
+    return str(path.resolve()) if rel.startswith("..") else rel
