@@ -9,13 +9,21 @@ from pathlib import Path
 import pytest
 import trio
 
+from agent.scripted import (
+    FakeTrace,
+    Reply,
+    ScriptedServer,
+    agent_manifest,
+    oa_text,
+    oa_tools,
+    task_context,
+)
 from murmur.agent import AgentWorkload
 from murmur.ids import new_id
 from murmur.routing.gather import member_refusal
 from murmur.session.running import RunningRecord, process_start_time, write_running
 from murmur.session.workload import TaskServices
 from murmur.shell import run_shell
-from tests.agent.scripted import FakeTrace, Reply, ScriptedServer, agent_manifest, oa_text, oa_tools, task_context
 
 FRM = "frm_" + "a" * 32
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from murmur.routing.index import answer, rank_key, resolve_asker, routes_for, holds
-from murmur.routing.model import Capsule, Catalog, Formation, RankKey, RouteKind, RouteState, State
-from tests.routing.conftest import capsule, member
+from murmur.routing.index import answer, holds, rank_key, resolve_asker, routes_for
+from murmur.routing.model import Capsule, Catalog, Formation, RankKey, RouteKind, State
+from routing.fixtures import capsule, member
 
 LEAD = capsule("lead", net=("localhost",), serves=False)
 BUILDER = capsule("builder", shell=("echo", "cargo"), scope="repos/app")

@@ -6,7 +6,7 @@ from murmur.routing.index import answer
 from murmur.routing.model import Catalog, Formation
 from murmur.routing.refusal import denied_binary, denied_reason, is_binary_name
 from murmur.shell import ShellRefused, check_allowed
-from tests.routing.conftest import capsule, member
+from routing.fixtures import capsule, member
 
 
 def _formation() -> Catalog:

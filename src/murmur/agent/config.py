@@ -46,6 +46,8 @@ class AgentConfig:
         api_key_ref (str | None): ``inference.api_key`` as written (``${VAR}`` or literal).
         max_tokens (int): per-turn output cap.
         max_turns (int): inference calls per task.
+        budget_tokens (int | None): the task's spending ceiling, input + output tokens over
+            its turns as the provider reports them (None: none).
         system_prompt (str | None): the resolved system prompt text.
         system_prompt_source (str): ``none`` | ``inline`` | ``file`` | ``override``.
         driver_config (Mapping[str, object]): ``driver.config`` (empty when absent).
@@ -63,6 +65,7 @@ class AgentConfig:
     system_prompt_source: str
     driver_config: Mapping[str, object] = attrs.field(factory=dict)
     command: tuple[str, ...] = ()
+    budget_tokens: int | None = None
 
     @property
     def key_name(self) -> str | None:
@@ -141,6 +144,7 @@ def agent_config(
         api_key_ref=inf.api_key,
         max_tokens=inf.max_tokens,
         max_turns=inf.max_turns,
+        budget_tokens=inf.budget_tokens,
         system_prompt=prompt,
         system_prompt_source=source,
     )

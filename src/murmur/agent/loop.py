@@ -77,6 +77,8 @@ class TaskLoop:
         dispatcher (ToolDispatcher): answers tool calls.
         system (str | None): the system prompt.
         max_turns (int): inference calls allowed for this task.
+        budget_tokens (int | None): the task's spending ceiling (input + output tokens over
+            its turns, as reported); None for no ceiling.
         secret (str | None): the provider key, only to redact it from messages.
     """
 
@@ -86,6 +88,7 @@ class TaskLoop:
     dispatcher: ToolDispatcher
     system: str | None
     max_turns: int
+    budget_tokens: int | None = None
     secret: str | None = attrs.field(default=None, repr=False)
     continuations: int = 0
 
@@ -94,18 +97,25 @@ class TaskLoop:
 
         Returns:
             TaskOutcome: ``ok`` (the final text), ``failed`` (the inference failure),
-            ``max_turns_reached`` or ``no_answer`` (``end-without-answer``'s reason).
+            ``max_turns_reached``, ``spend_ceiling_reached`` (see :meth:`_spent`) or
+            ``no_answer`` (``end-without-answer``'s reason).
 
         Raises:
             trio.Cancelled: the task's scope was cancelled.
         """
         items: list[Item] = [UserText(initial_text(self.ctx))]
         for turn in range(1, self.max_turns + 1):
+            spent = self._spent(before_turn=True)
+            if spent is not None:
+                return spent
             self.ctx.usage.turns += 1
             try:
                 result, turn_id = await self._infer(turn, items)
             except InferenceError as exc:
                 return self._fail(turn, exc)
+            spent = self._spent(before_turn=False)
+            if spent is not None:
+                return spent
             items.append(AssistantTurn(result.text, result.tool_calls))
             if result.tool_calls:
                 results = []
@@ -127,6 +137,24 @@ class TaskLoop:
             f"the task used all {self.max_turns} turns of inference.max_turns "
             "without a final answer",
         )
+
+    def _spent(self, *, before_turn: bool) -> TaskOutcome | None:
+        """``spend_ceiling_reached`` when the task's tokens reach ``budget_tokens``.
+
+        Before a turn: the tokens used so far already equal (or pass) the ceiling, so any
+        further turn would pass it. After a turn: its reported usage passed the ceiling; the
+        turn's tool calls are not run and its text is not the answer. None otherwise.
+        """
+        if self.budget_tokens is None:
+            return None
+        used = self.ctx.usage.input_tokens + self.ctx.usage.output_tokens
+        if used > self.budget_tokens or (before_turn and used >= self.budget_tokens):
+            return TaskOutcome(
+                "spend_ceiling_reached",
+                f"the task used {used} tokens (input + output) against its ceiling of "
+                f"{self.budget_tokens} (inference.budget_tokens)",
+            )
+        return None
 
     async def _infer(self, turn: int, items: list[Item]) -> tuple[InferenceResult, str]:
         request = InferenceRequest(self.system, tuple(items), self.inventory.specs)

@@ -127,7 +127,7 @@ class AgentWorkload:
         """Run one task (see :class:`murmur.session.workload.Workload`).
 
         Returns:
-            TaskOutcome: ``ok`` | ``failed`` | ``max_turns_reached`` | ``no_answer``.
+            TaskOutcome: ``ok`` | ``failed`` | ``max_turns_reached`` | ``spend_ceiling_reached`` | ``no_answer``.
 
         Raises:
             trio.Cancelled: the task was cancelled; nothing it started is left running.
@@ -166,6 +166,7 @@ class AgentWorkload:
                 dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell),
                 system=self.config.system_prompt,
                 max_turns=self.config.max_turns,
+                budget_tokens=self.config.budget_tokens,
                 secret=api_key,
             )
             return await loop.run()

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from murmur.routing.index import skills_of
-from murmur.routing.model import Answer, Holder, Route, RouteKind
+from murmur.routing.model import Answer, Holder, Route
 
 __all__ = ["SCHEMA", "holder_json", "route_json", "to_json", "to_text"]
 
@@ -142,7 +142,7 @@ def route_json(r: Route) -> dict[str, Any]:
         "target": r.target,
         "via": list(r.via),
         "state": r.state.value,
-        "call": r.call if r.kind is RouteKind.CALL_MEMBER else r.call,
+        "call": r.call,
         "key": r.key.to_json(),
         "key_text": r.key.text(),
     }

@@ -29,7 +29,8 @@ class TaskOutcome:
     """How a task ended, as the workload saw it.
 
     Attributes:
-        status (str): ``ok`` | ``failed`` | ``max_turns_reached`` | ``no_answer``.
+        status (str): ``ok`` | ``failed`` | ``max_turns_reached`` |
+            ``spend_ceiling_reached`` | ``no_answer``.
         answer (str): the text answer (``ok``) or the failure message (otherwise).
     """
 
