@@ -1,10 +1,13 @@
 """The kill suite's rig: it starts every process of a test and owns it to the end.
 
-:class:`Rig` starts processes with ``trio.open_process`` (each in a session of its own, so a
-test can signal a launcher's whole group), reads their stdout as lines (events), and keeps a
-:class:`~._tree.Census` of everything they started. Its :meth:`Rig.aclose` runs in the
-fixture's shielded ``finally``: every recorded process and unit is SIGKILLed, every started
-process reaped, and the units removed, whatever the test did.
+:class:`Rig` starts each process in a task of its own in the fixture's nursery
+(``nursery.start``: the process is opened with ``trio.lowlevel.open_process``, in a session
+of its own so a test can signal a launcher's whole group; the task waits for it and, in a
+shielded ``finally``, kills its group and reaps it). It reads their stdout as lines (events)
+and keeps a :class:`~._tree.Census` of everything they started. :meth:`Rig.aclose` runs in
+the fixture's shielded ``finally``: every recorded process and unit is SIGKILLed, the owning
+tasks are cancelled (each kills and reaps its process), and the units are removed, whatever
+the test did.
 """
 
 from __future__ import annotations
@@ -85,8 +88,9 @@ class Rig:
             in the environment of every process the rig starts).
     """
 
-    def __init__(self, tmp: Path, klass: str) -> None:
+    def __init__(self, tmp: Path, klass: str, nursery: trio.Nursery) -> None:
         self.tmp = tmp
+        self._nursery = nursery
         self.klass = klass
         self.home = Path(os.environ["MURMUR_HOME"])  # the test's private home (tests/conftest.py)
         env = {k: v for k, v in os.environ.items()
@@ -102,16 +106,37 @@ class Rig:
 
     async def start(self, argv: Sequence[str], *, cwd: Path | None = None,
                     env: dict[str, str] | None = None) -> Started:
-        """Start ``argv`` in a session of its own, stdout piped, stderr to a file."""
+        """Start ``argv`` in a session of its own, stdout piped, stderr to a file; a task of
+        the rig's nursery owns it until it has exited and been reaped."""
         self._n += 1
         err_path = self.tmp / f"proc-{self._n}.err"
+        started: Started = await self._nursery.start(self._own, list(argv), env or self.env,
+                                                     cwd or self.tmp, err_path)
+        return started
+
+    async def _own(self, argv: list[str], env: dict[str, str], cwd: Path, err_path: Path,
+                   task_status: trio.TaskStatus[Started] = trio.TASK_STATUS_IGNORED) -> None:
         with err_path.open("wb") as err:
             proc = await trio.lowlevel.open_process(
-                list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                env=env or self.env, cwd=str(cwd or self.tmp), start_new_session=True)
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                env=env, cwd=str(cwd), start_new_session=True)
         s = Started(proc, err_path)
-        self.started.append(s)
-        return s
+        try:
+            self.started.append(s)
+            task_status.started(s)
+            await proc.wait()
+            await trio.sleep_forever()  # its stdout stays readable until the rig closes
+        finally:
+            with trio.CancelScope(shield=True):
+                self.record(proc.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # its group: it and what it left there
+                with contextlib.suppress(OSError):
+                    proc.kill()
+                with trio.move_on_after(10):
+                    await proc.wait()
+                if proc.stdout is not None:
+                    await proc.stdout.aclose()
 
     async def roost(self, *flags: str) -> tuple[Started, str]:
         """A real mur-roost on a free port with its registry in the test's home."""
@@ -163,19 +188,12 @@ class Rig:
         return took
 
     async def aclose(self) -> None:
-        """Kill and reap everything this test started (call shielded)."""
+        """Kill everything this test started and recorded (call shielded); the owning tasks
+        are cancelled, and each kills and reaps its process."""
         for s in self.started:
             self.record(s.pid)
         self.census.kill_all()
-        for s in self.started:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(s.pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                s.proc.kill()
-            with trio.move_on_after(10):
-                await s.proc.wait()
-            if s.proc.stdout is not None:
-                await s.proc.stdout.aclose()
+        self._nursery.cancel_scope.cancel()
         await self.census.clean()
         await self.fifo.aclose()
         for u in list(self.census.units):

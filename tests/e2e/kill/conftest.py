@@ -31,9 +31,10 @@ def klass(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def rig(tmp_path: Path, klass: str) -> AsyncIterator[Rig]:
-    r = Rig(tmp_path, klass)
-    try:
-        yield r
-    finally:
-        with trio.CancelScope(shield=True):
-            await r.aclose()
+    async with trio.open_nursery() as nursery:  # one owning task per started process
+        r = Rig(tmp_path, klass, nursery)
+        try:
+            yield r
+        finally:
+            with trio.CancelScope(shield=True):
+                await r.aclose()

@@ -66,6 +66,7 @@ async def launch_busy(rig: Rig, variants: tuple[str, ...] = tuple(VARIANTS)) -> 
     pids["lead"] = int(entry["pid"])
     reports = await rig.busy(len(MEMBERS) * len(variants))
     rig.record(launcher.pid, *pids.values())
+    print(f"\n[kill suite] members: {pids}")
     rig.check_contained(reports)
     f = Formation(rig, launcher, pids, str(formation["formation_id"]))
     _janitor(f)  # recorded with the launcher's tree: every case waits for it to be gone too
