@@ -44,6 +44,9 @@ __all__ = ["Containment", "Unit", "here", "reset_for_tests"]
 
 JANITOR_BOUND = 25.0  # seconds a member or child may still wind down after its owner died
 _REMOVE_WAIT = 2.0  # seconds release() waits for a killed unit to empty before leaving it
+_QUIET = 0.05  # groups class: a sweep is done once nothing was adopted for this long
+_CLOSE_SWEEP = 1.0  # groups class: bound on the sweeps at a session's end (seconds)
+_FORCED_SWEEP = 0.3  # groups class: bound on the sweeps before a forced exit (seconds)
 
 
 def _start_time(pid: int) -> str:
@@ -279,13 +282,13 @@ class Containment:
         """SIGKILL everything every live unit holds (synchronous; the forced-exit hook)."""
         for unit in self.live_units():
             unit.kill()
-        self._sweep_adopted()
+        self._sweep_until_quiet(_FORCED_SWEEP)
 
     def close(self) -> None:
         """Release every unit, remove the session unit a root made, and let the janitor go."""
         for unit in self.live_units():
             unit.release()
-        self._sweep_adopted()
+        self._sweep_until_quiet(_CLOSE_SWEEP)
         if self.unit_dir is not None and not self.inherited:
             cgroup.kill(self.unit_dir)
             deadline = time.monotonic() + _REMOVE_WAIT
@@ -295,9 +298,28 @@ class Containment:
             self.unit_dir = None
         self._close_janitor()
 
-    def _sweep_adopted(self) -> None:
+    def _sweep_until_quiet(self, bound: float) -> None:
+        """Sweep adopted escapees until none has turned up for a while (groups class).
+
+        A killed command's escapee becomes our child only once its parent has finished
+        dying, a moment after the kill: one sweep right after the kill can miss it. Sweeps
+        repeat until ``_QUIET`` seconds pass with nothing adopted, within ``bound`` seconds.
+        """
         if self.host.name != GROUPS or not self.subreaper:
             return
+        end = time.monotonic() + bound
+        quiet_since = time.monotonic()
+        while True:
+            if self._sweep_adopted():
+                quiet_since = time.monotonic()
+            now = time.monotonic()
+            if now - quiet_since >= _QUIET or now >= end:
+                return
+            time.sleep(0.005)
+
+    def _sweep_adopted(self) -> int:
+        if self.host.name != GROUPS or not self.subreaper:
+            return 0
         with self._lock:
             units = list(self._units.values())
         known = {u.pid for u in units if u.pid is not None}
@@ -305,7 +327,7 @@ class Containment:
         if self._janitor is not None:
             known.add(self._janitor.pid)
         known |= self._started
-        groups.kill_adopted(known, spare_groups=spare)
+        return groups.kill_adopted(known, spare_groups=spare)
 
     # -- the janitor ----------------------------------------------------------------------------
 
