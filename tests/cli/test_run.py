@@ -113,11 +113,11 @@ class TestPrepare:
         assert info.value.code == "E-CAP-003"
 
     def test_no_workload(self, tmp_path: Path) -> None:
-        """A manifest with neither plan nor inference is E-RUN-005."""
+        """A manifest with neither plan nor inference is E-MAN-005 (it would need a component)."""
         (tmp_path / "murmur.yaml").write_text("name: bare\nversion: 0.1.0\n")
         with pytest.raises(DiagnosticError) as info:
             prepare(RunOptions(), environ={}, cwd=tmp_path)
-        assert info.value.code == "E-RUN-005"
+        assert info.value.code == "E-MAN-005"
 
     def test_contributors(self, capsule: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Every contributor module present may extend the setup; absent ones are skipped."""

@@ -2,7 +2,8 @@
 
 ``plan:`` → :class:`murmur.plan.PlanWorkload` over the validated plan file; ``inference:`` →
 the agent loop (:func:`murmur.agent.make_agent_workload`). Both are imported only when needed.
-A manifest with neither has nothing to run (``E-RUN-005``).
+A manifest with neither, or one that declares a component this runtime does not run, is
+refused first (:func:`murmur.manifest.support.unsupported`: ``E-MAN-005``, ``E-RUN-006``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, 
     Raises:
         DiagnosticError: the plan file is refused (``E-PLN-*``), the inference block is
             (``E-MAN-003``/``E-RUN-005``/``E-RUN-006``/``E-RUN-009``), or the manifest declares
-            neither (``E-RUN-005``).
+            a component this runtime does not run, or no workload (``E-MAN-005``/``E-RUN-006``).
     """
+    from murmur.manifest.support import unsupported
+
+    refusals = unsupported(manifest)
+    if refusals:
+        raise DiagnosticError(refusals)
     if manifest.plan:
         from murmur.plan import PlanWorkload, load_plan
 
