@@ -20,7 +20,6 @@ from murmur.manifest.load import MANIFEST_FILE, load_manifest
 from murmur.manifest.model import Manifest
 from murmur.diagnostics import Diagnostic
 from murmur.manifest.refs import has_reference
-from murmur.manifest.support import unsupported
 from murmur.registry.archive import (
     ARCHIVE_SUFFIX,
     EXCLUDED_DIRS,
@@ -130,7 +129,7 @@ def build_bytes(src_dir: Path, *, warnings: list[Diagnostic] | None = None) -> t
 
     Raises:
         DiagnosticError: ``E-IO-001`` when ``src_dir`` is not a directory; manifest codes;
-        ``E-MAN-005``/``E-RUN-006`` for a component this runtime does not run; ``E-BLD-002``
+        ``E-BLD-002``
         when a declared file is missing; ``E-BLD-003``/``E-BLD-005`` for unpackable sources;
         ``E-PLN-*`` when the plan would be refused by ``mur run``.
     """
@@ -139,9 +138,6 @@ def build_bytes(src_dir: Path, *, warnings: list[Diagnostic] | None = None) -> t
             "E-IO-001", f"no capsule directory at {src_dir}", path=str(src_dir),
             hint="pass the directory that holds murmur.yaml"))
     manifest = load_manifest(src_dir / MANIFEST_FILE, warnings=warnings)
-    refusals = unsupported(manifest, path=str(src_dir / MANIFEST_FILE))
-    if refusals:
-        raise DiagnosticError(refusals)
     entries = declared_sources(src_dir, manifest)
     check_plan(src_dir, manifest)
     if warnings is not None:

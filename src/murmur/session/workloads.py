@@ -22,13 +22,21 @@ def workload_kind(manifest: Manifest) -> str:
     return "plan" if manifest.plan else "agent"
 
 
-def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, str]) -> Workload:
+def load_workload(
+    manifest: Manifest,
+    capsule_root: Path,
+    environ: Mapping[str, str],
+    *,
+    system_prompt_override: str | None = None,
+) -> Workload:
     """Build the workload the manifest declares.
 
     Args:
         manifest (Manifest): the capsule's manifest.
         capsule_root (Path): the directory holding the capsule's files.
         environ (Mapping[str, str]): the session's environment (agent credentials).
+        system_prompt_override (str | None): ``mur run --system-prompt`` (agent capsules;
+            a plan capsule refuses it with ``E-CLI-001``).
 
     Raises:
         DiagnosticError: the plan file is refused (``E-PLN-*``), the inference block is
@@ -40,6 +48,10 @@ def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, 
     refusals = unsupported(manifest)
     if refusals:
         raise DiagnosticError(refusals)
+    if manifest.plan and system_prompt_override is not None:
+        raise DiagnosticError(error(
+            "E-CLI-001", "--system-prompt applies to agent capsules; this capsule runs a plan",
+            hint="remove --system-prompt"))
     if manifest.plan:
         from murmur.plan import PlanWorkload, load_plan
 
@@ -51,7 +63,8 @@ def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, 
             raise DiagnosticError(
                 error("E-RUN-005", f"the agent loop is not available in this installation ({exc})")
             ) from None
-        return make_agent_workload(manifest, capsule_root, environ=environ)
+        return make_agent_workload(manifest, capsule_root, environ=environ,
+                                   system_prompt_override=system_prompt_override)
     raise DiagnosticError(
         error(
             "E-RUN-005",
