@@ -14,11 +14,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from murmur.diagnostics import error
+from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.manifest.load import MANIFEST_FILE, load_manifest
 from murmur.manifest.model import Manifest
-from murmur.diagnostics import Diagnostic
 from murmur.manifest.refs import has_reference
 from murmur.registry.archive import (
     ARCHIVE_SUFFIX,
