@@ -123,6 +123,7 @@ CATALOGUE: dict[str, str] = {
     "E-MAN-002": "the manifest is not valid YAML (or not a mapping)",
     "E-MAN-003": "a manifest value has the wrong type or a value the runtime rejects",
     "E-MAN-004": "the manifest file cannot be read",
+    "E-MAN-005": "the manifest uses an upstream murmur feature this runtime does not support",
     # --- capabilities ---------------------------------------------------------------
     "E-CAP-001": "a network.allow (or peer_fetch.allow) entry cannot be parsed",
     "E-CAP-002": "filesystem.scope is absolute or escapes the workdir",
@@ -155,6 +156,7 @@ CATALOGUE: dict[str, str] = {
     "E-IO-003": "an input/output error",
     # --- command line ---------------------------------------------------------------
     "E-CLI-001": "command-line options conflict, or one needs another that is missing",
+    "E-CLI-002": "an unrecognised option or argument, or an option value that cannot be used",
     # --- mur demo -------------------------------------------------------------------
     "E-DMO-001": "the `mur demo --home` directory holds something other than an earlier demo",
     "E-DMO-002": "a process the demo needs (mur-roost, the check desk) did not come up",
@@ -177,6 +179,7 @@ CATALOGUE: dict[str, str] = {
     "E-RUN-007": "the agent loop failed (including a failed trace write)",
     "E-RUN-008": "the capsule artifact is not installed",
     "E-RUN-009": "the system prompt file cannot be read",
+    "E-RUN-010": "network.internal_port is already in use",
     "E-RUN-019": "a session that can delegate could not register with mur-roost",
     "E-RUN-020": "MURMUR_SPAWNER or MURMUR_SPAWNER_LIFELINE is not a readable spawner handle",
     "E-RUN-022": "the session or formation named runs nothing here",
@@ -202,10 +205,12 @@ CATALOGUE: dict[str, str] = {
     "E-PLN-009": "a write step's path is absolute or leaves the workdir",
     # --- warnings -------------------------------------------------------------------
     "W-SEC-001": "no kernel sandbox is enforced on this host; containment is advisory",
-    "W-SEC-019": "an unknown manifest key was ignored",
+    "W-SEC-004": "a literal secret sits in a manifest key that should hold a ${VAR} reference",
+    "W-SEC-019": "an upstream manifest key was accepted but has no effect in this runtime",
     "W-SEC-020": "the capsule can delegate but its lifecycle cannot receive a completion",
     "W-SEC-024": "an env.allow name looks like a credential",
     "W-RUN-007": "the session carries MURMUR_FORMATION_ID but no lifeline",
     "W-RUN-008": "a member may call others but its network.allow reaches no member door",
     "W-ROS-001": "more members may call a member than its lifecycle holds at once",
+    "W-MAN-001": "mur_version names a murmur version other than the one running",
 }

@@ -47,7 +47,7 @@ class TestDrivers:
 
     def test_config_resolved(self) -> None:
         """A good block resolves; the key stays a reference."""
-        cfg = agent_config(agent_manifest("https://api.example.com/v1"), Path("."), environ={})
+        cfg = agent_config(agent_manifest("https://api.example.com/v1"), Path("."), environ={"API_KEY": "k"})
         assert (cfg.driver, cfg.endpoint, cfg.model, cfg.max_turns) == (
             "openai", "https://api.example.com/v1", "test-model", 10)
         assert cfg.api_key_ref == "${API_KEY}" and cfg.key_name == "API_KEY"
@@ -63,7 +63,7 @@ class TestEndpoint:
                                      "http://localhost:11434", "http://[::1]:9/v1", "http://127.5.6.7"])
     def test_accepted(self, url: str) -> None:
         """https anywhere; http only to loopback."""
-        agent_config(agent_manifest(url), Path("."), environ={})
+        agent_config(agent_manifest(url), Path("."), environ={"API_KEY": "k"})
 
     @pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.0.0.1", "ftp://127.0.0.1",
                                      "api.openai.com/v1", "https://x/v1?key=1", ""])
@@ -79,13 +79,13 @@ class TestEndpoint:
 class TestSystemPrompt:
     def test_inline_trimmed(self) -> None:
         """An inline prompt is trimmed."""
-        cfg = agent_config(agent_manifest("https://x", system_prompt="  hi \n"), Path("."), environ={})
+        cfg = agent_config(agent_manifest("https://x", system_prompt="  hi \n"), Path("."), environ={"API_KEY": "k"})
         assert (cfg.system_prompt, cfg.system_prompt_source) == ("hi", "inline")
 
     def test_file_verbatim(self, tmp_path: Path) -> None:
         """A prompt file is read verbatim, relative to the capsule root."""
         (tmp_path / "prompt.md").write_text("  line\n")
-        cfg = agent_config(_with(agent_manifest("https://x"), system_prompt_file="prompt.md"), tmp_path, environ={})
+        cfg = agent_config(_with(agent_manifest("https://x"), system_prompt_file="prompt.md"), tmp_path, environ={"API_KEY": "k"})
         assert (cfg.system_prompt, cfg.system_prompt_source) == ("  line\n", "file")
 
     def test_unreadable_file_is_e_run_009(self, tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ class TestSystemPrompt:
 
     def test_override_wins(self) -> None:
         """--system-prompt overrides the manifest's prompt."""
-        cfg = agent_config(agent_manifest("https://x", system_prompt="a"), Path("."), environ={},
+        cfg = agent_config(agent_manifest("https://x", system_prompt="a"), Path("."), environ={"API_KEY": "k"},
                            system_prompt_override="b")
         assert (cfg.system_prompt, cfg.system_prompt_source) == ("b", "override")
 
@@ -128,8 +128,9 @@ class TestProcessCommand:
 
 
 class TestWorkloadFactory:
-    def test_make_agent_workload_checks(self) -> None:
+    def test_make_agent_workload_checks(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """make_agent_workload refuses a bad block and builds a good one."""
+        monkeypatch.setenv("API_KEY", "k")
         with pytest.raises(DiagnosticError):
             make_agent_workload(agent_manifest("http://example.com"), Path("."))
         work = make_agent_workload(agent_manifest("https://x", shell=("ls",)), Path("."))

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from murmur.agent import AgentWorkload
+from murmur.errors import DiagnosticError
 from murmur.session.workload import TaskServices
 from murmur.shell import run_shell
 
@@ -291,10 +292,17 @@ class TestCredentialRejection:
         assert ctx.trace.of("inference")[0]["error_code"] == "E-RUN-027"
 
     async def test_unset_key_variable_fails_naming_the_variable(self, provider: ScriptedServer, tmp_path: Path) -> None:
-        """An api_key ${VAR} that is unset fails the task before any request, naming VAR."""
+        """An api_key ${VAR} unset at launch is refused (E-MAN-003); one unset later fails the
+        task before any request, naming VAR."""
         manifest = agent_manifest(provider.url)
+        with pytest.raises(DiagnosticError) as info:
+            workload(manifest, environ={"PATH": "/bin"})
+        assert info.value.code == "E-MAN-003" and "${API_KEY}" in info.value.diagnostics[0].message
+        env = {"PATH": "/bin", "API_KEY": "k"}
+        work = workload(manifest, environ=env)
+        del env["API_KEY"]
         ctx = task_context(manifest, tmp_path, FakeTrace())
-        outcome = await workload(manifest, environ={"PATH": "/bin"}).run_task(ctx)
+        outcome = await work.run_task(ctx)
         assert outcome.status == "failed" and "${API_KEY}" in outcome.answer
         assert provider.requests == []
 

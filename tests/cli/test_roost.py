@@ -42,12 +42,18 @@ class TestParseArgs:
         """--version sets the version flag."""
         assert parse_args(["--version"]).version
 
+    @pytest.mark.parametrize("flag", ["--help", "-h"])
+    def test_help(self, flag: str) -> None:
+        """--help and -h (the one exception to the seed's flags) set the help flag."""
+        assert parse_args([flag]).help and not parse_args([]).help
+
     @pytest.mark.parametrize(
         ("argv", "named"),
         [
             (["--max-total", "5"], "--max-total"),
             (["--max-total=5"], "--max-total"),
-            (["--help"], "--help"),
+            (["--helpme"], "--helpme"),
+            (["--help=1"], "--help"),
             (["-p", "1"], "-p"),
             (["serve"], "serve"),
             (["--version=1"], "--version"),
@@ -128,7 +134,21 @@ class TestBinary:
         done = run_roost("--version", "--port", "1")
         assert (done.returncode, done.stdout) == (0, f"mur-roost {__version__}\n")
 
-    @pytest.mark.parametrize("argv", [["--max-total", "10"], ["--max-total=10"], ["--bogus"]])
+    @pytest.mark.parametrize("flag", ["--help", "-h"])
+    def test_help_does_not_bind(self, flag: str) -> None:
+        """--help prints the flag table with each default and exits 0, binding nothing
+        (port 1 would be refused if it tried)."""
+        done = run_roost(flag, "--port", "1")
+        assert done.returncode == 0 and done.stderr == ""
+        assert done.stdout.startswith("usage: mur-roost ")
+        for flag_name, default in (("--port", "7700"), ("--max-depth", "3"), ("--max-concurrent", "4"),
+                                   ("--max-live-capsules", "cores x 8"), ("--registry-path", "artifacts")):
+            line = next(ln for ln in done.stdout.splitlines() if ln.strip().startswith(flag_name))
+            block = done.stdout.split(line, 1)[1].split("\n  --", 1)[0]
+            assert default in line + block
+        assert "listening" not in done.stdout
+
+    @pytest.mark.parametrize("argv", [["--max-total", "10"], ["--max-total=10"], ["--bogus"], ["-x"]])
     def test_unknown_flag_exits_without_binding(self, argv: list[str]) -> None:
         """Any other flag prints `unknown argument: --FLAG` and exits non-zero, binding nothing."""
         done = run_roost(*argv)

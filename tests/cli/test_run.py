@@ -79,13 +79,60 @@ class TestPrepare:
     def test_overrides_and_deadline(self, capsule: Path, tmp_path: Path) -> None:
         """Lifecycle overrides, --deadline from now, --workdir created, --task read."""
         opts = RunOptions(
-            task_acceptance="single", after_task="exit", deadline="90s", workdir=str(tmp_path / "w" / "x"), task="t"
+            task_acceptance="single", after_task="exit", deadline="90s", workdir=str(tmp_path / "w"), task="t"
         )
         setup = prepare(opts, environ={"MURMUR_A2A_TIMEOUT_SECS": "5"}, cwd=capsule, now=1000.0)
         assert setup.policy.acceptance is TaskAcceptance.SINGLE and setup.policy.after_task is AfterTask.EXIT
         assert setup.deadline == 1090.0 and setup.task_text == "t"
-        assert (tmp_path / "w" / "x").is_dir() and setup.workdir == (tmp_path / "w" / "x").resolve()
+        assert (tmp_path / "w").is_dir() and setup.workdir == (tmp_path / "w").resolve()
         assert setup.policy.idle_timeout is None  # a launch task waits for nothing
+
+    def test_workdir_parent_must_exist(self, capsule: Path, tmp_path: Path) -> None:
+        """--workdir in a directory that does not exist is refused and nothing is created."""
+        with pytest.raises(DiagnosticError) as info:
+            prepare(RunOptions(workdir=str(tmp_path / "nonexistent" / "dir")), environ={}, cwd=capsule)
+        assert info.value.code == "E-IO-001" and not (tmp_path / "nonexistent").exists()
+
+    def test_past_deadline_refused(self, capsule: Path) -> None:
+        """An RFC 3339 --deadline already past is a usage error before anything starts;
+        a formation member (which inherits the moment) is not refused."""
+        with pytest.raises(UsageError) as info:
+            prepare(RunOptions(deadline="2001-01-01T00:00:00Z"), environ={}, cwd=capsule)
+        assert info.value.code == "E-RUN-054" and "already past" in info.value.diagnostics[0].message
+        assert not list(capsule.glob("**/ses_*"))
+
+    def test_internal_port(self, capsule: Path) -> None:
+        """network.internal_port binds that loopback port; a busy one is E-RUN-010."""
+        import socket
+
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        (capsule / "murmur.yaml").write_text(ECHO_MANIFEST + f"network:\n  internal_port: {port}\n")
+        try:
+            with pytest.raises(DiagnosticError) as info:
+                prepare(RunOptions(), environ={}, cwd=capsule)
+            assert info.value.code == "E-RUN-010" and str(port) in info.value.diagnostics[0].message
+        finally:
+            holder.close()
+        setup = prepare(RunOptions(), environ={}, cwd=capsule)
+        assert setup.bind == f"127.0.0.1:{port}"
+
+    def test_system_prompt_on_a_plan_capsule(self, capsule: Path) -> None:
+        """--system-prompt exists; a plan capsule refuses it (it has no model to prompt)."""
+        ns = build_parser("run")[0].parse_args(["--system-prompt", "be brief"])
+        assert ns.system_prompt == "be brief"
+        with pytest.raises(DiagnosticError) as info:
+            prepare(RunOptions(system_prompt="be brief"), environ={}, cwd=capsule)
+        assert info.value.code == "E-CLI-001"
+
+    def test_mur_version_mismatch_warns(self, capsule: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A mur_version other than the running one warns W-MAN-001 and the launch goes on."""
+        (capsule / "murmur.yaml").write_text(ECHO_MANIFEST + 'mur_version: "0.0.0-other"\n')
+        setup = prepare(RunOptions(), environ={}, cwd=capsule)
+        assert setup.manifest.mur_version == "0.0.0-other"
+        assert "warning[W-MAN-001]" in capsys.readouterr().err
 
     def test_idle_timeout_from_env(self, capsule: Path) -> None:
         """MURMUR_A2A_TIMEOUT_SECS sets the idle rule."""
@@ -113,11 +160,11 @@ class TestPrepare:
         assert info.value.code == "E-CAP-003"
 
     def test_no_workload(self, tmp_path: Path) -> None:
-        """A manifest with neither plan nor inference is E-RUN-005."""
+        """A manifest with neither plan nor inference is E-MAN-005 (it would need a component)."""
         (tmp_path / "murmur.yaml").write_text("name: bare\nversion: 0.1.0\n")
         with pytest.raises(DiagnosticError) as info:
             prepare(RunOptions(), environ={}, cwd=tmp_path)
-        assert info.value.code == "E-RUN-005"
+        assert info.value.code == "E-MAN-005"
 
     def test_contributors(self, capsule: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Every contributor module present may extend the setup; absent ones are skipped."""

@@ -31,7 +31,7 @@ class StuckWorkload:
         return TaskOutcome("ok", "never")  # pragma: no cover
 
 
-def _stuck(manifest: Manifest, capsule_root: Path, environ: Mapping[str, str]) -> StuckWorkload:
+def _stuck(manifest: Manifest, capsule_root: Path, environ: Mapping[str, str], **_: object) -> StuckWorkload:
     return StuckWorkload()
 
 

@@ -51,7 +51,9 @@ CASES: list[Case] = [
     # --- unknown keys -------------------------------------------------------------------
     Case("unknown-top-key", HEAD + "descripton: typo\n", "E-MAN-003", 3),
     Case("unknown-nested-key", HEAD + "capabilities:\n  shell:\n    alow: [echo]\n", "E-MAN-003", 5),
-    Case("unknown-lifecycle-key", HEAD + "lifecycle:\n  conversation: threaded\n", "E-MAN-003", 4),
+    Case("unknown-lifecycle-key", HEAD + "lifecycle:\n  conversaton: stateless\n", "E-MAN-003", 4),
+    Case("threaded-conversation", HEAD + "lifecycle:\n  conversation: threaded\n", "E-MAN-005", 4),
+    Case("upstream-artifact-manifest", HEAD + "runtime: wasm\n", "E-MAN-005", 3),
     # --- capabilities -------------------------------------------------------------------
     Case("allow-ftp", HEAD + "capabilities:\n  network:\n    allow:\n      - ftp://example.com\n",
          "E-CAP-001", 6),
@@ -90,7 +92,7 @@ CASES: list[Case] = [
     Case("artifact-reserved-call-member", HEAD + "artifacts:\n  - {name: call-member, version: '1'}\n",
          "E-CAP-013", 4),
     Case("artifact-runtime-wasm", HEAD + "artifacts:\n  - name: t\n    version: 1.0.0\n"
-         "    runtime: wasm\n", "E-MAN-003", 6),
+         "    runtime: wasm\n", "E-MAN-005", 6),
     Case("artifact-source-not-local", HEAD + "artifacts:\n  - name: t\n    source: ./t\n",
          "E-MAN-003", 5),
     Case("artifacts-not-list", HEAD + "artifacts: {name: t}\n", "E-MAN-003", 3),

@@ -7,10 +7,14 @@ or refuses the launch with a coded diagnostic (contract sheet section 1.3):
 * ``E-RUN-006`` — a driver artifact murmur does not provide, or a ``transport: process``
   command not found on ``PATH``;
 * ``E-RUN-009`` — ``system_prompt_file`` unreadable;
-* ``E-MAN-003`` — no ``inference`` block, a bad endpoint, no model, both prompt keys.
+* ``E-MAN-003`` — no ``inference`` block, a bad endpoint, no model, both prompt keys, or a
+  key reference (``${VAR}``) naming a variable that is unset or blank in the capsule's
+  environment (refused at launch, before the door opens).
 
-The provider key is **not** resolved here: only its reference is kept, and it is read from
-the environment at inference time (:func:`murmur.agent.transports.http.resolve_api_key`).
+The endpoint and key come from ``inference.endpoint`` / ``inference.api_key`` or, when those
+are absent, from the driver entry's ``artifacts[].gateway`` (newer upstream). The provider key
+is **not** resolved here: only its reference is kept (its presence is checked), and it is read
+from the environment at inference time (:func:`murmur.agent.transports.http.resolve_api_key`).
 """
 
 from __future__ import annotations
@@ -160,19 +164,49 @@ def agent_config(
     if kind is None:
         raise _refuse(
             "E-RUN-006",
-            f"the inference driver {inf.driver.artifact} is not available",
-            f"built-in drivers: {', '.join(DRIVERS)}",
+            f"the inference driver `{inf.driver.artifact}` is an upstream driver component, "
+            "which this runtime does not run",
+            f"use a built-in driver: {', '.join(DRIVERS)}",
         )
-    if not inf.endpoint:
-        raise _refuse("E-MAN-003", "inference.endpoint is required for transport http")
-    problem = check_endpoint(inf.endpoint)
+    entry = manifest.driver_entry
+    gateway = entry.gateway if entry is not None else None
+    endpoint = inf.endpoint or (gateway.endpoint if gateway is not None else None)
+    if not endpoint:
+        raise _refuse(
+            "E-MAN-003",
+            "inference.endpoint is required for transport http",
+            "give `inference.endpoint`, or `gateway.endpoint` on the driver's artifacts entry",
+        )
+    problem = check_endpoint(endpoint)
     if problem is not None:
         raise _refuse("E-MAN-003", problem)
     if not inf.model:
         raise _refuse("E-MAN-003", "inference.model is required for transport http")
+    key_ref, key_field = inf.api_key, "inference.api_key"
+    if key_ref is None and gateway is not None and not gateway.keyless:
+        key_ref, key_field = gateway.api_key, f"artifacts[{entry.name if entry else ''}].gateway.api_key"
+    _check_key_reference(key_ref, key_field, environ)
     return attrs.evolve(
-        base, driver=kind, endpoint=inf.endpoint, driver_config=dict(inf.driver.config or {})
+        base, driver=kind, endpoint=endpoint, api_key_ref=key_ref,
+        driver_config=dict(inf.driver.config or {}),
     )
+
+
+def _check_key_reference(raw: str | None, field: str, environ: Mapping[str, str]) -> None:
+    """Refuse the launch when a ``${VAR}`` key reference names an unset or blank variable.
+
+    Only presence is checked; the value is neither kept nor shown.
+
+    Raises:
+        DiagnosticError: ``E-MAN-003`` naming the field and the variable.
+    """
+    var = key_variable(raw)
+    if var is not None and not environ.get(var, "").strip():
+        raise _refuse(
+            "E-MAN-003",
+            f"`{field}` references ${{{var}}}, which is not set in the capsule's environment",
+            f"set {var} (in the environment or ./.env) before `mur run`",
+        )
 
 
 def _process_config(

@@ -1,7 +1,8 @@
 """``mur build [DIR] [--output PATH]``: pack a capsule directory into ``<name>-<version>.mur.zip``.
 
-Packing is deterministic (same sources, same bytes, same sha256). Prints the archive path
-and its sha256, or one JSON object with ``--json``. Specification: ``spec/artifacts.md``.
+Packing is deterministic (same sources, same bytes, same sha256) and packs only what the
+manifest declares. Prints the archive path and its sha256, or one JSON object with
+``--json``; warnings (``W-SEC-019``, ``W-SEC-004``) go to stderr. Specification: ``spec/artifacts.md``.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build and report the archive."""
+    from murmur.cli._common import emit
+    from murmur.diagnostics import Diagnostic
     from murmur.manifest.load import load_manifest
     from murmur.registry import build
 
-    path = build(args.dir, output=args.output)
+    warnings: list[Diagnostic] = []
+    path = build(args.dir, output=args.output, warnings=warnings)
+    for w in warnings:
+        emit(w)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     if args.json:
         m = load_manifest(args.dir)

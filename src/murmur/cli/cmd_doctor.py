@@ -11,6 +11,12 @@ Contract sheet section 3.2; seed 004 ("`mur doctor` admits it and reports the re
   ``murmur.yaml`` is there (it loads and validates; diagnostics otherwise).
 * Plans: the capsule's plan, and each admitted member's installed plan, is loaded exactly as
   ``mur run`` loads it (:func:`murmur.plan.load_plan`); any ``E-PLN-*`` fault is an error.
+* Capsules are checked as ``mur run`` checks them before its door opens
+  (:func:`run_faults`): components this runtime does not run (``E-MAN-005``/``E-RUN-006``),
+  the containment floor (``E-CAP-003``), the workload itself (driver, endpoint, prompt file,
+  process command on ``PATH``, a ``${VAR}`` key reference that is unset: ``E-MAN-003``), and
+  the plan. Upstream keys with no effect here (``W-SEC-019``) and ``mur_version`` mismatches
+  (``W-MAN-001``) are listed as ``⚠`` warnings.
 * ``--json`` — one JSON object on stdout instead of the text report.
 
 Exit status: 0 when everything checked is admitted / valid (warnings never change it), 1 on
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from murmur.containment.host import detect
@@ -122,8 +130,9 @@ def _check_capsule(
 
     shown = _shown(path, cwd)
     lines.append(f"capsule: {shown}")
+    warnings: list[Diagnostic] = []
     try:
-        manifest = load_manifest(path)
+        manifest = load_manifest(path, env=os.environ, warnings=warnings)
     except DiagnosticError as exc:
         for d in exc.diagnostics:
             lines.append(f"  ✗ {d.render().splitlines()[0]}")
@@ -132,16 +141,26 @@ def _check_capsule(
             {"path": shown, "ok": False, "diagnostics": [d.to_json() for d in exc.diagnostics]},
             False,
         )
+    from murmur.session.launch import mur_version_warning
+
     door = "authenticated door" if manifest.authentication is not None else "public door"
     peers = "serves peers" if manifest.accepts_peer_tasks else "refuses peers"
-    faults = plan_faults(path.parent, manifest)
+    version_warning = mur_version_warning(manifest)
+    if version_warning is not None:
+        warnings.append(version_warning)
+    for w in warnings:
+        lines.append(f"  ⚠ {w.render().splitlines()[0]}")
+    faults = run_faults(path.parent, manifest, os.environ)
     if faults:
         for d in faults:
             lines.append(f"  ✗ {d.render().splitlines()[0]}")
+            if d.hint:
+                lines.append(f"    Fix: {d.hint}")
         stderr.extend(faults)
         return (
             {"path": shown, "ok": False, "name": manifest.name, "version": manifest.version,
-             "diagnostics": [d.to_json() for d in faults]},
+             "diagnostics": [d.to_json() for d in faults],
+             "warnings": [w.to_json() for w in warnings]},
             False,
         )
     lines.append(f"  ✓ {manifest.name} {manifest.version} {peers} {door}")
@@ -154,6 +173,7 @@ def _check_capsule(
             "serves_peers": manifest.accepts_peer_tasks,
             "authenticated": manifest.authentication is not None,
             "diagnostics": [],
+            "warnings": [w.to_json() for w in warnings],
         },
         True,
     )
@@ -197,6 +217,34 @@ def _check_roster(
         f"  ✓ admitted: {n} member{'s' if n != 1 else ''}, {e} edge{'s' if e != 1 else ''}"
     )
     return (report, True)
+
+
+def run_faults(capsule_root: Path, manifest: Manifest, environ: Mapping[str, str]) -> list[Diagnostic]:
+    """Every refusal ``mur run`` would give this capsule before its door opens.
+
+    Args:
+        capsule_root (Path): the directory holding ``murmur.yaml``.
+        manifest (Manifest): the capsule's validated manifest.
+        environ (Mapping[str, str]): the environment ``mur run`` would see (``PATH``, keys).
+
+    Returns:
+        list[Diagnostic]: the component refusals all together, else the first refusal of
+        the containment check, then of the workload (plan faults are all listed); empty
+        when ``mur run`` would start the capsule.
+    """
+    from murmur.manifest.support import unsupported
+    from murmur.session.launch import check_containment
+    from murmur.session.workloads import load_workload
+
+    missing = unsupported(manifest)
+    if missing:
+        return missing
+    try:
+        check_containment(manifest)
+        load_workload(manifest, capsule_root, environ)
+    except DiagnosticError as exc:
+        return list(exc.diagnostics)
+    return []
 
 
 def plan_faults(capsule_root: Path, manifest: Manifest) -> list[Diagnostic]:

@@ -2,7 +2,8 @@
 
 Reads ``$MURMUR_HOME/running/``; a record whose pid is gone or now names another process
 (start time differs) is pruned with a ``pruned: <ses> — <reason>`` line on stderr. Columns:
-``SESSION CAPSULE STATUS DETACHED UPTIME FORMATION URL``; ``--json`` prints one JSON array.
+``SESSION CAPSULE STATUS DETACHED UPTIME FORMATION URL``; ``--json`` prints one JSON array
+(``uptime`` as text beside ``uptime_s``, seconds as a number).
 Exit 0; 1 with ``E-RUN-028`` when a record cannot be read (the readable ones are still listed).
 """
 
@@ -19,12 +20,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the sessions as one JSON array")
 
 
-def _uptime(started_at: str, now: dt.datetime) -> str:
+def uptime_seconds(started_at: str, now: dt.datetime) -> float | None:
+    """Seconds since ``started_at`` (RFC 3339), never negative; None when unreadable."""
     try:
         start = dt.datetime.fromisoformat(started_at.replace("Z", "+00:00"))
     except ValueError:
+        return None
+    if start.tzinfo is None:
+        return None
+    return max(0.0, round((now - start).total_seconds(), 3))
+
+
+def _uptime(started_at: str, now: dt.datetime) -> str:
+    seconds = uptime_seconds(started_at, now)
+    if seconds is None:
         return "?"
-    secs = max(0, int((now - start).total_seconds()))
+    secs = int(seconds)
     if secs < 60:
         return f"{secs}s"
     if secs < 3600:
@@ -51,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 "status": "running",
                 "detached": r.outlives_launcher,
                 "uptime": _uptime(r.started_at, now),
+                "uptime_s": uptime_seconds(r.started_at, now),
                 "started_at": r.started_at,
                 "formation_id": r.formation_id,
                 "url": r.url,

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--containment", choices=("advisory", "scoped", "sealed"), help="raise the containment floor (only advisory is achieved)"
     )
     parser.add_argument(
+        "--system-prompt", metavar="TEXT", help="use this system prompt for this run (agent capsules; replaces the manifest's)"
+    )
+    parser.add_argument(
         "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
     )
 
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         no_env_file=args.no_env_file,
         containment=args.containment,
+        system_prompt=args.system_prompt,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early)

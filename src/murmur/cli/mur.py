@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
+import typing
 
 from murmur import __version__
-from murmur.diagnostics import EXIT_REFUSED, Diagnostic, error
+from murmur.diagnostics import EXIT_REFUSED, EXIT_USAGE, Diagnostic, error
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -43,19 +45,61 @@ def _overview() -> str:
     lines += [
         "",
         "options:",
-        "  -h, --help  show this help",
-        "  --version   print the version",
+        "  -h, --help      show this help",
+        "  -V, --version   print the version",
         "",
-        "Run `mur <command> --help` for a command's options.",
+        "Run `mur <command> --help` (or `mur help <command>`) for a command's options.",
     ]
     return "\n".join(lines)
+
+
+_UNRECOGNISED = re.compile(r"unrecognized arguments: (.*)")
+_INVALID = re.compile(r"argument (\S+?)(?:/\S+)?: invalid (?:\w+ value|choice): '([^']*)'(?: \(choose from (.*)\))?")
+_NEEDS_VALUE = re.compile(r"argument (\S+?)(?:/\S+)?: expected one argument")
+
+
+def parser_error_message(message: str) -> str:
+    """An argparse error message reworded as murmur says it (one sentence, no usage dump)."""
+    m = _UNRECOGNISED.fullmatch(message)
+    if m:
+        words = m.group(1).split()
+        flags = [w for w in words if w.startswith("-")]
+        if flags:
+            return f"unrecognised option{'s' if len(flags) > 1 else ''} {' '.join(flags)}"
+        return f"unexpected argument{'s' if len(words) > 1 else ''} {' '.join(words)}"
+    m = _INVALID.fullmatch(message)
+    if m:
+        choices = f" (use one of: {m.group(3)})" if m.group(3) else ""
+        return f"option {m.group(1)} cannot take '{m.group(2)}'{choices}"
+    m = _NEEDS_VALUE.fullmatch(message)
+    if m:
+        return f"option {m.group(1)} needs a value (a value starting with `-` needs {m.group(1)}=VALUE)"
+    return message.replace("the following arguments are required:", "missing the argument")
+
+
+class CodedParser(argparse.ArgumentParser):
+    """An argument parser whose errors are coded like every other refusal.
+
+    ``error`` prints ``error[E-CLI-002]: <message>``, the one-line usage and a hint naming
+    ``mur <command> --help``, then exits 2 — never argparse's multi-line usage dump.
+    """
+
+    def error(self, message: str) -> typing.NoReturn:
+        diag = error("E-CLI-002", parser_error_message(message), hint=f"run `{self.prog} --help` for its options")
+        lines = diag.render().splitlines()
+        usage = " ".join(self.format_usage().split())
+        if len(usage) > 100:  # one short line: the positionals, the options by name only
+            positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]
+            usage = " ".join([f"usage: {self.prog} [options]", *map(str, positionals)])
+        print("\n".join([lines[0], f"  {usage}", *lines[1:]]), file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_USAGE)
 
 
 def build_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     """The parser for one subcommand and its module."""
     module_name, help_text = COMMANDS[name]
     module = importlib.import_module(f"murmur.cli.{module_name}")
-    parser = argparse.ArgumentParser(prog=f"mur {name}", description=help_text)
+    parser = CodedParser(prog=f"mur {name}", description=help_text)
     module.add_arguments(parser)
     return parser, module
 
@@ -82,10 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print(_overview(), file=sys.stderr)
         return 2
+    if args[0] == "help" and len(args) > 1:
+        args = [args[1], "--help", *args[2:]]  # `mur help CMD` is `mur CMD --help`
     if args[0] in ("-h", "--help", "help"):
         print(_overview())
         return 0
-    if args[0] == "--version":
+    if args[0] in ("--version", "-V"):
         print(f"mur {__version__}")
         return 0
     name = args[0]

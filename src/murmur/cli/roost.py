@@ -9,6 +9,7 @@ Flags, exactly the seed's and no others::
     --max-concurrent N       default 4
     --max-live-capsules N    default: cores x 8, clamped to 16..256
     --version                print the version and exit without binding
+    --help, -h               print the flag table and exit without binding
 
 Every flag also takes ``--flag=value``. Numbers are whole (``0`` refuses every delegation).
 Any other argument prints ``unknown argument: <arg>`` and exits 2 without binding. Once
@@ -41,6 +42,26 @@ USAGE = (
     "usage: mur-roost [--port N] [--registry-path PATH] [--spawn-allow NAME]... "
     "[--max-depth N] [--max-concurrent N] [--max-live-capsules N] [--version]"
 )
+HELP = f"""\
+{USAGE}
+
+mur-roost referees delegation: a capsule asks it before spawning a child capsule.
+
+flags (each also takes --flag=value):
+  --port N                 TCP port on 127.0.0.1 (default 7700; 0: the OS picks one)
+  --registry-path PATH     the artifact store child manifests are resolved from
+                           (default $MURMUR_HOME/artifacts, i.e. ~/.murmur/artifacts)
+  --spawn-allow NAME       a capsule that may register with no approval; one per flag,
+                           repeat for more (default: none)
+  --max-depth N            bounds delegation levels below a top-level capsule (default 3)
+  --max-concurrent N       bounds children one session holds live at once (default 4)
+  --max-live-capsules N    bounds capsules live at once across everything
+                           (default: cores x 8, clamped to 16..256)
+  --version                print the version and exit without binding
+  --help, -h               print this table and exit without binding
+
+Bounds are whole numbers; 0 refuses every delegation. Any other argument is
+`unknown argument: X` (exit 2). SIGINT/SIGTERM stop it gracefully (exit 0)."""
 _VALUE_FLAGS = ("--port", "--registry-path", "--spawn-allow", "--max-depth", "--max-concurrent", "--max-live-capsules")
 _NUMBER_FLAGS = ("--port", "--max-depth", "--max-concurrent", "--max-live-capsules")
 
@@ -65,6 +86,7 @@ class RoostOptions:
     max_concurrent: int = 4
     max_live_capsules: int | None = None
     version: bool = False
+    help: bool = False
 
 
 class UnknownArgument(Exception):
@@ -104,12 +126,17 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
     values: dict[str, object] = {}
     allow: list[str] = []
     version = False
+    wants_help = False
     i = 0
     while i < len(argv):
         arg = argv[i]
         flag, eq, inline = arg.partition("=")
         if flag == "--version" and not eq:
             version = True
+            i += 1
+            continue
+        if arg in ("--help", "-h"):  # the one exception to the seed's flag list
+            wants_help = True
             i += 1
             continue
         if flag not in _VALUE_FLAGS:
@@ -135,7 +162,7 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
             values["registry_path"] = Path(value)
         else:
             values[flag[2:].replace("-", "_")] = _whole_number(flag, value)
-    return RoostOptions(spawn_allow=tuple(allow), version=version, **values)  # type: ignore[arg-type]
+    return RoostOptions(spawn_allow=tuple(allow), version=version, help=wants_help, **values)  # type: ignore[arg-type]
 
 
 def _bind_failure(exc: BaseException) -> OSError | None:
@@ -244,6 +271,9 @@ def run(argv: Sequence[str]) -> int:
         print(str(exc), file=sys.stderr)
         print(USAGE, file=sys.stderr, flush=True)
         return EXIT_USAGE
+    if opts.help:
+        print(HELP, flush=True)
+        return 0
     if opts.version:
         print(f"{PROGRAM} {__version__}", flush=True)
         return 0

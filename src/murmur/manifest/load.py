@@ -38,6 +38,7 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.manifest import model
 from murmur.manifest.faults import Fault, FaultGroup, FieldPath, locate
+from murmur.manifest.policy import apply_policy
 from murmur.manifest.refs import DEFAULT_SKIP, resolve_faults
 from murmur.manifest.rules import check_rules, parse_duration
 from murmur.manifest.yamltext import (
@@ -271,7 +272,7 @@ def _flatten(exc: BaseException, prefix: FieldPath) -> list[Fault]:
         known = _known_keys(exc.cl)
         faults = []
         for key in sorted(exc.extra_fields):
-            close = difflib.get_close_matches(key, known, n=1)
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
             hint = f"did you mean `{close[0]}`?" if close else (
                 f"known keys here: {', '.join(known)}" if known else None
             )
@@ -300,6 +301,7 @@ def _flatten(exc: BaseException, prefix: FieldPath) -> list[Fault]:
 
 
 def _diagnostics(faults: Sequence[Fault], root: object, path: str) -> list[Diagnostic]:
+    """Located diagnostics for ``faults``, in document order, duplicates removed."""
     located: list[tuple[tuple[int, int], int, Diagnostic]] = []
     for i, f in enumerate(faults):
         line, col = locate(root, f.path, at_key=f.at_key)
@@ -324,6 +326,7 @@ def _from_located(
     path: str,
     env: Mapping[str, str] | None,
     skip: Sequence[str],
+    warnings: list[Diagnostic] | None = None,
 ) -> model.Manifest:
     if not isinstance(root, YMap):
         found = "an empty document" if root is None else _kind(root)
@@ -332,13 +335,16 @@ def _from_located(
                   path=path, line=getattr(root, "line", 1), col=getattr(root, "col", 1),
                   hint="start with `name: my-capsule` and `version: 0.1.0`")
         )
+    policy = apply_policy(root)
     manifest, faults = _converter().structure(root)
-    faults += check_rules(root)
+    faults = [*policy.refusals, *faults, *check_rules(root)]
     if not faults and manifest is not None and env is not None:
         manifest, ref_faults = resolve_faults(manifest, env, skip=skip)
         faults += ref_faults
     if faults or manifest is None:
         raise DiagnosticError(_diagnostics(faults, root, path))
+    if warnings is not None:
+        warnings.extend(_diagnostics(policy.inert, root, path))
     return manifest
 
 
@@ -348,6 +354,7 @@ def parse_manifest(
     path: str,
     env: Mapping[str, str] | None = None,
     skip: Sequence[str] = DEFAULT_SKIP,
+    warnings: list[Diagnostic] | None = None,
 ) -> model.Manifest:
     """Parse and validate the text of a ``murmur.yaml``.
 
@@ -358,16 +365,19 @@ def parse_manifest(
             against it (see :mod:`murmur.manifest.refs`); None leaves them as written.
         skip (Sequence[str]): reference fields left unresolved even with ``env`` (default:
             ``inference.api_key``, which resolves only where inference happens).
+        warnings (list[Diagnostic] | None): when given, gets one ``W-SEC-019`` per upstream
+            key accepted without effect (the key policy, :mod:`murmur.manifest.policy`).
 
     Returns:
         Manifest: the validated manifest.
 
     Raises:
         DiagnosticError: every fault in the document, in document order (E-MAN-001/002/003,
-        E-BLD-001, E-CAP-001/002/009/013, E-REG-004).
+        E-MAN-005 for an upstream feature this runtime does not support, E-BLD-001,
+        E-CAP-001/002/009/013, E-REG-004).
     """
     root = parse_located(text, path=path)
-    return _from_located(root, path=path, env=env, skip=skip)
+    return _from_located(root, path=path, env=env, skip=skip, warnings=warnings)
 
 
 def parse_manifest_bytes(
@@ -376,6 +386,7 @@ def parse_manifest_bytes(
     path: str,
     env: Mapping[str, str] | None = None,
     skip: Sequence[str] = DEFAULT_SKIP,
+    warnings: list[Diagnostic] | None = None,
 ) -> model.Manifest:
     """Like :func:`parse_manifest` for raw bytes (UTF-8, an optional BOM).
 
@@ -394,7 +405,7 @@ def parse_manifest_bytes(
             error("E-MAN-004", f"the manifest is not UTF-8 text (byte {exc.start})", path=path,
                   hint="save the file as UTF-8")
         ) from None
-    return parse_manifest(text, path=path, env=env, skip=skip)
+    return parse_manifest(text, path=path, env=env, skip=skip, warnings=warnings)
 
 
 def load_manifest(
@@ -402,6 +413,7 @@ def load_manifest(
     *,
     env: Mapping[str, str] | None = None,
     skip: Sequence[str] = DEFAULT_SKIP,
+    warnings: list[Diagnostic] | None = None,
 ) -> model.Manifest:
     """Read and validate a ``murmur.yaml`` file (a directory means its ``murmur.yaml``).
 
@@ -435,7 +447,7 @@ def load_manifest(
         raise DiagnosticError(
             error("E-MAN-004", f"cannot read the manifest: {exc.strerror or exc}", path=shown)
         ) from None
-    return parse_manifest_bytes(data, path=shown, env=env, skip=skip)
+    return parse_manifest_bytes(data, path=shown, env=env, skip=skip, warnings=warnings)
 
 
 def manifest_from_mapping(
@@ -444,6 +456,7 @@ def manifest_from_mapping(
     path: str = MANIFEST_FILE,
     env: Mapping[str, str] | None = None,
     skip: Sequence[str] = DEFAULT_SKIP,
+    warnings: list[Diagnostic] | None = None,
 ) -> model.Manifest:
     """Validate a manifest given as plain data (e.g. parsed JSON) with the same rules.
 
@@ -451,4 +464,4 @@ def manifest_from_mapping(
     the YAML scalars they would have been; None means absent. Diagnostics carry ``path``
     without line numbers.
     """
-    return _from_located(lift(dict(mapping)), path=path, env=env, skip=skip)
+    return _from_located(lift(dict(mapping)), path=path, env=env, skip=skip, warnings=warnings)

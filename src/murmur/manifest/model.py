@@ -42,6 +42,39 @@ class Transport(enum.Enum):
     PROCESS = "process"
 
 
+class Conversation(enum.Enum):
+    """``lifecycle.conversation``: only ``stateless`` runs here (``threaded`` is refused)."""
+
+    STATELESS = "stateless"
+
+
+@attrs.frozen
+class ArtifactState:
+    """``artifacts[].capabilities.state``: the store this artifact opens (default: the capsule's name)."""
+
+    store: str | None = None
+
+
+@attrs.frozen
+class ArtifactCaps:
+    """``artifacts[].capabilities``: the per-artifact grant. Only ``state`` acts here (the
+    spawn envelope's state-store axis); the other upstream sub-keys are accepted with a
+    ``W-SEC-019`` warning (see :mod:`murmur.manifest.policy`)."""
+
+    state: ArtifactState | None = None
+
+
+@attrs.frozen
+class Gateway:
+    """``artifacts[].gateway`` on the inference driver entry (newer upstream): where the
+    provider is and which credential reaches it. ``api_key`` keeps its ``${VAR}`` text and
+    resolves only in the capsule's own process; ``keyless`` says no key is sent."""
+
+    endpoint: str | None = None
+    api_key: str | None = None
+    keyless: bool = False
+
+
 @attrs.frozen
 class ArtifactRef:
     """One ``artifacts[]`` entry: a tool, driver, hook or skill the capsule uses."""
@@ -51,6 +84,8 @@ class ArtifactRef:
     runtime: str = "tool"  # tool | driver | hook | skill
     source: str | None = None
     local_source: bool | None = None
+    capabilities: ArtifactCaps | None = None
+    gateway: Gateway | None = None
 
 
 @attrs.frozen
@@ -143,12 +178,18 @@ class Inference:
 
 @attrs.frozen
 class Lifecycle:
-    """``lifecycle`` with the documented defaults (single + exit, depth 1, 600 s)."""
+    """``lifecycle`` with the documented defaults (single + exit, depth 1, 600 s).
+
+    ``input_timeout_secs`` (seconds, None = wait forever) bounds how long a task may sit in
+    ``input-required``; ``conversation`` is always ``stateless`` here.
+    """
 
     task_acceptance: TaskAcceptance = TaskAcceptance.SINGLE
     queue_depth: int = 1
     after_task: AfterTask = AfterTask.EXIT
     delegation_deadline_secs: int = 600
+    input_timeout_secs: int | None = None
+    conversation: Conversation = Conversation.STATELESS
 
 
 @attrs.frozen
@@ -177,7 +218,11 @@ class Authentication:
 
 @attrs.frozen
 class Network:
+    """``network``: the door's ``authentication`` and its fixed ``internal_port`` (None:
+    the OS picks a free port)."""
+
     authentication: Authentication | None = None
+    internal_port: int | None = None
 
 
 @attrs.frozen
@@ -204,6 +249,8 @@ class Manifest:
     name: str
     version: str
     description: str | None = None
+    mur_version: str | None = None
+    requires_files: tuple[str, ...] | None = None
     artifacts: tuple[ArtifactRef, ...] = ()
     capabilities: Capabilities = attrs.field(factory=Capabilities)
     inference: Inference | None = None
@@ -212,6 +259,19 @@ class Manifest:
     exports: Exports | None = None
     network: Network | None = None
     trace: Trace | None = None
+
+    @property
+    def driver_entry(self) -> ArtifactRef | None:
+        """The ``artifacts[]`` entry ``inference.driver.artifact`` names, if declared."""
+        inf = self.inference
+        if inf is None or inf.driver is None:
+            return None
+        return next((a for a in self.artifacts if a.name == inf.driver.artifact), None)
+
+    @property
+    def internal_port(self) -> int | None:
+        """``network.internal_port`` (None when absent)."""
+        return self.network.internal_port if self.network else None
 
     @property
     def spawn_allow(self) -> tuple[str, ...]:

@@ -128,14 +128,14 @@ def endpoint_problem(text: str) -> str | None:
 def check_rules(root: YMap) -> list[Fault]:
     """Every value-rule fault in a manifest's located tree (order not significant)."""
     faults: list[Fault] = []
-    for check in (_identity, _artifacts, _capabilities, _inference, _workload, _lifecycle,
-                  _authentication, _trace):
+    for check in (_identity, _artifacts, _gateways, _capabilities, _inference, _workload,
+                  _lifecycle, _authentication, _network, _trace):
         faults += check(root)
     return faults
 
 
 def _identity(root: YMap) -> list[Fault]:
-    out = []
+    out = requires_files_faults(root)
     name = _text(root.get("name"))
     if name is not None and not is_capsule_name(name):
         out.append(Fault(
@@ -173,7 +173,7 @@ def _artifacts(root: YMap) -> list[Fault]:
             out.append(Fault("E-MAN-003", "an artifact name is blank",
                              path=("artifacts", i, "name")))
         runtime = _text(item.get("runtime")) or "tool"
-        if runtime not in ARTIFACT_RUNTIMES:
+        if runtime not in ARTIFACT_RUNTIMES and runtime not in ("wasm", "native"):  # those: policy
             out.append(Fault(
                 "E-MAN-003", f"artifact runtime `{runtime}` is not supported",
                 hint=f"use one of: {', '.join(ARTIFACT_RUNTIMES)}",
@@ -192,6 +192,64 @@ def _artifacts(root: YMap) -> list[Fault]:
                     "E-MAN-003", "`source` needs `local_source: true`",
                     hint="add `local_source: true` or remove `source`",
                     path=("artifacts", i, "source")))
+    return out
+
+
+def _gateways(root: YMap) -> list[Fault]:
+    """``artifacts[].gateway``: only on the inference driver's entry; a valid endpoint;
+    ``keyless`` and ``api_key`` exclude each other."""
+    out: list[Fault] = []
+    seq = root.get("artifacts")
+    if not isinstance(seq, YSeq):
+        return out
+    driver = _text(_get(root, "inference", "driver", "artifact"))
+    for i, item in enumerate(seq):
+        gw = item.get("gateway") if isinstance(item, YMap) else None
+        if not isinstance(gw, YMap):
+            continue
+        where: FieldPath = ("artifacts", i, "gateway")
+        if _text(item.get("runtime")) != "driver" or _text(item.get("name")) != driver:
+            out.append(Fault(
+                "E-MAN-003", "a `gateway` belongs on the artifact entry of the inference driver",
+                hint="put it on the `runtime: driver` entry that `inference.driver.artifact` names",
+                path=where, at_key=True))
+        endpoint = _text(gw.get("endpoint"))
+        if endpoint is not None and not has_reference(endpoint):
+            problem = endpoint_problem(endpoint)
+            if problem is not None:
+                out.append(Fault("E-MAN-003", f"gateway.endpoint {problem}",
+                                 hint="e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`",
+                                 path=(*where, "endpoint")))
+        if as_bool(gw.get("keyless")) and "api_key" in gw:
+            out.append(Fault("E-MAN-003", "a gateway is either `keyless` or has an `api_key`, not both",
+                             hint="remove one of them", path=(*where, "keyless"), at_key=True))
+        for key in ("endpoint", "api_key"):
+            if key in gw and _text(_get(root, "inference", key)) is not None:
+                out.append(Fault(
+                    "E-MAN-003", f"`inference.{key}` and the driver's `gateway.{key}` both give the {key}",
+                    hint=f"keep one of them (newer upstream uses `gateway.{key}`)",
+                    path=(*where, key), at_key=True))
+    return out
+
+
+def _network(root: YMap) -> list[Fault]:
+    port = as_int(_get(root, "network", "internal_port"))
+    if port is not None and not 1 <= port <= 65535:
+        return [Fault("E-MAN-003", f"`network.internal_port` {port} is not a port (1-65535)",
+                      hint="give a free port such as 14159, or omit the key to let the OS pick",
+                      path=("network", "internal_port"))]
+    return []
+
+
+def requires_files_faults(root: YMap) -> list[Fault]:
+    """``requires_files`` entries must be relative paths that stay in the capsule directory."""
+    out = []
+    for i, entry in _items(root, "requires_files"):
+        problem = relative_path_problem(entry)
+        if problem is not None:
+            out.append(Fault("E-MAN-003", f"requires_files entry `{entry}` {problem}",
+                             hint="name a file relative to the directory holding murmur.yaml",
+                             path=("requires_files", i)))
     return out
 
 
@@ -345,6 +403,11 @@ def _lifecycle(root: YMap) -> list[Fault]:
     if depth is not None and depth < 0:
         out.append(Fault("E-MAN-003", "`lifecycle.queue_depth` cannot be negative",
                          path=("lifecycle", "queue_depth")))
+    wait = as_int(_get(root, "lifecycle", "input_timeout_secs"))
+    if wait is not None and wait <= 0:
+        out.append(Fault("E-MAN-003", "`lifecycle.input_timeout_secs` must be at least 1",
+                         hint="give whole seconds, or omit the key to wait without a bound",
+                         path=("lifecycle", "input_timeout_secs")))
     deadline = as_int(_get(root, "lifecycle", "delegation_deadline_secs"))
     if deadline is not None and deadline <= 0:
         out.append(Fault("E-MAN-003", "`lifecycle.delegation_deadline_secs` must be at least 1",

@@ -1,9 +1,10 @@
 """``mur build``: pack a capsule source directory into ``<name>-<version>.mur.zip``.
 
-The archive holds ``murmur.yaml`` and every other file of the capsule directory except
-session workdirs, ``.murmur/``, version-control directories, ``__pycache__``, ``*.pyc``,
-earlier ``*.mur.zip`` archives, ``murmur.lock`` and ``.env`` (see
-:mod:`murmur.registry.archive`). Packing is deterministic, so building the same sources
+The archive holds exactly what the manifest declares: ``murmur.yaml``, the ``plan`` file,
+``inference.system_prompt_file`` and every ``requires_files`` entry — nothing else in the
+directory (a stray ``credentials.txt`` stays out). A declared file that is missing, not a
+regular file, a symlink, or in a path a build never packs (session workdirs, ``.murmur/``,
+version control, ``.env``, ``murmur.lock``, archives) refuses the build. Packing is deterministic, so building the same sources
 twice gives the same bytes and the same sha256. Specification: ``spec/artifacts.md``.
 """
 
@@ -13,11 +14,20 @@ import os
 import tempfile
 from pathlib import Path
 
-from murmur.diagnostics import error
+from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.manifest.load import MANIFEST_FILE, load_manifest
 from murmur.manifest.model import Manifest
-from murmur.registry.archive import ARCHIVE_SUFFIX, collect_sources, pack
+from murmur.manifest.refs import has_reference
+from murmur.registry.archive import (
+    ARCHIVE_SUFFIX,
+    EXCLUDED_DIRS,
+    EXCLUDED_FILES,
+    EXCLUDED_ROOT_DIRS,
+    EXCLUDED_SUFFIXES,
+    name_problem,
+    pack,
+)
 
 
 def archive_name(manifest: Manifest) -> str:
@@ -26,41 +36,111 @@ def archive_name(manifest: Manifest) -> str:
 
 
 def _needed_files(manifest: Manifest) -> list[tuple[str, str]]:
+    """``(manifest key, relative path)`` of every file the manifest declares."""
     needed = []
     if manifest.plan:
         needed.append(("plan", manifest.plan))
     if manifest.inference and manifest.inference.system_prompt_file:
         needed.append(("inference.system_prompt_file", manifest.inference.system_prompt_file))
+    for rel in manifest.requires_files or ():
+        needed.append(("requires_files", rel))
     return needed
 
 
-def build_bytes(src_dir: Path) -> tuple[Manifest, bytes]:
+def _never_packed(name: str) -> bool:
+    parts = name.split("/")
+    return (
+        any(p in EXCLUDED_DIRS for p in parts[:-1])
+        or parts[0] in EXCLUDED_ROOT_DIRS
+        or parts[-1] in EXCLUDED_FILES
+        or parts[-1].endswith(EXCLUDED_SUFFIXES)
+    )
+
+
+def declared_sources(src_dir: Path, manifest: Manifest) -> list[tuple[str, Path]]:
+    """The files a build packs, as sorted ``(archive name, path)`` pairs: ``murmur.yaml``
+    plus every file the manifest declares (:func:`_needed_files`), each once.
+
+    Raises:
+        DiagnosticError: ``E-BLD-002`` when a declared file is missing, not a regular file,
+        or in a path a build never packs; ``E-BLD-005`` when it (or a directory on its way)
+        is a symlink; ``E-BLD-003`` when its name cannot be packed safely.
+    """
+    where = str(src_dir / MANIFEST_FILE)
+    found: dict[str, Path] = {MANIFEST_FILE: src_dir / MANIFEST_FILE}
+    for key, rel in _needed_files(manifest):
+        name = Path(rel).as_posix().removeprefix("./")
+        problem = name_problem(name)
+        if problem is not None:
+            raise DiagnosticError(error("E-BLD-003", f"`{key}` names {rel}, which {problem}",
+                                        path=where, hint="name a plain relative path"))
+        if _never_packed(name):
+            raise DiagnosticError(error(
+                "E-BLD-002", f"`{key}` names {rel}, which a build never packs", path=where,
+                hint="keep capsule files outside workdir/, .murmur/, version control, .env and murmur.lock"))
+        path = src_dir
+        for part in name.split("/"):
+            path = path / part
+            if path.is_symlink():
+                raise DiagnosticError(error(
+                    "E-BLD-005", f"`{key}` names {rel}, which passes through the symlink {path}",
+                    path=where, hint="replace the link with the file it points to"))
+        if not path.is_file():
+            raise DiagnosticError(error(
+                "E-BLD-002", f"`{key}` names {rel}, which is not a file in the capsule directory",
+                path=where, hint=f"create {path} or fix `{key}`"))
+        found.setdefault(name, path)
+    return sorted(found.items())
+
+
+SECRET_KEYS: tuple[str, ...] = ("inference.api_key", "artifacts[].gateway.api_key")
+"""Manifest keys that should hold a ``${VAR}`` reference, never the secret itself."""
+
+
+def literal_secrets(manifest: Manifest, *, path: str | None = None) -> list[Diagnostic]:
+    """``W-SEC-004`` for each secret key holding a literal instead of a ``${VAR}`` reference.
+
+    The value is never shown; a literal would be packed into the archive and reach every
+    store it is installed into.
+    """
+    found: list[str] = []
+    if manifest.inference and manifest.inference.api_key and not has_reference(manifest.inference.api_key):
+        found.append("inference.api_key")
+    for art in manifest.artifacts:
+        key = art.gateway.api_key if art.gateway else None
+        if key and not has_reference(key):
+            found.append(f"artifacts[{art.name}].gateway.api_key")
+    return [
+        error("W-SEC-004", f"`{key}` holds a literal secret, which the archive would carry",
+              hint="write a reference such as `${PROVIDER_API_KEY}` and set the variable where the capsule runs",
+              path=path)
+        for key in found
+    ]
+
+
+def build_bytes(src_dir: Path, *, warnings: list[Diagnostic] | None = None) -> tuple[Manifest, bytes]:
     """Validate a capsule directory and return its manifest and archive bytes.
+
+    Args:
+        src_dir (Path): the capsule source directory.
+        warnings (list[Diagnostic] | None): gets the manifest's ``W-SEC-019`` warnings and a
+            ``W-SEC-004`` per literal secret.
 
     Raises:
         DiagnosticError: ``E-IO-001`` when ``src_dir`` is not a directory; manifest codes;
-        ``E-BLD-002`` when a file the manifest names is missing; ``E-BLD-003``/``E-BLD-005``
-        for unpackable sources; ``E-PLN-*`` when the plan would be refused by ``mur run``.
+        ``E-BLD-002``
+        when a declared file is missing; ``E-BLD-003``/``E-BLD-005`` for unpackable sources;
+        ``E-PLN-*`` when the plan would be refused by ``mur run``.
     """
     if not src_dir.is_dir():
         raise DiagnosticError(error(
             "E-IO-001", f"no capsule directory at {src_dir}", path=str(src_dir),
             hint="pass the directory that holds murmur.yaml"))
-    manifest = load_manifest(src_dir / MANIFEST_FILE)
-    for key, rel in _needed_files(manifest):
-        if not (src_dir / rel).is_file():
-            raise DiagnosticError(error(
-                "E-BLD-002", f"`{key}` names {rel}, which is not a file in the capsule directory",
-                path=str(src_dir / MANIFEST_FILE), hint=f"create {src_dir / rel} or fix `{key}`"))
-    entries = collect_sources(src_dir)
-    packed = {name for name, _ in entries}
-    for key, rel in _needed_files(manifest):
-        if Path(rel).as_posix().removeprefix("./") not in packed:
-            raise DiagnosticError(error(
-                "E-BLD-002", f"`{key}` names {rel}, which a build does not pack",
-                path=str(src_dir / MANIFEST_FILE),
-                hint="keep capsule files outside workdir/, .murmur/ and other excluded paths"))
+    manifest = load_manifest(src_dir / MANIFEST_FILE, warnings=warnings)
+    entries = declared_sources(src_dir, manifest)
     check_plan(src_dir, manifest)
+    if warnings is not None:
+        warnings.extend(literal_secrets(manifest, path=str(src_dir / MANIFEST_FILE)))
     data = pack((name, path.read_bytes()) for name, path in entries)
     return manifest, data
 
@@ -116,7 +196,8 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def build(src_dir: Path, *, output: Path | None = None) -> Path:
+def build(src_dir: Path, *, output: Path | None = None,
+          warnings: list[Diagnostic] | None = None) -> Path:
     """Pack ``src_dir`` into a ``.mur.zip`` and return the archive's path.
 
     Args:
@@ -124,15 +205,22 @@ def build(src_dir: Path, *, output: Path | None = None) -> Path:
         output (Path | None): where to write: a directory (the archive gets its standard
             name inside it) or a file path. Default: ``src_dir/<name>-<version>.mur.zip``.
 
+        warnings (list[Diagnostic] | None): see :func:`build_bytes`.
+
     Raises:
-        DiagnosticError: see :func:`build_bytes`.
+        DiagnosticError: see :func:`build_bytes`; ``E-IO-001`` when ``output``'s parent
+        directory does not exist (nothing is created).
     """
-    manifest, data = build_bytes(src_dir)
+    manifest, data = build_bytes(src_dir, warnings=warnings)
     if output is None:
         target = src_dir / archive_name(manifest)
     elif output.is_dir():
         target = output / archive_name(manifest)
     else:
         target = output
+        if not target.parent.is_dir():
+            raise DiagnosticError(error(
+                "E-IO-001", f"the --output directory {target.parent} does not exist",
+                hint="create it first, or name an existing directory"))
     write_atomic(target, data)
     return target

@@ -10,8 +10,11 @@ and returns the exit status (outside ``trio.run``, trio-stack P6).
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import socket
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +22,8 @@ from typing import Any
 
 import attrs
 
-from murmur.diagnostics import error
+from murmur import __version__
+from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError, UsageError
 from murmur.ids import new_id
 from murmur.manifest.model import AfterTask, Containment, Manifest, TaskAcceptance
@@ -50,6 +54,7 @@ class RunOptions:
     verbose: bool = False
     no_env_file: bool = False
     containment: str | None = None
+    system_prompt: str | None = None
 
 
 def _usage(message: str, hint: str | None = None) -> UsageError:
@@ -136,9 +141,62 @@ def resolve_capsule(opts: RunOptions, env: Mapping[str, str], cwd: Path) -> tupl
     path = Path(opts.manifest) if opts.manifest else cwd / "murmur.yaml"
     if not path.is_absolute():
         path = cwd / path
-    manifest = load_manifest(path, env=env)
+    warnings: list[Diagnostic] = []
+    manifest = load_manifest(path, env=env, warnings=warnings)
+    for w in warnings:
+        print(w.render(), file=sys.stderr, flush=True)
     root = path if path.is_dir() else path.parent
     return manifest, root.resolve(), str(path)
+
+
+def mur_version_warning(manifest: Manifest, running: str = __version__) -> Diagnostic | None:
+    """``W-MAN-001`` when ``mur_version`` names another murmur version (the run continues)."""
+    wanted = manifest.mur_version
+    if wanted is None or wanted.strip().removeprefix("v") == running:
+        return None
+    return error("W-MAN-001", f"the capsule asks for mur {wanted}, but this is mur {running}; running it anyway",
+                 hint="set `mur_version` to the version you run, or remove it")
+
+
+def check_internal_port(manifest: Manifest, host: str = "127.0.0.1") -> str:
+    """The door's bind address: ``network.internal_port`` on loopback, else an OS-chosen port.
+
+    The port is tried once here so a busy one refuses the launch before anything starts.
+
+    Raises:
+        DiagnosticError: ``E-RUN-010`` when the port is already in use (or cannot be bound).
+    """
+    port = manifest.internal_port
+    if port is None:
+        return f"{host}:0"
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind((host, port))
+    except OSError as exc:
+        reason = "it is already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise DiagnosticError(error(
+            "E-RUN-010", f"network.internal_port {port} cannot be bound on {host}: {reason}",
+            hint="stop whatever holds the port, choose another `internal_port`, or remove the key")) from None
+    finally:
+        probe.close()
+    return f"{host}:{port}"
+
+
+def check_workdir_parent(workdir: Path) -> None:
+    """Refuse a ``--workdir`` whose parent directory does not exist (nothing is created).
+
+    Raises:
+        DiagnosticError: ``E-IO-001``.
+    """
+    if not workdir.exists() and not workdir.parent.is_dir():
+        raise DiagnosticError(error(
+            "E-IO-001", f"the workdir's parent directory {workdir.parent} does not exist",
+            hint="create it first, or give a --workdir inside an existing directory"))
+
+
+def check_containment(manifest: Manifest, flag: str | None = None) -> None:
+    """Refuse a containment floor above advisory (``E-CAP-003``); see :func:`_check_containment`."""
+    _check_containment(manifest, flag)
 
 
 def _check_containment(manifest: Manifest, flag: str | None) -> None:
@@ -183,16 +241,25 @@ def prepare(
     started = time.time() if now is None else now
     env = session_environ(opts, os.environ if environ is None else environ, cwd)
     deadline = parse_deadline(opts.deadline, now=started) if opts.deadline is not None else None
+    if deadline is not None and deadline <= started and not env.get("MURMUR_FORMATION_ID"):
+        # a member inherits the formation's moment and winds down at once; a user is told
+        raise UsageError(error("E-RUN-054", f"--deadline {opts.deadline} is already past",
+                               hint="give a later moment, or a duration such as 15m"))
     manifest, root, _where = resolve_capsule(opts, env, cwd)
     _check_containment(manifest, opts.containment)
+    version_warning = mur_version_warning(manifest)
+    if version_warning is not None:
+        print(version_warning.render(), file=sys.stderr, flush=True)
     task_text = read_task(opts.task, cwd) if opts.task is not None else None
     workdir = (Path(opts.workdir) if opts.workdir else cwd).expanduser()
     workdir = (workdir if workdir.is_absolute() else cwd / workdir).resolve()
+    check_workdir_parent(workdir)
+    workload = load_workload(manifest, root, env, system_prompt_override=opts.system_prompt)
+    bind = check_internal_port(manifest)
     try:
-        workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        workdir.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise DiagnosticError(error("E-IO-003", f"the workdir {workdir} cannot be made: {exc.strerror or exc}")) from None
-    workload = load_workload(manifest, root, env)
     session_id = new_id("ses")
     try:
         records = create_records(records_dir_for(workdir, session_id))
@@ -219,6 +286,7 @@ def prepare(
         deadline=deadline,
         parent_env=env,
         workload_kind=workload_kind(manifest),
+        bind=bind,
     )
     from murmur.routing.profile import started_profile
 

@@ -2,7 +2,8 @@
 
 ``plan:`` → :class:`murmur.plan.PlanWorkload` over the validated plan file; ``inference:`` →
 the agent loop (:func:`murmur.agent.make_agent_workload`). Both are imported only when needed.
-A manifest with neither has nothing to run (``E-RUN-005``).
+A manifest with neither, or one that declares a component this runtime does not run, is
+refused first (:func:`murmur.manifest.support.unsupported`: ``E-MAN-005``, ``E-RUN-006``).
 """
 
 from __future__ import annotations
@@ -21,19 +22,36 @@ def workload_kind(manifest: Manifest) -> str:
     return "plan" if manifest.plan else "agent"
 
 
-def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, str]) -> Workload:
+def load_workload(
+    manifest: Manifest,
+    capsule_root: Path,
+    environ: Mapping[str, str],
+    *,
+    system_prompt_override: str | None = None,
+) -> Workload:
     """Build the workload the manifest declares.
 
     Args:
         manifest (Manifest): the capsule's manifest.
         capsule_root (Path): the directory holding the capsule's files.
         environ (Mapping[str, str]): the session's environment (agent credentials).
+        system_prompt_override (str | None): ``mur run --system-prompt`` (agent capsules;
+            a plan capsule refuses it with ``E-CLI-001``).
 
     Raises:
         DiagnosticError: the plan file is refused (``E-PLN-*``), the inference block is
             (``E-MAN-003``/``E-RUN-005``/``E-RUN-006``/``E-RUN-009``), or the manifest declares
-            neither (``E-RUN-005``).
+            a component this runtime does not run, or no workload (``E-MAN-005``/``E-RUN-006``).
     """
+    from murmur.manifest.support import unsupported
+
+    refusals = unsupported(manifest)
+    if refusals:
+        raise DiagnosticError(refusals)
+    if manifest.plan and system_prompt_override is not None:
+        raise DiagnosticError(error(
+            "E-CLI-001", "--system-prompt applies to agent capsules; this capsule runs a plan",
+            hint="remove --system-prompt"))
     if manifest.plan:
         from murmur.plan import PlanWorkload, load_plan
 
@@ -45,7 +63,8 @@ def load_workload(manifest: Manifest, capsule_root: Path, environ: Mapping[str, 
             raise DiagnosticError(
                 error("E-RUN-005", f"the agent loop is not available in this installation ({exc})")
             ) from None
-        return make_agent_workload(manifest, capsule_root, environ=environ)
+        return make_agent_workload(manifest, capsule_root, environ=environ,
+                                   system_prompt_override=system_prompt_override)
     raise DiagnosticError(
         error(
             "E-RUN-005",

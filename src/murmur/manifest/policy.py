@@ -1,0 +1,275 @@
+"""The key policy of ``murmur.yaml``: what this runtime does with every key upstream defines.
+
+Each upstream key gets one of three answers (:class:`Answer`):
+
+* **honoured** — the key is part of :mod:`murmur.manifest.model` and acts here;
+* **inert** — a recognised upstream key this runtime does not act on: it is accepted, dropped
+  before structuring, and reported as ``W-SEC-019`` naming the key and why it has no effect;
+* **refused** — a recognised upstream key whose silent absence would be unsafe or misleading
+  (a component the capsule would lack, a containment it cannot give): ``E-MAN-005`` saying it
+  is an upstream feature this runtime does not support and what to do instead.
+
+A key upstream never had is left to the converter, which reports ``E-MAN-003`` with a
+did-you-mean hint. :data:`KEYS` is the whole table; ``spec/manifest.md`` ("Upstream keys")
+mirrors it row for row and a test keeps the two identical. Paths are dotted, ``[]`` marks a
+list item (``artifacts[].gateway``). Pure: located tree in, faults and warnings out.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from murmur.manifest.faults import Fault, FieldPath
+from murmur.manifest.yamltext import YMap, YSeq, YStr
+
+
+class Answer(enum.Enum):
+    """What the runtime does with a key."""
+
+    HONOURED = "honoured"
+    INERT = "inert"
+    REFUSED = "refused"
+
+
+@attrs.frozen
+class KeyRule:
+    """One row of the key table.
+
+    Attributes:
+        path (str): the dotted key path (``[]`` for list items).
+        answer (Answer): honoured, inert or refused.
+        why (str): honoured: what it does here; inert: why it has no effect (one clause);
+            refused: why this runtime cannot give it.
+        instead (str | None): refused only: what to do instead.
+        free (bool): honoured only: the value is free-form (its keys are not looked up).
+    """
+
+    path: str
+    answer: Answer
+    why: str
+    instead: str | None = None
+    free: bool = False
+
+
+_H, _I, _R = Answer.HONOURED, Answer.INERT, Answer.REFUSED
+
+_ARTIFACT_MANIFEST = "it marks an upstream artifact manifest (a tool, hook, driver or skill component), and this runtime builds and runs capsules only"
+_CAPSULE_INSTEAD = "a capsule's murmur.yaml has no such key; give the capsule a `plan:` or an `inference:` block"
+
+KEYS: tuple[KeyRule, ...] = (
+    # --- identity -------------------------------------------------------------------
+    KeyRule("name", _H, "the capsule's name"),
+    KeyRule("version", _H, "the capsule's version"),
+    KeyRule("description", _H, "free text"),
+    KeyRule("mur_version", _H, "a `mur` version other than the running one is a warning (W-MAN-001); the run continues"),
+    KeyRule("requires_files", _H, "the files `mur build` packs besides murmur.yaml (and the files the manifest names)"),
+    KeyRule("runtime", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("implementation", _R, "a native or WASM tool implementation is a component this runtime does not run", _CAPSULE_INSTEAD),
+    KeyRule("execution", _R, "an artifact's packaging type (wasm, native, static) belongs to components this runtime does not run", _CAPSULE_INSTEAD),
+    KeyRule("input_schema", _R, "a tool component's input schema; tool components do not run here", "offer the binary with `capabilities.shell.allow` instead"),
+    KeyRule("binding", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
+    KeyRule("execution_mode", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
+    KeyRule("commit_policy", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
+    # --- artifacts ------------------------------------------------------------------
+    KeyRule("artifacts", _H, "the artifacts the capsule uses; only the built-in inference drivers run here"),
+    KeyRule("artifacts[].name", _H, "the artifact's name"),
+    KeyRule("artifacts[].version", _H, "the artifact's version"),
+    KeyRule("artifacts[].runtime", _H, "tool, driver, hook or skill; only `driver` entries naming a built-in driver run (`wasm`, `native` are refused)"),
+    KeyRule("artifacts[].source", _H, "a local source path (needs `local_source: true`)"),
+    KeyRule("artifacts[].local_source", _H, "opts `source` in"),
+    KeyRule("artifacts[].capabilities", _H, "the per-artifact grant"),
+    KeyRule("artifacts[].capabilities.state", _H, "the store this artifact opens: the spawn envelope's state-store axis"),
+    KeyRule("artifacts[].capabilities.state.store", _H, "the store's name (default: the capsule's name)"),
+    KeyRule("artifacts[].capabilities.network", _I, "no artifact component makes its own connections here, so there is nothing to narrow"),
+    KeyRule("artifacts[].capabilities.filesystem", _I, "no artifact component opens files here, so there is nothing to narrow"),
+    KeyRule("artifacts[].capabilities.shell", _I, "shell grants are capsule-wide (upstream ignores them per artifact too)"),
+    KeyRule("artifacts[].capabilities.spawn", _I, "spawn grants are capsule-wide (upstream ignores them per artifact too)"),
+    KeyRule("artifacts[].capabilities.env", _I, "env grants are capsule-wide (upstream ignores them per artifact too)"),
+    KeyRule("artifacts[].capabilities.limits", _I, "WASM component limits; no component runs here"),
+    KeyRule("artifacts[].capabilities.resources", _I, "resource limits are capsule-wide (upstream ignores them per artifact too)"),
+    KeyRule("artifacts[].capabilities.containment", _I, "containment is capsule-wide (upstream ignores it per artifact too)"),
+    KeyRule("artifacts[].gateway", _H, "on the inference driver entry: the provider endpoint and credential, when `inference` gives none"),
+    KeyRule("artifacts[].gateway.endpoint", _H, "the provider URL (https, or http to loopback)"),
+    KeyRule("artifacts[].gateway.api_key", _H, "`${VAR}` resolved only in the capsule's own process"),
+    KeyRule("artifacts[].gateway.keyless", _H, "send no key (local servers)"),
+    KeyRule("artifacts[].config", _I, "no artifact component reads a per-artifact config here; the built-in drivers read `inference.driver.config`"),
+    KeyRule("artifacts[].prompt_payload", _I, "skill artifacts are not bound as prompts here"),
+    KeyRule("artifacts[].on_overflow", _I, "it tunes async hooks, which do not run here"),
+    # --- capabilities ---------------------------------------------------------------
+    KeyRule("capabilities", _H, "the capsule's grants"),
+    KeyRule("capabilities.network", _H, "network grants"),
+    KeyRule("capabilities.network.allow", _H, "the hosts the capsule may reach"),
+    KeyRule("capabilities.network.unix_sockets", _H, "the unix-socket grant (an envelope axis)"),
+    KeyRule("capabilities.peer_fetch", _H, "peer fetch grants"),
+    KeyRule("capabilities.peer_fetch.allow", _H, "the peers whose files may be fetched"),
+    KeyRule("capabilities.shell", _H, "the shell tools"),
+    KeyRule("capabilities.shell.allow", _H, "one shell tool per binary"),
+    KeyRule("capabilities.shell.baseline_env", _H, "variables kept for shell commands"),
+    KeyRule("capabilities.shell.strip_env", _H, "variables stripped from shell commands"),
+    KeyRule("capabilities.shell.interpreter_runtime", _I, "it widens a sealed capsule's view of host directories, and nothing is fenced here (containment is advisory)"),
+    KeyRule("capabilities.shell.staged_runtime", _I, "it binds a runtime tree into a sealed root, and no sealed root is built here (containment is advisory)"),
+    KeyRule("capabilities.spawn", _H, "delegation grants"),
+    KeyRule("capabilities.spawn.allow", _H, "the capsules this capsule may delegate to"),
+    KeyRule("capabilities.env", _H, "environment grants"),
+    KeyRule("capabilities.env.allow", _H, "variables passed to shell commands and delegated children"),
+    KeyRule("capabilities.filesystem", _H, "filesystem grants"),
+    KeyRule("capabilities.filesystem.scope", _H, "the part of the workdir the capsule works in"),
+    KeyRule("capabilities.filesystem.workdir_exec", _H, "the workdir-exec grant (an envelope axis)"),
+    KeyRule("capabilities.filesystem.read_only", _I, "nothing is made read-only here: containment is advisory"),
+    KeyRule("capabilities.state", _H, "the capsule-wide state block (an envelope axis)"),
+    KeyRule("capabilities.state.store", _H, "the store's name"),
+    KeyRule("capabilities.containment", _H, "the containment floor; only advisory is achieved here, so a higher floor is refused at launch (E-CAP-003)"),
+    KeyRule("capabilities.limits", _I, "WASM component limits; no component runs here"),
+    KeyRule("capabilities.resources", _I, "rlimits and cgroups are not applied to shell commands here"),
+    # --- inference ------------------------------------------------------------------
+    KeyRule("inference", _H, "makes the capsule an agent capsule"),
+    KeyRule("inference.transport", _H, "http (a built-in driver) or process (an agent CLI)"),
+    KeyRule("inference.endpoint", _H, "the provider URL"),
+    KeyRule("inference.model", _H, "the model"),
+    KeyRule("inference.api_key", _H, "`${VAR}` resolved only in the capsule's own process"),
+    KeyRule("inference.driver", _H, "the driver"),
+    KeyRule("inference.driver.artifact", _H, "murmur-driver-openai or murmur-driver-anthropic"),
+    KeyRule("inference.driver.config", _H, "driver settings", free=True),
+    KeyRule("inference.command", _H, "the agent CLI (process transport)"),
+    KeyRule("inference.max_turns", _H, "inference calls per task"),
+    KeyRule("inference.max_tokens", _H, "the per-turn output cap"),
+    KeyRule("inference.system_prompt", _H, "the system prompt"),
+    KeyRule("inference.system_prompt_file", _H, "the system prompt, from a packed file"),
+    KeyRule("inference.system_prompt_artifact", _R, "it binds a skill artifact as the prompt, and skill artifacts do not run here", "put the skill's text in a file and name it with `inference.system_prompt_file`"),
+    KeyRule("inference.provider", _R, "the older spelling of `inference.driver` is not read here", "rename `provider:` to `driver:`"),
+    KeyRule("inference.compaction", _I, "context compaction does not run here (it needs a compaction hook)"),
+    KeyRule("inference.max_task_reopens", _I, "tasks are reopened only by on-task-end hooks, which do not run here"),
+    KeyRule("context", _I, "context compaction does not run here, so no session token budget is kept"),
+    # --- lifecycle, exports, network, trace, observability --------------------------
+    KeyRule("lifecycle", _H, "how tasks are taken"),
+    KeyRule("lifecycle.task_acceptance", _H, "none, single or queue"),
+    KeyRule("lifecycle.after_task", _H, "exit or sleep"),
+    KeyRule("lifecycle.queue_depth", _H, "tasks held waiting"),
+    KeyRule("lifecycle.input_timeout_secs", _H, "bounds a task's wait in input-required (nothing here asks for input yet)"),
+    KeyRule("lifecycle.conversation", _H, "only `stateless` (`threaded` is refused)"),
+    KeyRule("lifecycle.delegation_deadline_secs", _H, "the bound on one delegation"),
+    KeyRule("lifecycle.shell_grace_secs", _I, "shell commands are never detached into background work here; each runs to its end within the task"),
+    KeyRule("lifecycle.deadline_notice_secs", _I, "no deadline notice is given to the agent here"),
+    KeyRule("exports", _H, "what the door offers peers"),
+    KeyRule("exports.peer_tasks", _H, "peer tasks"),
+    KeyRule("exports.peer_tasks.accept", _H, "whether the door accepts peer tasks"),
+    KeyRule("exports.files", _R, "the file plane is not served here, so a peer would find no files", "remove `exports.files`; return results in the task's answer"),
+    KeyRule("exports.peer_files", _R, "the peer file plane is not served here, so a peer would find no files", "remove `exports.peer_files`; return results in the task's answer"),
+    KeyRule("network", _H, "the door"),
+    KeyRule("network.internal_port", _H, "the door binds exactly this loopback port; a busy port refuses the launch (E-RUN-010)"),
+    KeyRule("network.authentication", _H, "the authenticated door"),
+    KeyRule("network.authentication.scheme", _H, "bearer"),
+    KeyRule("network.authentication.credentials", _H, "the door credentials and their scopes", free=True),
+    KeyRule("trace", _H, "trace settings"),
+    KeyRule("trace.retain", _H, "session retention"),
+    KeyRule("trace.retain.max_sessions", _H, "sessions kept"),
+    KeyRule("trace.retain.max_age", _H, "oldest session kept"),
+    KeyRule("trace.capture", _I, "trace records here always hold the same fields (no content capture, no blobs)"),
+    KeyRule("trace.include_tool_output", _I, "trace records here always hold the same fields (no raw tool output)"),
+    KeyRule("observability", _I, "no OpenTelemetry spans are exported and no eval scorers run; trace.jsonl is the record"),
+)
+"""Every upstream key and this runtime's answer (``plan`` is this runtime's own key)."""
+
+OWN_KEYS: tuple[KeyRule, ...] = (
+    KeyRule("plan", _H, "the plan file the capsule runs (spec/plan.md); this runtime's own key"),
+)
+"""Keys this runtime defines that upstream does not."""
+
+VALUE_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
+    ("lifecycle.conversation", "threaded"): (
+        "tasks here never share history, so a threaded conversation would silently start empty",
+        "drop `conversation: threaded` and carry the context in each task's text",
+    ),
+    ("artifacts[].runtime", "wasm"): (
+        "a WASM component artifact does not run here",
+        "remove the entry; offer a binary with `capabilities.shell.allow` instead",
+    ),
+    ("artifacts[].runtime", "native"): (
+        "a native component artifact does not run here",
+        "remove the entry; offer the binary with `capabilities.shell.allow` instead",
+    ),
+}
+"""``(key, value)`` pairs refused with ``E-MAN-005``: the key acts here, that value does not."""
+
+_BY_PATH: dict[str, KeyRule] = {r.path: r for r in (*KEYS, *OWN_KEYS)}
+
+
+def rule_for(path: str) -> KeyRule | None:
+    """The table row for a dotted key path, or None for a key upstream never had."""
+    return _BY_PATH.get(path)
+
+
+@attrs.frozen
+class PolicyResult:
+    """What :func:`apply_policy` found: refusals (``E-MAN-005``) and inert keys (``W-SEC-019``).
+
+    Both carry field paths; the loader turns them into located diagnostics.
+    """
+
+    refusals: tuple[Fault, ...]
+    inert: tuple[Fault, ...]
+
+
+def refusal(rule_path: str, path: FieldPath, why: str, instead: str | None) -> Fault:
+    """The ``E-MAN-005`` fault for an upstream feature this runtime does not support."""
+    return Fault("E-MAN-005", f"`{rule_path}` is an upstream murmur feature this runtime does not support: {why}",
+                 hint=instead, path=path, at_key=True)
+
+
+def _inert(rule: KeyRule, path: FieldPath) -> Fault:
+    return Fault("W-SEC-019", f"`{rule.path}` has no effect here: {rule.why}", path=path, at_key=True)
+
+
+def _drop(node: YMap, key: str) -> None:
+    """Remove ``key`` (already answered) so the converter does not report it again.
+
+    Its position stays in ``key_pos``, so diagnostics still point at it.
+    """
+    node.pop(key, None)
+    node.empty_keys = tuple(k for k in node.empty_keys if k != key)
+
+
+def apply_policy(root: YMap) -> PolicyResult:
+    """Walk a manifest's located tree; drop inert keys (in place) and collect the answers.
+
+    Only keys below honoured, non-free keys are looked up; a key not in the table is left
+    for the converter (an unknown key, with a did-you-mean hint).
+    """
+    refusals: list[Fault] = []
+    inert: list[Fault] = []
+
+    def walk(node: object, dotted: str, path: FieldPath) -> None:
+        if isinstance(node, YSeq):
+            for i, item in enumerate(node):
+                walk(item, dotted + "[]", (*path, i))
+            return
+        if not isinstance(node, YMap):
+            return
+        for key in [*node.key_pos]:
+            full = f"{dotted}.{key}" if dotted else key
+            rule = rule_for(full)
+            kpath = (*path, key)
+            if rule is None:
+                continue
+            if rule.answer is Answer.INERT:
+                inert.append(_inert(rule, kpath))
+                _drop(node, key)
+            elif rule.answer is Answer.REFUSED:
+                refusals.append(refusal(full, kpath, rule.why, rule.instead))
+                _drop(node, key)
+            else:
+                value = node.get(key)
+                if isinstance(value, YStr) and (full, str(value)) in VALUE_REFUSALS:
+                    why, instead = VALUE_REFUSALS[(full, str(value))]
+                    refusals.append(Fault(
+                        "E-MAN-005",
+                        f"`{full}: {value}` is an upstream murmur feature this runtime does not support: {why}",
+                        hint=instead, path=kpath))
+                    _drop(node, key)
+                elif not rule.free:
+                    walk(value, full, kpath)
+
+    walk(root, "", ())
+    return PolicyResult(tuple(refusals), tuple(inert))

@@ -1,0 +1,74 @@
+"""What a valid manifest asks for that this runtime does not run: the component check.
+
+Upstream murmur runs WASM and native components (tools, hooks, drivers, a capsule's own
+``capsule.wasm``); this runtime runs a capsule's ``plan:`` or its ``inference:`` agent, with
+two built-in drivers. A manifest that loads may still declare a component; :func:`unsupported`
+names each one, so ``mur build``, ``mur doctor`` and ``mur run`` refuse the same capsules with
+the same words instead of dropping a component without a word. Pure: manifest in,
+diagnostics out. Specification: ``spec/manifest.md`` ("What runs here").
+"""
+
+from __future__ import annotations
+
+from murmur.diagnostics import Diagnostic, error
+from murmur.manifest.model import Manifest, Transport
+
+BUILTIN_DRIVERS: tuple[str, ...] = ("murmur-driver-openai", "murmur-driver-anthropic")
+"""Driver artifact names this runtime provides itself (bare names; a scope prefix is allowed)."""
+
+_COMPONENT_HINTS = {
+    "tool": "remove the entry; give the agent the program through `capabilities.shell.allow` instead",
+    "hook": "remove the entry; hooks have no counterpart here",
+    "skill": "remove the entry; put the skill's text in a file named by `inference.system_prompt_file`",
+}
+
+
+def is_builtin_driver(artifact: str) -> bool:
+    """True for a built-in driver name, bare or scoped (``murmur/murmur-driver-openai``)."""
+    return artifact.rsplit("/", 1)[-1] in BUILTIN_DRIVERS
+
+
+def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnostic]:
+    """One diagnostic per component the manifest needs that this runtime does not run.
+
+    * an ``artifacts[]`` entry of runtime ``tool``, ``hook`` or ``skill`` → ``E-MAN-005``;
+    * a ``driver`` entry (or ``inference.driver.artifact``) that is not a built-in driver →
+      ``E-RUN-006``;
+    * neither ``plan:`` nor ``inference:`` (upstream would run the capsule's own WASM
+      component) → ``E-MAN-005``.
+
+    Args:
+        manifest (Manifest): a loaded manifest.
+        path (str | None): the manifest file the diagnostics name.
+    """
+    out: list[Diagnostic] = []
+    for art in manifest.artifacts:
+        if art.runtime in _COMPONENT_HINTS:
+            out.append(error(
+                "E-MAN-005",
+                f"artifact `{art.name}` (runtime: {art.runtime}) is an upstream {art.runtime} "
+                "component, which this runtime does not run",
+                hint=_COMPONENT_HINTS[art.runtime], path=path))
+        elif art.runtime == "driver" and not is_builtin_driver(art.name):
+            out.append(_foreign_driver(art.name, path))
+    inf = manifest.inference
+    if inf is not None and inf.transport is Transport.HTTP and inf.driver is not None:
+        declared = {a.name for a in manifest.artifacts if a.runtime == "driver"}
+        if not is_builtin_driver(inf.driver.artifact) and inf.driver.artifact not in declared:
+            out.append(_foreign_driver(inf.driver.artifact, path))
+    if manifest.plan is None and inf is None:
+        out.append(error(
+            "E-MAN-005",
+            f"capsule `{manifest.name}` declares neither `plan:` nor `inference:`; upstream would "
+            "run the capsule's own WASM component, which this runtime does not run",
+            hint="add `plan: plan.yaml` with a plan file (spec/plan.md), or an `inference:` block",
+            path=path))
+    return out
+
+
+def _foreign_driver(name: str, path: str | None) -> Diagnostic:
+    return error(
+        "E-RUN-006",
+        f"the inference driver `{name}` is an upstream driver component, which this runtime does "
+        "not run",
+        hint=f"use a built-in driver: {', '.join(BUILTIN_DRIVERS)}", path=path)

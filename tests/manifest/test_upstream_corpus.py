@@ -1,0 +1,105 @@
+"""Upstream manifests, taken unchanged, get the answer the key policy and the component
+check give them: build and pass ``mur doctor`` (with warnings), or a coded refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from manifest.upstream_corpus import CORPUS, Expect
+from murmur.cli.mur import main
+
+CORPUS_DIR = Path(__file__).parent / "upstream"
+
+
+def test_corpus_lists_every_fixture() -> None:
+    """Every file in the corpus directory has an expected answer, and every answer a file."""
+    on_disk = {p.name for p in CORPUS_DIR.glob("*.yaml")}
+    assert on_disk == {e.file for e in CORPUS}
+    assert len(CORPUS) == len(on_disk) >= 30
+
+
+@pytest.fixture
+def agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a user running these capsules has: a provider key and the `claude` CLI on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "claude"
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-a-secret")
+
+
+def _companions(capsule: Path) -> list[str]:
+    """Create the files the manifest declares (as its author has them); return their names."""
+    from murmur.errors import DiagnosticError
+    from murmur.manifest.load import load_manifest
+
+    try:
+        manifest = load_manifest(capsule / "murmur.yaml")
+    except DiagnosticError:
+        return []
+    names = list(manifest.requires_files or ())
+    for name in names:
+        (capsule / name).parent.mkdir(parents=True, exist_ok=True)
+        (capsule / name).write_bytes(b"\0asm\x01\0\0\0")
+    return names
+
+
+def _doctor(capsule: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    monkeypatch.chdir(capsule)
+    capsys.readouterr()
+    rc = main(["doctor", "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda e: e.file.removesuffix(".yaml"))
+def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pytest.MonkeyPatch,
+                capsys: pytest.CaptureFixture[str]) -> None:
+    """Build and doctor each upstream manifest as a user would; assert the table's answer."""
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    shutil.copyfile(CORPUS_DIR / case.file, capsule / "murmur.yaml")
+    (capsule / "credentials.txt").write_text("stray file a build must not pack\n")
+    declared = _companions(capsule)
+
+    capsys.readouterr()
+    built = main(["build", str(capsule)])
+    build_err = capsys.readouterr().err
+    rc, report = _doctor(capsule, monkeypatch, capsys)
+    doc = report["capsule"]
+    assert isinstance(doc, dict)
+    refusals = {d["code"] for d in doc["diagnostics"]}
+    warnings = {d["code"] for d in doc.get("warnings", [])}
+
+    if case.stage is None:
+        assert built == 0, build_err
+        with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
+            assert zf.namelist() == ["murmur.yaml"]  # nothing undeclared, no credentials.txt
+        assert (rc, report["ok"], refusals) == (0, True, set())
+        assert warnings == case.codes
+    elif case.stage == "load":
+        assert built == 1 and not list(capsule.glob("*.mur.zip"))
+        assert all(f"error[{code}]" in build_err for code in case.codes)
+        assert rc == 1 and refusals == case.codes
+    else:
+        assert built == 0, build_err
+        with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
+            assert zf.namelist() == sorted(["murmur.yaml", *declared])
+        assert rc == 1 and refusals == case.codes
+    if case.component:
+        messages = [d["message"] for d in doc["diagnostics"] if d["code"] in ("E-MAN-005", "E-RUN-006")]
+        assert messages and all("does not run" in m or "does not support" in m for m in messages)
+
+
+def test_passing_capsules_warn_only_about_inert_keys() -> None:
+    """The corpus holds capsules that pass and capsules refused for components (both kinds)."""
+    assert any(e.stage is None for e in CORPUS)
+    assert any(e.component and e.stage == "run" for e in CORPUS)
+    assert any(e.component and e.stage == "load" for e in CORPUS)

@@ -1,0 +1,80 @@
+"""The upstream manifest corpus (``tests/manifest/upstream/``) and the answer for each.
+
+``Expect.stage`` is where the manifest is refused: ``load`` (the loader refuses it, so
+``mur build`` and ``mur doctor`` both do), ``run`` (it loads and builds, but ``mur doctor``
+and ``mur run`` refuse it), or ``None`` (it builds and passes ``mur doctor``). ``codes`` are
+the refusal codes (or, when it passes, the warning codes). ``component`` marks refusals
+because the manifest needs a WASM or native component this runtime does not run.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+UPSTREAM_COMMIT = "ed2318379886fd667bdc6a6430af9f0dd0d9c7c0"
+
+
+@attrs.frozen
+class Expect:
+    file: str
+    source: str
+    stage: str | None
+    codes: frozenset[str]
+    component: bool = False
+
+
+def _e(file: str, source: str, stage: str | None, *codes: str, component: bool = False) -> Expect:
+    return Expect(file, source, stage, frozenset(codes), component)
+
+
+_D = "docs/content/"
+_F = "crates/murmur-cli/tests/fixtures/"
+_SBR = _D + "reference/shell-binary-reachability-manual-verification.md"
+_WEL = _D + "reference/workdir-exec-landlock-manual-verification.md"
+
+CORPUS: tuple[Expect, ...] = (
+    # agent capsules with a built-in driver: build and pass
+    _e("docs-capsules-13.yaml", _D + "concepts/capsules.md:13", None),
+    _e("docs-deploy-capsule-cloud-45.yaml", _D + "how-to/deploy-capsule-cloud.md:45", None, "W-MAN-001"),
+    # artifact manifests (tools, hooks, skills, native binaries): components
+    _e("docs-hooks-54.yaml", _D + "concepts/hooks.md:54", "load", "E-MAN-005", component=True),
+    _e("docs-session-loop-87.yaml", _D + "concepts/session-loop.md:87", "load", "E-MAN-005", component=True),
+    _e("docs-manifest-25.yaml", _D + "reference/manifest.md:25", "load", "E-MAN-005", component=True),
+    _e("docs-package-skill-artifact-142.yaml", _D + "how-to/package-skill-artifact.md:142", "load", "E-MAN-005", component=True),
+    _e("docs-package-skill-artifact-158.yaml", _D + "how-to/package-skill-artifact.md:158", "load", "E-MAN-005", component=True),
+    _e("docs-python-native-105.yaml", _D + "language-guides/python-native.md:105", "load", "E-MAN-005", component=True),
+    _e("docs-subprocess-fd-hygiene-verification-228.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:228", "load", "E-MAN-005", component=True),
+    _e("fixture-graduation-tool.yaml", _F + "graduation/tool/murmur.yaml", "load", "E-MAN-005", component=True),
+    _e("fixture-happy.yaml", _F + "happy/murmur.yaml", "load", "E-MAN-005", component=True),
+    _e("fixture-native-tool.yaml", _F + "native-tool/murmur.yaml", "load", "E-MAN-005", "E-MAN-003", component=True),
+    _e("fixture-skill-happy.yaml", _F + "skill-happy/murmur.yaml", "load", "E-MAN-005", component=True),
+    _e("fixture-skill-missing-skill-md.yaml", _F + "skill-missing-skill-md/murmur.yaml", "load", "E-MAN-005", component=True),
+    # capsules that use wasm/native/tool/hook artifacts
+    _e("docs-python-206.yaml", _D + "language-guides/python.md:206", "load", "E-MAN-005", component=True),
+    _e("docs-python-native-134.yaml", _D + "language-guides/python-native.md:134", "load", "E-MAN-005", component=True),
+    _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", "run", "E-MAN-005", component=True),
+    _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", "run", "E-MAN-005", component=True),
+    # the reference "supported shape": threaded conversations are refused here (besides its tool and hook)
+    _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "load", "E-MAN-005"),
+    # an upstream driver component
+    _e("docs-network-namespace-egress-proxy-manual-ve-103.yaml", _D + "reference/network-namespace-egress-proxy-manual-verification.md:103", "run", "E-RUN-006", component=True),
+    # capsules with no workload: upstream runs their own capsule.wasm
+    _e("docs-python-173.yaml", _D + "language-guides/python.md:173", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-129.yaml", _SBR + ":129", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-175.yaml", _SBR + ":175", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-199.yaml", _SBR + ":199", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-236.yaml", _SBR + ":236", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-265.yaml", _SBR + ":265", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-308.yaml", _SBR + ":308", "run", "E-MAN-005", component=True),
+    _e("docs-staged-runtime-bind-mount-manual-verific-223.yaml", _D + "reference/staged-runtime-bind-mount-manual-verification.md:223", "run", "E-MAN-005", component=True),
+    _e("docs-workdir-exec-landlock-manual-verificatio-270-1.yaml", _WEL + ":270 (we-default)", "run", "E-MAN-005", component=True),
+    _e("docs-workdir-exec-landlock-manual-verificatio-270-2.yaml", _WEL + ":270 (we-true)", "run", "E-MAN-005", component=True),
+    _e("docs-workdir-exec-landlock-manual-verificatio-270-3.yaml", _WEL + ":270 (we-scoped)", "run", "E-MAN-005", component=True),
+    # a containment floor this host does not achieve (upstream refuses it on such hosts too)
+    _e("docs-sealed-containment-manual-verification-122.yaml", _D + "reference/sealed-containment-manual-verification.md:122", "run", "E-CAP-003"),
+    # invalid upstream too
+    _e("docs-resource-limits-manual-verification-136.yaml", _D + "reference/resource-limits-manual-verification.md:136", "load", "E-MAN-001"),
+    _e("fixture-malformed.yaml", _F + "malformed/murmur.yaml", "load", "E-MAN-002"),
+    _e("fixture-missing-name.yaml", _F + "missing-name/murmur.yaml", "load", "E-MAN-001"),
+    _e("fixture-missing-version.yaml", _F + "missing-version/murmur.yaml", "load", "E-MAN-001"),
+)
