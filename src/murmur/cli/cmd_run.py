@@ -15,7 +15,8 @@ counted from now: digits followed by s, m, h or d, possibly combined (90s, 15m, 
 When it falls the session winds down, ends `deadline_reached` and exits 1 (E-RUN-053).
 
 exit status: 0 ok; 1 the deciding task did not complete (E-RUN-040) or a launch refusal;
-2 command-line misuse; 143 forced exit (a second SIGTERM, or 20 s after the first).
+2 command-line misuse; 125 the launch task failed because a delegation was refused by a
+narrowed spawn set (--spawn, --no-spawn, MURMUR_SPAWN; spec/tree.md); 143 forced exit (a second SIGTERM, or 20 s after the first).
 """
 
 
@@ -43,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--containment", choices=("advisory", "scoped", "sealed"), help="raise the containment floor (only advisory is achieved)"
     )
     parser.add_argument(
+        "--spawn", metavar="A,B", help="narrow the spawn set to these capsules (only narrows; see spec/tree.md)"
+    )
+    parser.add_argument("--no-spawn", action="store_true", help="the empty spawn set: every delegation is refused")
+    parser.add_argument(
         "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
     )
 
@@ -54,7 +59,7 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     from murmur.diagnostics import error
     from murmur.errors import DiagnosticError, UsageError
 
-    defaults = {"json": False, "verbose": False, "no_env_file": False}
+    defaults = {"json": False, "verbose": False, "no_env_file": False, "no_spawn": False}
     extra = sorted(
         "--" + k.replace("_", "-")
         for k, v in vars(args).items()
@@ -96,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         no_env_file=args.no_env_file,
         containment=args.containment,
+        spawn=args.spawn,
+        no_spawn=args.no_spawn,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early)
