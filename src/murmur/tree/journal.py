@@ -154,8 +154,10 @@ def _prune_locked() -> None:
     events = read_events()
     live: set[str] = set()
     for ev in events:
-        pid = ev.get("pid")
-        if ev["event"] == "start" and isinstance(pid, int) and process_start_time(pid) == ev.get("start_time"):
+        pid, start = ev.get("pid"), ev.get("start_time")
+        if ev["event"] != "start" or not isinstance(pid, int) or pid <= 0 or not isinstance(start, int):
+            continue
+        if process_start_time(pid) == start:
             live.add(ev["id"])
     drop = prune_plan(events, live, MAX_BYTES // 2)
     if not drop:
