@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from murmur.tree.forest import build_forest, render_text, resolve, scope, short_ids, to_json
 from murmur.tree.cascade import plan_cascade
+from murmur.tree.forest import build_forest, render_text, resolve, scope, short_ids, to_json
 
 NOW = 1_800_000_000_000
 FRM = "frm_0190000000007000800000000009a3e4"

@@ -14,9 +14,12 @@ _EPILOG = """\
 counted from now: digits followed by s, m, h or d, possibly combined (90s, 15m, 2h, 1h30m).
 When it falls the session winds down, ends `deadline_reached` and exits 1 (E-RUN-053).
 
+--spawn a,b / --no-spawn / MURMUR_SPAWN=a,b|none narrow the spawn set: the capsules this
+session (and everything it delegates to) may start. They only narrow the manifest's
+capabilities.spawn.allow; a delegation outside the set is refused before mur-roost is asked.
+
 exit status: 0 ok; 1 the deciding task did not complete (E-RUN-040) or a launch refusal;
-2 command-line misuse; 125 the launch task failed because a delegation was refused by a
-narrowed spawn set (--spawn, --no-spawn, MURMUR_SPAWN; spec/tree.md); 143 forced exit (a second SIGTERM, or 20 s after the first).
+2 command-line misuse; 143 forced exit (a second SIGTERM, or 20 s after the first).
 """
 
 

@@ -102,9 +102,18 @@ def plan_cascade(
 
 
 def _same_process(t: Target) -> bool:
+    """The pid still names the target and it has not exited (a zombie waiting to be reaped
+    by its parent has ended)."""
     from murmur.session.running import process_start_time
 
-    return process_start_time(t.pid) == t.start_time
+    if process_start_time(t.pid) != t.start_time:
+        return False
+    try:
+        raw = open(f"/proc/{t.pid}/stat", "rb").read()  # noqa: SIM115 - one small read
+    except OSError:
+        return False
+    state = raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
 
 
 def send(t: Target, sig: signal.Signals) -> bool:

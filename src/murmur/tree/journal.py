@@ -78,12 +78,21 @@ def append(event: str, ident: str, unix_ms: int, fields: Mapping[str, Any] | Non
     with _locked():
         fd = os.open(journal_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
+            size = os.fstat(fd).st_size
+            if size and _last_byte(size) != b"\n":
+                line = b"\n" + line  # a writer killed mid-line: start on a line of our own
             os.write(fd, line)
             size = os.fstat(fd).st_size
         finally:
             os.close(fd)
         if size > MAX_BYTES:
             _prune_locked()
+
+
+def _last_byte(size: int) -> bytes:
+    with journal_path().open("rb") as fh:
+        fh.seek(size - 1)
+        return fh.read(1)
 
 
 def read_events(path: Path | None = None) -> list[dict[str, Any]]:
