@@ -114,6 +114,8 @@ def error(
 EXIT_OK = 0
 EXIT_REFUSED = 1  # a coded refusal or a deciding task that did not complete
 EXIT_USAGE = 2  # command-line misuse
+EXIT_SPAWN_REFUSED = 125  # refused by mur-roost / could not start (spec/tree.md)
+EXIT_OUTSIDE_SPAWN_SET = 126  # a capsule outside the session's spawn set (spec/tree.md)
 EXIT_INTERNAL = 70  # an internal error (a bug); the message names the log file
 EXIT_SIGTERM = 143  # forced exit after SIGTERM (second signal or the 20 s guard)
 
@@ -213,4 +215,9 @@ CATALOGUE: dict[str, str] = {
     "W-RUN-008": "a member may call others but its network.allow reaches no member door",
     "W-ROS-001": "more members may call a member than its lifecycle holds at once",
     "W-MAN-001": "mur_version names a murmur version other than the one running",
+    # --- the process tree (spec/tree.md) -----------------------------------------------
+    "E-TRE-001": "MURMUR_LINEAGE is unreadable, or disagrees with MURMUR_SPAWNER",
+    "E-TRE-002": "a --spawn or MURMUR_SPAWN value cannot be read",
+    "E-TRE-003": "the id given to `mur stop` names no node of the tree, or more than one",
+    "W-TRE-001": "a spawn-set narrowing names a capsule outside the manifest (or the parent's set)",
 }

@@ -214,8 +214,9 @@ def build_inventory(manifest: Manifest, services: TaskServices) -> Inventory:
     """
     taken: set[str] = set()
     tools: list[Tool] = []
-    if manifest.spawn_allow and services.delegate is not None:
-        tools.append(_delegate_tool(manifest.spawn_allow, taken))
+    spawn = services.spawn if services.spawn is not None else manifest.spawn_allow
+    if spawn and services.delegate is not None:
+        tools.append(_delegate_tool(spawn, taken))
     if services.callees and services.call_member is not None:
         tools.append(_call_member_tool(services.callees, taken))
         tools.append(_end_tool(taken))

@@ -1,10 +1,15 @@
-"""``mur ps``: list running sessions (contract sheet section 3.2).
+"""``mur ps``: list running sessions (contract sheet section 3.2), or the forest (``--tree``).
 
-Reads ``$MURMUR_HOME/running/``; a record whose pid is gone or now names another process
-(start time differs) is pruned with a ``pruned: <ses> — <reason>`` line on stderr. Columns:
-``SESSION CAPSULE STATUS DETACHED UPTIME FORMATION URL``; ``--json`` prints one JSON array
-(``uptime`` as text beside ``uptime_s``, seconds as a number).
-Exit 0; 1 with ``E-RUN-028`` when a record cannot be read (the readable ones are still listed).
+Flat form: reads ``$MURMUR_HOME/running/``; a record whose pid is gone or now names another
+process (start time differs) is pruned with a ``pruned: <ses> — <reason>`` line on stderr.
+Columns: ``SESSION CAPSULE STATUS DETACHED UPTIME PARENT REFUSED FORMATION URL``; ``--json``
+prints one JSON array (``uptime`` as text beside ``uptime_s``, seconds as a number).
+Exit 0; 1 with ``E-RUN-028`` when a record cannot be read (the readable
+ones are still listed).
+
+``--tree`` (spec/tree.md): the forest of formations, operator sessions and delegated children
+from the host journal; scoped to running trees, trees from the last hour and the five newest
+unless ``--all``; ``--json`` prints ``murmur.ps.tree/v1``, unscoped.
 """
 
 from __future__ import annotations
@@ -13,11 +18,20 @@ import argparse
 import datetime as dt
 import json
 import sys
+import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--json``."""
-    parser.add_argument("--json", action="store_true", help="print the sessions as one JSON array")
+    """``--json``, ``--tree``, ``--all``."""
+    parser.description = (
+        "List running sessions, or with --tree the whole forest: formations and their members, "
+        "operator sessions, and delegated children under their parents, with their state "
+        "(starting, running, winding-down, ended <status>, uncertain). Without --all the tree "
+        "shows running trees, trees from the last hour and the five newest; --json is unscoped."
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON (a list; with --tree murmur.ps.tree/v1)")
+    parser.add_argument("--tree", action="store_true", help="print the forest of session trees")
+    parser.add_argument("--all", action="store_true", help="with --tree: every tree the journal holds")
 
 
 def uptime_seconds(started_at: str, now: dt.datetime) -> float | None:
@@ -43,12 +57,37 @@ def _uptime(started_at: str, now: dt.datetime) -> str:
     return f"{secs // 3600}h{secs % 3600 // 60:02d}m"
 
 
+def _parent(lineage: dict[str, object] | None) -> str | None:
+    parent = (lineage or {}).get("parent")
+    return parent.split(":", 1)[1] if isinstance(parent, str) and ":" in parent else None
+
+
+def run_tree(args: argparse.Namespace, now_ms: int | None = None) -> int:
+    """``mur ps --tree``; returns the exit status."""
+    from murmur.tree.forest import render_text, scope, to_json
+    from murmur.tree.snapshot import load_forest
+
+    roots = load_forest()
+    if args.json:
+        print(json.dumps(to_json(roots), indent=2))
+        return 0
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    print(render_text(scope(roots, now, show_all=args.all), now, show_all=args.all))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """List running sessions; returns the exit status."""
     from murmur.cli._common import emit
     from murmur.diagnostics import error
     from murmur.session.running import list_running
 
+    if args.tree:
+        return run_tree(args)
+    if args.all:
+        from murmur.errors import UsageError
+
+        raise UsageError(error("E-CLI-001", "--all goes with --tree", hint="run `mur ps --tree --all`"))
     census = list_running(prune=True)
     for sid, why in census.pruned:
         print(f"pruned: {sid} — {why}", file=sys.stderr)
@@ -65,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
                 "uptime_s": uptime_seconds(r.started_at, now),
                 "started_at": r.started_at,
                 "formation_id": r.formation_id,
+                "parent": _parent(r.lineage),
+                "lineage": r.lineage,
+                "refused": (r.delegations or {}).get("refused", 0),
+                "started": (r.delegations or {}).get("started", 0),
                 "url": r.url,
                 "pid": r.pid,
                 "workdir": r.workdir,
@@ -76,8 +119,12 @@ def run(args: argparse.Namespace) -> int:
     elif not census.live:
         print("no running capsules")
     else:
-        table = [("SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "FORMATION", "URL")]
+        from murmur.tree.forest import short_ids
+
+        shorts = short_ids([p for r in census.live if (p := _parent(r.lineage))])
+        table = [("SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "PARENT", "REFUSED", "FORMATION", "URL")]
         for r in census.live:
+            parent = _parent(r.lineage)
             table.append(
                 (
                     r.session_id,
@@ -85,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
                     "running",
                     "yes" if r.outlives_launcher else "no",
                     _uptime(r.started_at, now),
+                    shorts.get(parent, parent) if parent else "-",
+                    str((r.delegations or {}).get("refused", 0)),
                     r.formation_id or "-",
                     r.url,
                 )

@@ -14,6 +14,10 @@ _EPILOG = """\
 counted from now: digits followed by s, m, h or d, possibly combined (90s, 15m, 2h, 1h30m).
 When it falls the session winds down, ends `deadline_reached` and exits 1 (E-RUN-053).
 
+--spawn a,b / --no-spawn / MURMUR_SPAWN=a,b|none narrow the spawn set: the capsules this
+session (and everything it delegates to) may start. They only narrow the manifest's
+capabilities.spawn.allow; a delegation outside the set is refused before mur-roost is asked.
+
 exit status: 0 ok; 1 the deciding task did not complete (E-RUN-040) or a launch refusal;
 2 command-line misuse; 143 forced exit (a second SIGTERM, or 20 s after the first).
 """
@@ -46,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--system-prompt", metavar="TEXT", help="use this system prompt for this run (agent capsules; replaces the manifest's)"
     )
     parser.add_argument(
+        "--spawn", metavar="A,B", help="narrow the spawn set to these capsules (only narrows; see spec/tree.md)"
+    )
+    parser.add_argument("--no-spawn", action="store_true", help="the empty spawn set: every delegation is refused")
+    parser.add_argument(
         "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
     )
 
@@ -57,7 +65,7 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     from murmur.diagnostics import error
     from murmur.errors import DiagnosticError, UsageError
 
-    defaults = {"json": False, "verbose": False, "no_env_file": False}
+    defaults = {"json": False, "verbose": False, "no_env_file": False, "no_spawn": False}
     extra = sorted(
         "--" + k.replace("_", "-")
         for k, v in vars(args).items()
@@ -100,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         no_env_file=args.no_env_file,
         containment=args.containment,
         system_prompt=args.system_prompt,
+        spawn=args.spawn,
+        no_spawn=args.no_spawn,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early)

@@ -1,9 +1,11 @@
-"""``mur stop NAME``: end a running formation (by its ``frm_`` id) or one session.
+"""``mur stop ID``: end a node of the process tree and its whole subtree, in one grace.
 
-A formation id is ended through its launcher (SIGTERM; the launcher closes every lifeline);
-anything else is a session address (full ``ses_`` id, a 4+ character suffix, or ``@N``),
-ended with SIGTERM and, after ``--timeout`` seconds, SIGKILL. Specification:
-``spec/formation.md`` ("mur stop").
+``ID`` is a formation id, a session id, a short id unique in ``mur ps --tree``, a unique
+suffix of 4+ characters, or ``@N`` (the Nth newest running session). Every live descendant
+begins its wind-down at the same moment; 25 s later whatever is left is SIGKILLed
+(spec/tree.md "Cascade"). A formation is ended through its launcher (seed 004). A session
+the tree journal does not know is stopped as one session (SIGTERM, SIGKILL after
+``--timeout``; spec/formation.md "mur stop").
 """
 
 from __future__ import annotations
@@ -16,16 +18,16 @@ from collections.abc import Sequence
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``NAME``, ``--timeout`` and ``--json``."""
     parser.description = (
-        "Stop a running formation (through its launcher) or one session (SIGTERM, then "
-        "SIGKILL after --timeout). NAME is a formation id (frm_…) or a session address: "
-        "a full session id (ses_…), a unique suffix of 4 or more of its characters "
-        "(case-insensitive), or @N for the Nth newest running session (@1 = newest). "
-        "`mur ps` lists running sessions."
+        "Stop a running formation or session and everything it started: every live "
+        "descendant begins its wind-down at once, and whatever is left 25 s later is killed. "
+        "NAME is a formation id (frm_…), a session id (ses_…), a short id as `mur ps --tree` "
+        "prints it (ses_…c1c4), a unique suffix of 4 or more of its characters "
+        "(case-insensitive), or @N for the Nth newest running session (@1 = newest)."
     )
     parser.add_argument(
         "name",
         metavar="NAME",
-        help="a formation id (frm_…), or a session address: ses_… id, a unique suffix of "
+        help="a formation id (frm_…), a session id (ses_…), a short id, a unique suffix of "
         "4+ characters, or @N (Nth newest; @1 = newest)",
     )
     parser.add_argument(
@@ -33,13 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="wait this long after SIGTERM before SIGKILL (default: 10 for a session, "
-        "30 for a formation's launcher)",
+        help="seconds from the trigger to SIGKILL of what is left (default: 25 for a tree; "
+        "10 for a session the tree does not know, 30 for a formation's launcher)",
     )
-
-
     parser.add_argument("--json", action="store_true",
-                        help='print one JSON object ({"ok", "stopped", "signal", ...}) instead of lines')
+                        help='print one JSON object ({"ok", "stopped", ...}) instead of lines')
 
 
 def report_json(lines: Sequence[str]) -> dict[str, object]:
@@ -74,17 +74,32 @@ def run(args: argparse.Namespace) -> int:
     With ``--json`` a refusal is also one JSON object on stdout
     (``{"ok": false, "diagnostics": [...]}``) beside the diagnostic on stderr.
     """
+    from murmur import timing
     from murmur.errors import DiagnosticError
-    from murmur.formation.stop import stop
+    from murmur.formation.stop import resolve_session, stop
+    from murmur.tree.snapshot import load_forest
+    from murmur.tree.stop import find_node, stop_node
 
+    name = args.name.strip()
     try:
-        report = stop(args.name, timeout=args.timeout)
+        roots = load_forest()
+        if name.startswith("@"):
+            name = resolve_session(name).session_id
+        node = find_node(roots, name)
+        if node is None:
+            report = stop(name, timeout=args.timeout)
+            if args.json:
+                print(json.dumps(report_json(report.lines)), flush=True)
+            else:
+                print("\n".join(report.lines), flush=True)
+            return 0
     except DiagnosticError as exc:
         if args.json:
             print(json.dumps({"ok": False, "diagnostics": [d.to_json() for d in exc.diagnostics]}), flush=True)
         raise
+    done = stop_node(node, kill_after=timing.LAUNCHER_KILL if args.timeout is None else args.timeout)
     if args.json:
-        print(json.dumps(report_json(report.lines)), flush=True)
+        print(json.dumps({"ok": not done.left, **done.to_json()}), flush=True)
     else:
-        print("\n".join(report.lines), flush=True)
-    return 0
+        print("\n".join(done.text()), flush=True)
+    return 1 if done.left else 0

@@ -15,6 +15,9 @@ any other name                 it appears in both the child's and the parent's
 ``MURMUR_ROOST_URL``           always, the daemon the parent asked
 ``MURMUR_SPAWNER``             the spawner handle (compact JSON)
 ``MURMUR_SPAWNER_LIFELINE``    the decimal fd of the child's spawner lifeline
+``MURMUR_LINEAGE``             the child's lineage (spec/tree.md), set by the launcher after
+                               this function; ``MURMUR_SPAWN`` is never forwarded (the
+                               parent's set travels inside the lineage)
 =============================  ==========================================================
 
 The runtime's names are applied last, so a child listing one of them under
@@ -30,7 +33,8 @@ from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.roost.client import ROOST_URL_ENV
 
 PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT")
-RUNTIME_NAMES = ("PATH", "HOME", ROOST_URL_ENV, SPAWNER_ENV, SPAWNER_LIFELINE_ENV, *PASSTHROUGH)
+TREE_NAMES = ("MURMUR_LINEAGE", "MURMUR_SPAWN")  # runtime-owned (spec/tree.md): never forwarded by env.allow
+RUNTIME_NAMES = ("PATH", "HOME", ROOST_URL_ENV, SPAWNER_ENV, SPAWNER_LIFELINE_ENV, *PASSTHROUGH, *TREE_NAMES)
 
 
 def child_environment(

@@ -229,6 +229,7 @@ class Launcher:
         self._running = trio.Event()
         self._closed = False
         self._live: dict[str, _Child] = {}
+        self.child_env: Callable[[str], Mapping[str, str]] | None = None  # runtime-owned extras (lineage), by dlg id
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -475,6 +476,8 @@ class Launcher:
             lifeline_fd=life_r,
             home_fallback=str(Path.home()),
         )
+        if self.child_env is not None:  # applied last: the runtime's own names (spec/tree.md)
+            env.update(self.child_env(child.entry.delegation_id))
         argv = [
             *self.mur,
             "run",

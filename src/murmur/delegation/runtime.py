@@ -41,10 +41,13 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost.client import RoostClient, RoostError, RoostRefused
+from murmur.roost.ledger import IDENTITY_MESSAGE
 from murmur.session.door import CompletionRequest, CompletionVerdict
 from murmur.session.trace import TraceWriteError
 from murmur.session.winddown import lifeline_wind_down
 from murmur.session.workload import TaskServices
+from murmur.tree.contrib import session_lineage
+from murmur.tree.lineage import LINEAGE_ENV, refusal_sentence
 
 if TYPE_CHECKING:
     from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl
@@ -53,6 +56,11 @@ if TYPE_CHECKING:
 DEREGISTER_BOUND = 5.0  # seconds the best-effort deregistration may take
 REGISTER_TIMEOUT = 10.0  # seconds a registration request may take
 OK_STATUSES = frozenset({"ok", "formation_ended"})
+RESTART_REASON = "mur-roost restarted while this session ran (it no longer knows its credential)"
+RESTART_REFUSAL = (
+    "spawn refused: mur-roost restarted while this session ran, so it delegates nothing more; "
+    "run the task again in a new session"
+)
 
 
 class DelegationRuntime:
@@ -90,6 +98,8 @@ class DelegationRuntime:
         self._session: Session | None = None
         self.book = DelegationBook(self._emit)
         self.launcher: Launcher | None = None
+        self._started_ids: set[str] = set()
+        self.restart_noticed = False  # mur-roost answered the identity refusal (spec/tree.md)
         if self.can_delegate:
             assert roost_url is not None
             self.launcher = Launcher(
@@ -105,6 +115,7 @@ class DelegationRuntime:
                 bound=delegation_bound(self.manifest, environ),
                 relay=_stderr_line if relay_stderr else None,
             )
+            self.launcher.child_env = self._tree_env
 
     def __repr__(self) -> str:  # never show the credential or the approval
         return f"DelegationRuntime(session_id={self.setup.session_id!r}, delegates={self.can_delegate})"
@@ -127,6 +138,9 @@ class DelegationRuntime:
     # -- trace ----------------------------------------------------------------------------
 
     def _emit(self, event_type: str, **fields: Any) -> None:
+        if event_type == "delegation_start" and isinstance(fields.get("delegation_id"), str):
+            self._started_ids.add(fields["delegation_id"])
+            self._count("started")
         session = self._session
         if session is None:
             return
@@ -280,8 +294,56 @@ class DelegationRuntime:
                 capsule, version, text, wait, context_id=task.context_id, trust=task.trust
             )
 
-        base.delegate = delegate
+        spawn_set = tuple(session_lineage(self.setup).spawn)
+
+        async def guarded(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
+            refusal = self._refusal(capsule, spawn_set)
+            if refusal is not None:
+                self.book.call_ended(capsule, version, "refused", reason=refusal, duration_ms=0)
+                self._count("refused")
+                return {"capsule": capsule, "version": version, "status": "refused", "output": refusal}
+            result = await delegate(capsule, version, text, wait)
+            if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
+                self._count("refused")
+                if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
+                    self._restarted()
+            return result
+
+        base.delegate = guarded
+        base.spawn = spawn_set
         return base
+
+    # -- the process tree (spec/tree.md) ------------------------------------------------------
+
+    def _tree_env(self, delegation_id: str) -> dict[str, str]:
+        """The runtime-owned variables a child gets beside ``MURMUR_SPAWNER``: its lineage."""
+        return {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id)}
+
+    def _refusal(self, capsule: str, spawn_set: tuple[str, ...]) -> str | None:
+        """Why the runtime refuses ``capsule`` before mur-roost is asked, or None."""
+        if self.restart_noticed:
+            return RESTART_REFUSAL
+        if self._session is not None and self._session.wind_down_reason is not None:
+            return "spawn refused: this session is winding down and starts no delegation"
+        if capsule in self.manifest.spawn_allow and capsule not in spawn_set:
+            return refusal_sentence(capsule)
+        return None
+
+    def _count(self, key: str) -> None:
+        counts = self.setup.delegation_counts
+        counts[key] = counts.get(key, 0) + 1
+        if self._session is not None:
+            self._session.note_delegations()
+
+    def _restarted(self) -> None:
+        """mur-roost no longer knows this session: it restarted. Delegate nothing more."""
+        if self.restart_noticed:
+            return
+        self.restart_noticed = True
+        _stderr_line(f"[capsule-runtime] {RESTART_REFUSAL}")
+        from murmur.tree.contrib import mark_uncertain
+
+        mark_uncertain(self.setup.session_id, RESTART_REASON)
 
 
 def roost_url_unset() -> Diagnostic:

@@ -34,7 +34,7 @@ from murmur.session.session import SessionSetup, SessionSummary, dumps_line
 from murmur.session.signals import EarlySignals
 
 # Modules that may extend every session (each exposes ``contribute(setup, environ)``).
-CONTRIBUTORS: tuple[str, ...] = ("murmur.formation.member", "murmur.delegation.child")
+CONTRIBUTORS: tuple[str, ...] = ("murmur.formation.member", "murmur.tree.contrib", "murmur.delegation.child")
 
 
 @attrs.frozen
@@ -55,6 +55,8 @@ class RunOptions:
     no_env_file: bool = False
     containment: str | None = None
     system_prompt: str | None = None
+    spawn: str | None = None
+    no_spawn: bool = False
 
 
 def _usage(message: str, hint: str | None = None) -> UsageError:
@@ -236,6 +238,7 @@ def prepare(
     """
     from murmur.session.deadline import parse_deadline
     from murmur.session.workloads import load_workload, workload_kind
+    from murmur.tree.lineage import narrowings
 
     cwd = (cwd or Path.cwd()).resolve()
     started = time.time() if now is None else now
@@ -245,6 +248,9 @@ def prepare(
         # a member inherits the formation's moment and winds down at once; a user is told
         raise UsageError(error("E-RUN-054", f"--deadline {opts.deadline} is already past",
                                hint="give a later moment, or a duration such as 15m"))
+    if opts.spawn is not None and opts.no_spawn:
+        raise _usage("--spawn and --no-spawn contradict each other; give one of them")
+    narrowed = narrowings(spawn_flag=opts.spawn, no_spawn=opts.no_spawn, environ=env)
     manifest, root, _where = resolve_capsule(opts, env, cwd)
     _check_containment(manifest, opts.containment)
     version_warning = mur_version_warning(manifest)
@@ -287,6 +293,7 @@ def prepare(
         parent_env=env,
         workload_kind=workload_kind(manifest),
         bind=bind,
+        spawn_narrowings=narrowed,
     )
     from murmur.routing.profile import started_profile
 
@@ -365,7 +372,7 @@ def run_prepared(
 
     from murmur import containment
     from murmur.session.session import Session
-    from murmur.session.signals import SESSION_SIGNALS, signal_watcher
+    from murmur.session.signals import CASCADE_SIGNAL, SESSION_SIGNALS, signal_watcher
 
     con = console or Console()
     con.attach_log(setup.records.bootstrap_log)
@@ -380,7 +387,7 @@ def run_prepared(
             _human_ready(con, ready, verbose=verbose)
 
     async def main() -> SessionSummary:
-        with trio.open_signal_receiver(*SESSION_SIGNALS) as receiver:
+        with trio.open_signal_receiver(*SESSION_SIGNALS, CASCADE_SIGNAL) as receiver:
             already = len(early.received) if early else 0
             setup.watchers.insert(0, signal_watcher(receiver, already=already, exit_fn=setup.exit_fn))
             session = Session(setup)
@@ -389,6 +396,10 @@ def run_prepared(
 
                 assert early is not None
                 session.wind_down(signal_wind_down(early.received[0]))
+            elif early is not None and early.cascade:
+                from murmur.session.winddown import cascade_wind_down
+
+                session.wind_down(cascade_wind_down())
             return await session.run(on_ready)
 
     # every process this session starts is contained; whatever is left when it ends is killed

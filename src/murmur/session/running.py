@@ -59,6 +59,8 @@ class RunningRecord:
         artifact_sha256 (str | None): that archive's sha256 as recorded at install.
         source_manifest (str | None): the source ``murmur.yaml`` behind it, when known.
             The last five are what ``mur agent who`` compares (``murmur.routing.profile``).
+        lineage (dict | None): the session's lineage (spec/tree.md).
+        delegations (dict[str, int] | None): ``started`` / ``refused`` delegation counts.
     """
 
     session_id: str
@@ -81,6 +83,8 @@ class RunningRecord:
     artifact: str | None = None
     artifact_sha256: str | None = None
     source_manifest: str | None = None
+    lineage: dict[str, Any] | None = None
+    delegations: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as written (keys with a ``None`` value left out)."""

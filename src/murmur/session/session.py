@@ -22,6 +22,11 @@ Lifecycle and wind-down are described in spec/session.md. Extension points other
 * ``services``: builds each task's :class:`TaskServices` (delegate-task, call-member).
 * ``trace_start_fields`` / ``readiness_fields``: extra ``session_start`` fields and readiness
   line keys (``formation_id`` …).
+* ``lineage``: the session's place in the process tree (spec/tree.md), written into
+  ``session_start``, the readiness line and the running record; ``delegation_counts``
+  (``started``/``refused``) go into ``session_end`` and the running record.
+* ``wind_down_hooks``: ``f(reason)`` called synchronously when the wind-down begins (the
+  cascade); ``after_end``: ``f(summary)`` called synchronously once ``session_end`` is written.
 """
 
 from __future__ import annotations
@@ -184,6 +189,11 @@ class SessionSetup:
     readiness_fields: dict[str, Any] = attrs.field(factory=dict)
     workload_kind: str = "plan"
     running_fields: dict[str, Any] = attrs.field(factory=dict)
+    lineage: dict[str, Any] | None = None
+    spawn_narrowings: tuple[Any, ...] = ()
+    delegation_counts: dict[str, int] = attrs.field(factory=lambda: {"started": 0, "refused": 0})
+    wind_down_hooks: list[Callable[[WindDown], None]] = attrs.field(factory=list)
+    after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
 
 
 def _shell_env(setup: SessionSetup) -> dict[str, str]:
@@ -231,6 +241,7 @@ class Session:
         self._card_cache: dict[bool, dict[str, Any]] = {}
         self._completion = setup.completion_handler or default_completion_handler
         self._records = RecordWriter(lambda path, exc: self._log.error("could not write %s: %s", path, exc))
+        self._record: RunningRecord | None = None
 
     @property
     def session_event_id(self) -> str | None:
@@ -377,7 +388,22 @@ class Session:
         running = self._running
         if running is not None and not running.terminal and self.cancel(running, reason.cancel_note):
             self._canceled_by_wind = True
+        for hook in self.setup.wind_down_hooks:
+            try:
+                hook(reason)
+            except Exception:
+                self._log.error("wind-down hook failed:\n%s", traceback.format_exc())
         self._wake()
+
+    def note_delegations(self) -> None:
+        """Rewrite the running record with the current ``delegation_counts`` (best effort)."""
+        if self._record is None:
+            return
+        self._record = attrs.evolve(self._record, delegations=dict(self.setup.delegation_counts))
+        try:
+            write_running(self._record)
+        except OSError as exc:
+            self._log.error("could not rewrite the running record: %s", exc)
 
     def _close(self, *, cause: str) -> None:
         if not self._closing:
@@ -593,6 +619,8 @@ class Session:
         if self.setup.deadline is not None:
             fields["deadline"] = rfc3339(self.setup.deadline)
         fields.update(self.setup.trace_start_fields)
+        if self.setup.lineage is not None:
+            fields["lineage"] = self.setup.lineage
         return fields
 
     def _final(self) -> tuple[str, Diagnostic | None]:
@@ -628,6 +656,8 @@ class Session:
         if self.setup.formation_id:
             out["formation_id"] = self.setup.formation_id
         out.update(self.setup.readiness_fields)
+        if self.setup.lineage is not None:
+            out["lineage"] = self.setup.lineage
         if isinstance(self.auth, BearerDoor):
             out["tokens"] = dict(self.auth.tokens)
         return out
@@ -649,6 +679,8 @@ class Session:
             door_token=operator,
             credentials=tokens or None,
             **self.setup.running_fields,
+            lineage=self.setup.lineage,
+            delegations=dict(self.setup.delegation_counts),
         )
 
     # -- the session ----------------------------------------------------------------------
@@ -698,8 +730,14 @@ class Session:
             total_shell_calls=self._totals.shell_calls,
             duration_ms=summary.duration_ms,
             exit_status=status,
+            delegations=dict(self.setup.delegation_counts),
         )
         self.trace.close()
+        for after in self.setup.after_end:
+            try:
+                after(summary)
+            except Exception:
+                self._log.error("after-end hook failed:\n%s", traceback.format_exc())
         if self._guard is not None:
             self._guard.cancel()
         _detach_log(self._log, log_handler)
@@ -734,7 +772,8 @@ class Session:
                 refusal = exc.diagnostics[0]
             if refusal is None and self.wind_down_reason is None:
                 try:
-                    write_running(self._running_record())
+                    self._record = self._running_record()
+                    write_running(self._record)
                 except OSError as exc:
                     self._log.error("could not write the running record: %s", exc)
                 if on_ready is not None:

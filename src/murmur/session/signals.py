@@ -7,7 +7,8 @@ Two layers (trio-stack.md d, P10):
   during start-up is never a ``-15`` death.
 * :func:`signal_watcher`, a session watcher reading a ``trio.open_signal_receiver``: each
   signal counts; the first triggers the wind-down (``signal_wind_down``), the second exits
-  143 at once, whatever else started the wind-down first.
+  143 at once, whatever else started the wind-down first. :data:`CASCADE_SIGNAL` (SIGUSR1,
+  the tree's cascade) winds down too and is never counted.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import Protocol
 
-from murmur.session.winddown import WindDown, forced_exit, signal_wind_down
+from murmur.session.winddown import WindDown, cascade_wind_down, forced_exit, signal_wind_down
 
 SESSION_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+CASCADE_SIGNAL = signal.SIGUSR1
+"""The cascade (spec/tree.md): winds the session down like a first SIGTERM, but is not
+counted by the second-signal rule, so the SIGTERM its parent sends later is still a first."""
 
 
 class _Trigger(Protocol):
@@ -31,6 +35,7 @@ class EarlySignals:
 
     def __init__(self, exit_fn: Callable[[int], None] = forced_exit) -> None:
         self.received: list[str] = []
+        self.cascade = False
         self._exit_fn = exit_fn
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
@@ -39,12 +44,17 @@ class EarlySignals:
         if len(self.received) >= 2:
             self._exit_fn(143)
 
+    def cascade_handler(self, signum: int, frame: FrameType | None) -> None:
+        """The cascade signal before the loop runs: remembered, never counted."""
+        self.cascade = True
+
 
 def install_early_handlers(exit_fn: Callable[[int], None] = forced_exit) -> EarlySignals:
     """Install :class:`EarlySignals` for SIGTERM, SIGINT and SIGHUP; returns it."""
     early = EarlySignals(exit_fn)
     for sig in SESSION_SIGNALS:
         signal.signal(sig, early.handler)
+    signal.signal(CASCADE_SIGNAL, early.cascade_handler)
     return early
 
 
@@ -65,6 +75,9 @@ def signal_watcher(
     async def watch(ctl: _Trigger) -> None:
         count = already
         async for signum in receiver:
+            if signum == CASCADE_SIGNAL:
+                ctl.trigger(cascade_wind_down())
+                continue
             count += 1
             if count >= 2:
                 exit_fn(143)

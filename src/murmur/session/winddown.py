@@ -60,6 +60,11 @@ def signal_wind_down(signame: str) -> WindDown:
     return WindDown("signal", signame, f"the session received {signame}")
 
 
+def cascade_wind_down() -> WindDown:
+    """The cascade of a stopped tree (spec/tree.md): like a first SIGTERM (``canceled``)."""
+    return WindDown("cascade", "its tree was stopped", "the session's tree was stopped")
+
+
 def deadline_wind_down(deadline: float, *, formation_id: str | None = None) -> WindDown:
     """The ``--deadline`` fell: ``deadline_reached`` whatever happened, ``E-RUN-053``.
 

@@ -61,6 +61,7 @@ class TaskServices:
         entry_member: true for the formation's entry member (``end-without-answer`` refused).
         denied_binary: the refusal for a binary outside ``capabilities.shell.allow``, naming
             the ready routes (``murmur.routing``); None outside a formation.
+        spawn: the session's effective spawn set (spec/tree.md); None means the manifest's.
     """
 
     delegate: DelegateFn | None = None
@@ -69,6 +70,7 @@ class TaskServices:
     member_answer: MemberAnswerFn | None = None
     entry_member: bool = False
     denied_binary: Callable[[str], str] | None = None
+    spawn: tuple[str, ...] | None = None
 
 
 @attrs.define

@@ -1,0 +1,182 @@
+"""The session contributor for the process tree (called for every ``mur run``).
+
+:func:`contribute` decides the session's lineage and effective spawn set
+(:mod:`murmur.tree.lineage`) and wires the journal (:mod:`murmur.tree.journal`) into the
+session: a ``start`` event before the readiness line (the first start hook), a
+``winding_down`` event and the cascade to every live descendant when the wind-down begins
+(:mod:`murmur.tree.cascade`), an ``end`` event once ``session_end`` is written, and an
+``end`` event from the forced exit (143) too. A narrowing outside the manifest prints one
+``W-TRE-001`` on stderr. Specification: spec/tree.md.
+
+It runs after the formation contributor (it reads ``formation_id`` and the member name) and
+before the delegation contributor (whose runtime reads the effective set from
+``setup.lineage``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from murmur.delegation.spawner import SPAWNER_ENV, parse_spawner
+from murmur.session.running import process_start_time
+from murmur.session.winddown import WindDown, add_forced_exit_hook
+from murmur.tree import journal
+from murmur.tree.lineage import (
+    LINEAGE_ENV,
+    Lineage,
+    Narrowing,
+    child_lineage,
+    effective_spawn,
+    lineage_from_json,
+    member_lineage,
+    parse_handed,
+    root_lineage,
+)
+
+if TYPE_CHECKING:
+    from murmur.session.session import Session, SessionSetup, SessionSummary
+
+
+def decide_lineage(setup: SessionSetup, environ: Mapping[str, str]) -> tuple[Lineage, tuple[Any, ...]]:
+    """The session's lineage and the warnings to print (pure given its inputs).
+
+    Raises:
+        DiagnosticError: ``E-TRE-001`` for an unreadable or inconsistent ``MURMUR_LINEAGE``,
+            ``E-RUN-020`` for an unreadable ``MURMUR_SPAWNER``.
+    """
+    spawner = parse_spawner(environ.get(SPAWNER_ENV))
+    handed = parse_handed(
+        environ.get(LINEAGE_ENV),
+        spawner_session=spawner.session_id if spawner else None,
+        spawner_delegation=spawner.delegation_id if spawner else None,
+    )
+    narrow: tuple[Narrowing, ...] = tuple(setup.spawn_narrowings)
+    decision = effective_spawn(
+        setup.manifest.spawn_allow, ceiling=handed.ceiling if handed else None, narrow=narrow
+    )
+    if handed is not None:
+        lineage = child_lineage(handed, decision.spawn)
+    elif setup.formation_id is not None:
+        member = setup.trace_start_fields.get("formation_member")
+        lineage = member_lineage(setup.formation_id, member if isinstance(member, str) else None, decision.spawn)
+    else:
+        lineage = root_lineage(setup.session_id, decision.spawn)
+    return lineage, decision.warnings
+
+
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """Decide the lineage and hook the journal into ``setup`` (see the module docstring).
+
+    Raises:
+        DiagnosticError: ``E-TRE-001`` (see :func:`decide_lineage`).
+    """
+    lineage, warnings = decide_lineage(setup, environ)
+    setup.lineage = lineage.to_json()
+    for w in warnings:
+        _say(w.render())
+    hooks = JournalHooks(setup)
+    setup.start_hooks.insert(0, hooks.start)
+    setup.wind_down_hooks.append(hooks.winding_down)
+    setup.after_end.append(hooks.end)
+
+
+def session_lineage(setup: SessionSetup) -> Lineage:
+    """``setup.lineage`` as a value (a root lineage from the manifest when none was decided)."""
+    found = lineage_from_json(setup.lineage)
+    return found if found is not None else root_lineage(setup.session_id, setup.manifest.spawn_allow)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class JournalHooks:
+    """The session's journal events (each best effort: a journal that cannot be written
+    never fails the session; one line goes to stderr)."""
+
+    def __init__(self, setup: SessionSetup) -> None:
+        self.setup = setup
+        self._ended = False
+        self._started = False
+        self._unregister: Any = None
+        self._winding: WindDown | None = None
+
+    def _append(self, event: str, fields: Mapping[str, Any]) -> None:
+        try:
+            journal.append(event, self.setup.session_id, _now_ms(), fields)
+        except OSError as exc:
+            _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+
+    async def start(self, session: Session) -> None:
+        """Start hook (runs first): the ``start`` event, before the readiness line."""
+        pid = os.getpid()
+        m = self.setup.manifest
+        self._append(
+            "start",
+            {
+                "pid": pid,
+                "start_time": process_start_time(pid) or 0,
+                "capsule": f"{m.name}@{m.version}",
+                "lineage": self.setup.lineage,
+                "workdir": str(self.setup.workdir),
+                "records_dir": str(self.setup.records.root),
+            },
+        )
+        self._started = True
+        self._unregister = add_forced_exit_hook(self._forced)
+
+    def winding_down(self, reason: WindDown) -> None:
+        """Wind-down hook: the ``winding_down`` event, then the cascade to the subtree."""
+        self._winding = reason
+        if self._started:
+            self._append("winding_down", {"how": reason.detail, "cause": reason.cause})
+        from murmur.tree.cascade import cascade_from_session
+
+        cascade_from_session(self.setup.session_id)
+
+    def end(self, summary: SessionSummary) -> None:
+        """After ``session_end``: the ``end`` event."""
+        if self._unregister is not None:
+            self._unregister()
+        if not self._started or self._ended:
+            return
+        self._ended = True
+        self._append(
+            "end",
+            {
+                "status": summary.status,
+                "exit_code": summary.exit_code,
+                "delegations": dict(self.setup.delegation_counts),
+            },
+        )
+
+    def _forced(self) -> None:
+        """Forced exit (143): the ``end`` event the normal path will never write."""
+        if not self._started or self._ended:
+            return
+        self._ended = True
+        status = self._winding.status or self._winding.busy_status if self._winding else "terminated"
+        self._append(
+            "end",
+            {"status": status, "exit_code": 143, "forced": True,
+             "delegations": dict(self.setup.delegation_counts)},
+        )
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def mark_uncertain(session_id: str, reason: str) -> None:
+    """Journal that ``session_id`` is ``uncertain`` (its parent or mur-roost was lost)."""
+    try:
+        journal.append("uncertain", session_id, _now_ms(), {"reason": reason})
+    except OSError as exc:
+        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")

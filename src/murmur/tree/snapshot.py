@@ -1,0 +1,26 @@
+"""Read the forest as it is now: the journal, liveness by pid and start time, running records.
+
+The one I/O step in front of :func:`murmur.tree.forest.build_forest`.
+"""
+
+from __future__ import annotations
+
+from murmur.session.running import list_running, process_start_time
+from murmur.tree import journal
+from murmur.tree.forest import Node, build_forest
+
+
+def load_forest() -> list[Node]:
+    """The forest from ``$MURMUR_HOME`` (a missing journal gives an empty forest)."""
+    events = journal.read_events()
+    ended = {ev["id"] for ev in events if ev["event"] == "end"}
+    alive: dict[str, bool] = {}
+    for ev in events:
+        if ev["event"] != "start" or ev["id"] in ended or ev["id"] in alive:
+            continue
+        pid, start = ev.get("pid"), ev.get("start_time")
+        alive[ev["id"]] = isinstance(pid, int) and pid > 0 and process_start_time(pid) == start
+    running = {}
+    for rec in list_running(prune=False).live:
+        running[rec.session_id] = dict(rec.delegations or {})
+    return build_forest(events, alive, running)
