@@ -134,6 +134,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("inference.driver.config", _H, "driver settings", free=True),
     KeyRule("inference.command", _H, "the agent CLI (process transport)"),
     KeyRule("inference.max_turns", _H, "inference calls per task"),
+    KeyRule("inference.budget_tokens", _H, "the task's token ceiling (spend_ceiling_reached)"),
     KeyRule("inference.max_tokens", _H, "the per-turn output cap"),
     KeyRule("inference.system_prompt", _H, "the system prompt"),
     KeyRule("inference.system_prompt_file", _H, "the system prompt, from a packed file"),
