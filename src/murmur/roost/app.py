@@ -10,7 +10,8 @@ Between the first ledger check of a request and the state change it leads to the
 ``await``, so each decision is atomic with respect to every other request.
 
 Responses are built by :func:`_respond` alone: a compact JSON body with exactly two headers
-(``content-type`` and ``content-length``), and the server is configured without ``date`` and
+(``content-type`` and ``content-length``; a ``413`` adds ``connection: close``, because the
+unread body leaves the connection unusable), and the server is configured without ``date`` and
 ``server`` headers (:func:`hypercorn_config`), so two refusals with the same body are
 byte-identical on the wire -- the identity refusal in particular, whether or not the session
 a request names exists.
@@ -33,6 +34,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from murmur.errors import DiagnosticError
+from murmur.roost.body import BodyError, decode_object
 from murmur.roost.ledger import (
     IDENTITY_MESSAGE,
     Artifact,
@@ -110,12 +112,9 @@ def _one_header(name: str) -> str | None:
 async def _json_object() -> dict[str, object]:
     raw = await request.get_data(cache=False, as_text=False)
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise _BadRequest("request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise _BadRequest("request body must be a JSON object")
-    return body
+        return decode_object(raw)
+    except BodyError as exc:
+        raise _BadRequest(str(exc)) from None
 
 
 def _string_field(body: Mapping[str, object], field: str) -> str:
@@ -283,7 +282,12 @@ def create_app(
     async def http_error(exc: HTTPException) -> Response:
         code = exc.code or 500
         messages = {404: "not found", 405: "method not allowed", 413: "request body too large"}
-        return _error(code, messages.get(code, exc.name.lower()))
+        response = _error(code, messages.get(code, exc.name.lower()))
+        if code == 413:
+            # The body was left unread, so the connection cannot carry another request; say
+            # so, or a pooled client sends its next request into a closed socket.
+            response.headers["connection"] = "close"
+        return response
 
     @app.errorhandler(Exception)
     async def internal(exc: Exception) -> Response:
