@@ -9,8 +9,8 @@ import logging
 import httpx
 import pytest
 
+from murmur.jsonbody import MAX_DEPTH, BodyError, decode_object
 from murmur.roost.app import CREDENTIAL_HEADER
-from murmur.roost.body import MAX_DEPTH, BodyError, decode_object
 
 from .conftest import StartRoost
 

@@ -278,3 +278,66 @@ class TestStreams:
             assert len(events) == 1
             assert events[0]["result"]["task"]["status"]["state"] == "TASK_STATE_REJECTED"
             gate.release.set()
+
+
+class TestHttpErrors:
+    """Every error the door sends is JSON; another method on a known path is 405 (issue 16)."""
+
+    @pytest.mark.parametrize(
+        ("method", "path", "status", "allow"),
+        [
+            ("GET", "/", 405, "POST"),
+            ("PUT", "/", 405, "POST"),
+            ("DELETE", "/", 405, "POST"),
+            ("POST", "/.well-known/agent-card.json", 405, "GET, HEAD"),
+            ("GET", "/nope", 404, None),
+            ("OPTIONS", "/", 405, "POST"),
+        ],
+    )
+    async def test_json_status(self, tmp_path: Path, method: str, path: str, status: int, allow: str | None) -> None:
+        async with running(make_setup(tmp_path, manifest(), EchoWorkload())) as h, httpx.AsyncClient(base_url=h.url) as c:
+            r = await c.request(method, path)
+            assert r.status_code == status
+            assert r.headers["content-type"] == "application/json"
+            body = r.json()
+            assert set(body) == {"error", "message"}
+            assert body["error"] == {404: "not_found", 405: "method_not_allowed"}[status]
+            assert r.headers.get("allow") == allow
+
+
+class TestHostileRequests:
+    """Hostile bodies are -32700/-32600, never an internal error; echoes are bounded (issue 16)."""
+
+    @pytest.mark.parametrize(
+        ("content", "why"),
+        [
+            (b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":' + b"[" * 10_000 + b"]" * 10_000 + b"}}", "nested deeper"),
+            (b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"\\ud800"}}', "unpaired surrogate"),
+            (b'{"jsonrpc":"2.0","id":NaN,"method":"GetTask"}', "`NaN` is not a JSON number"),
+        ],
+        ids=["deep", "surrogate", "nan"],
+    )
+    async def test_parse_error(self, tmp_path: Path, content: bytes, why: str) -> None:
+        async with running(make_setup(tmp_path, manifest(), EchoWorkload())) as h, httpx.AsyncClient(base_url=h.url) as c:
+            r = await c.post("/", content=content, headers=A2A)
+            assert r.status_code == 200
+            err = r.json()["error"]
+            assert err["code"] == -32700
+            assert why in err["message"]
+
+    async def test_echoed_task_id_is_cut(self, tmp_path: Path) -> None:
+        """A 1 MiB task id comes back as its first 199 characters and an ellipsis."""
+        tid = "t" * (1 << 20)
+        async with running(make_setup(tmp_path, manifest(), EchoWorkload())) as h, httpx.AsyncClient(base_url=h.url) as c:
+            r = await rpc(c, "GetTask", {"id": tid})
+            err = r.json()["error"]
+            assert err["code"] == -32001
+            assert err["message"] == f"task {'t' * 199}… was not found"
+            assert len(r.content) < 1000
+
+    async def test_echoed_method_is_cut(self, tmp_path: Path) -> None:
+        async with running(make_setup(tmp_path, manifest(), EchoWorkload())) as h, httpx.AsyncClient(base_url=h.url) as c:
+            r = await rpc(c, "M" * 100_000)
+            err = r.json()["error"]
+            assert err["code"] == -32601
+            assert len(err["message"]) < 260 and "…" in err["message"]

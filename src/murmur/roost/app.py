@@ -34,7 +34,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from murmur.errors import DiagnosticError
-from murmur.roost.body import BodyError, decode_object
+from murmur.jsonbody import BodyError, decode_object
 from murmur.roost.ledger import (
     IDENTITY_MESSAGE,
     Artifact,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from murmur import timing
+from murmur import jsonbody, timing
 from murmur.session import wire
 from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
 from murmur.session.origin import Classification, classify
@@ -177,7 +177,7 @@ def _visible(task: Task | None, principal: Principal) -> Task | None:
 
 
 def _not_found(task_id: str) -> RpcError:
-    return RpcError(wire.TASK_NOT_FOUND, f"task {task_id} was not found")
+    return RpcError(wire.TASK_NOT_FOUND, f"task {wire.echo(task_id)} was not found")
 
 
 @attrs.frozen
@@ -200,6 +200,7 @@ class Reply:
 
 
 MAX_BODY = 16 * 1024 * 1024  # bytes of one JSON-RPC request
+MAX_NESTING = 100  # deepest array/object nesting of a request (data parts included)
 
 
 class Door:
@@ -305,13 +306,28 @@ class Door:
     def _build(self) -> Any:
         from quart import Response
         from quart_trio import QuartTrio
+        from werkzeug.exceptions import HTTPException
 
         app = QuartTrio("murmur.session.door")
+        app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
 
         @app.get("/.well-known/agent-card.json")
         async def card() -> Any:
             body = _dumps(self.backend.card(extended=False))
             return Response(body, status=200, content_type="application/json", headers={"Cache-Control": "no-cache"})
+
+        @app.post("/")
+        async def rpc_elsewhere() -> Any:  # pragma: no cover - POST / is answered in __call__
+            return Response(status=500)
+
+        @app.errorhandler(HTTPException)
+        async def http_error(exc: HTTPException) -> Any:
+            code = exc.code or 500
+            error, message = http_error_body(code)
+            allowed = getattr(exc, "valid_methods", None)
+            headers = {"Allow": ", ".join(sorted(allowed))} if code == 405 and allowed else {}
+            body = _dumps({"error": error, "message": message})
+            return Response(body, status=code, content_type="application/json", headers=headers)
 
         return app
 
@@ -345,9 +361,11 @@ class Door:
             return self._refusal(peer_not_accepted())
         raw = await read_body()
         try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return self._json(wire.rpc_error(None, RpcError(wire.PARSE_ERROR, "the body is not valid JSON")))
+            body = jsonbody.decode(raw, max_depth=MAX_NESTING)
+        except jsonbody.BodyError as exc:
+            _, _, why = str(exc).partition(": ")
+            message = "the body is not valid JSON" + (f": {why}" if why else "")
+            return self._json(wire.rpc_error(None, RpcError(wire.PARSE_ERROR, message)))
         try:
             req = wire.parse_request(body)
         except RpcError as err:
@@ -362,13 +380,13 @@ class Door:
             if cls.origin == "completion" and cls.completion_session != self.backend.session_id:
                 raise RpcError(
                     wire.COMPLETION_MISADDRESSED,
-                    f"completion is addressed to session {cls.completion_session or '(none)'}, "
+                    f"completion is addressed to session {wire.echo(cls.completion_session or '(none)')}, "
                     "which is not the session running here",
                 )
             if req.method not in KNOWN_METHODS:
-                raise RpcError(wire.METHOD_NOT_FOUND, f"method {req.method!r} is not served by this door")
+                raise RpcError(wire.METHOD_NOT_FOUND, f"method {wire.echo(repr(req.method))} is not served by this door")
             if req.method in TASK_METHODS and not self.backend.serves_tasks:
-                raise RpcError(wire.METHOD_NOT_FOUND, f"method {req.method!r} is not served: this capsule takes no tasks")
+                raise RpcError(wire.METHOD_NOT_FOUND, f"method {wire.echo(repr(req.method))} is not served: this capsule takes no tasks")
             refusal = self.auth.authorize(principal, req.method)
             if refusal is not None:
                 return self._refusal(refusal)
@@ -492,6 +510,19 @@ class Door:
                 await changed.wait()
             if waited.cancelled_caught:
                 yield b": keepalive\n\n"
+
+
+_HTTP_ERRORS = {
+    400: ("bad_request", "the request could not be read"),
+    404: ("not_found", "this door serves only POST / and GET /.well-known/agent-card.json"),
+    405: ("method_not_allowed", "this path does not answer that method"),
+    413: ("payload_too_large", "the request body is larger than 16 MiB"),
+}
+
+
+def http_error_body(status: int) -> tuple[str, str]:
+    """The ``error`` code and ``message`` sentence of an HTTP-level error the door sends."""
+    return _HTTP_ERRORS.get(status, ("http_error", f"the request was answered HTTP {status}"))
 
 
 def _ack(msg: wire.InboundMessage, text: str, *, task: Task | None = None) -> dict[str, Any]:

@@ -85,6 +85,14 @@ class RpcError(Exception):
         return {"code": self.code, "message": self.message, "data": [info]}
 
 
+ECHO_LIMIT = 200  # characters of client input an error message repeats
+
+
+def echo(value: str, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as an error message may repeat it: at most ``limit`` characters, cut with ``…``."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
 def rpc_result(request_id: object, result: object) -> dict[str, Any]:
     """A JSON-RPC success response echoing ``request_id``."""
     return {"jsonrpc": "2.0", "id": request_id, "result": result}

@@ -1,12 +1,12 @@
-"""Decoding a request body into a JSON object, with every hostile shape refused as input.
+"""Decoding a request body as JSON, with every hostile shape refused as input.
 
-Design: seed 000, "Refusals" (``400 Bad Request``: the body is not valid JSON); the wire
-rules are RFC 8259 with the interoperability limits of RFC 7493 (I-JSON). The HTTP layer
-(:mod:`murmur.roost.app`) answers :class:`BodyError` with ``400`` and its message.
+Used by mur-roost (seed 000, "Refusals": ``400 Bad Request`` when the body is not valid
+JSON; :mod:`murmur.roost.app`) and by the door (``-32700``; spec/door.md). The wire rules
+are RFC 8259 with the interoperability limits of RFC 7493 (I-JSON).
 
 What is refused, and why it is not an internal error:
 
-* nesting deeper than :data:`MAX_DEPTH` (the endpoints read flat objects; Python's decoder
+* nesting deeper than a bound (:data:`MAX_DEPTH` unless the caller says; Python's decoder
   would otherwise raise ``RecursionError`` at about a thousand levels);
 * ``NaN``, ``Infinity`` and ``-Infinity`` literals (not JSON);
 * strings holding an unpaired UTF-16 surrogate (``"\\ud800"``): valid by the grammar, but
@@ -22,10 +22,10 @@ import decimal
 import json
 import sys
 
-__all__ = ["MAX_DEPTH", "BodyError", "decode_object"]
+__all__ = ["MAX_DEPTH", "BodyError", "decode", "decode_object"]
 
 MAX_DEPTH = 32
-"""Deepest nesting of arrays and objects a body may have (the top-level object is depth 1)."""
+"""Deepest nesting of arrays and objects a roost body may have (the top-level object is depth 1)."""
 
 _NOT_JSON = "request body is not valid JSON"
 
@@ -85,34 +85,48 @@ def _has_lone_surrogate(value: object) -> bool:
     return False
 
 
-def decode_object(raw: bytes) -> dict[str, object]:
-    """Decode a request body that must be one JSON object.
+def decode(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> object:
+    """Decode one JSON value from a request body.
 
     Args:
-        raw (bytes): the body as received (already bounded by the daemon's size cap).
+        raw (bytes | str): the body as received (already bounded by the server's size cap).
+        max_depth (int): the deepest nesting of arrays and objects accepted.
 
     Returns:
-        dict[str, object]: the object; numbers are ``int``, ``float`` or (past Python's
-        integer digit limit) ``decimal.Decimal``.
+        object: the value; numbers are ``int``, ``float`` or (past Python's integer digit
+        limit) ``decimal.Decimal``.
 
     Raises:
-        BodyError: not UTF-8, not JSON, nested deeper than :data:`MAX_DEPTH`, a
-            non-finite number literal, an unpaired surrogate, or not an object.
+        BodyError: not UTF-8, not JSON, nested deeper than ``max_depth``, a non-finite
+            number literal, or a string holding an unpaired surrogate.
     """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BodyError(f"{_NOT_JSON}: it is not UTF-8") from None
-    if _nesting_exceeds(text, MAX_DEPTH):
-        raise BodyError(f"{_NOT_JSON}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(raw, str):
+        text = raw
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BodyError(f"{_NOT_JSON}: it is not UTF-8") from None
+    if _nesting_exceeds(text, max_depth):
+        raise BodyError(f"{_NOT_JSON}: nested deeper than {max_depth} levels")
     try:
         body = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
     except BodyError:
         raise
     except (ValueError, RecursionError):
         raise BodyError(_NOT_JSON) from None
-    if not isinstance(body, dict):
-        raise BodyError("request body must be a JSON object")
     if _has_lone_surrogate(body):
         raise BodyError(f"{_NOT_JSON}: a string holds an unpaired surrogate")
+    return body
+
+
+def decode_object(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> dict[str, object]:
+    """:func:`decode`, for a body that must be one JSON object.
+
+    Raises:
+        BodyError: as :func:`decode`, or the value is not an object.
+    """
+    body = decode(raw, max_depth=max_depth)
+    if not isinstance(body, dict):
+        raise BodyError("request body must be a JSON object")
     return body
