@@ -107,6 +107,29 @@ class TestBearer:
             bodies.add(out.body())
         assert len(bodies) == 1  # byte-identical every time
 
+    def test_only_the_canonical_spelling(self) -> None:
+        """Padding, the standard alphabet or spare bits in the last MAC character never admit."""
+        import base64
+
+        d = door()
+        tok = d.tokens["reader"]
+        tag, payload, mac = tok.split(".")
+        raw_mac = base64.urlsafe_b64decode(mac + "=")
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        last = alphabet.index(mac[-1])
+        spare = [alphabet[last ^ bit] for bit in (1, 2, 3)]  # 32-byte MAC: 43 chars, 2 spare bits
+        standard = base64.b64encode(raw_mac).rstrip(b"=").decode()
+        variants = [f"{tok}=", *(f"{tag}.{payload}.{mac[:-1]}{c}" for c in spare)]
+        if standard != mac:
+            variants.append(f"{tag}.{payload}.{standard}")
+        variants.append(f"{tag}.{payload}.{mac.replace('-', '+').replace('_', '/')}")
+        variants.append(f"{tag}.{payload}=.{mac}")
+        for variant in {v for v in variants if v != tok}:
+            assert base64.urlsafe_b64decode(variant.split(".")[2] + "==") == raw_mac or "=" in variant.split(".")[1]
+            out = d.authenticate([f"Bearer {variant}"])
+            assert isinstance(out, AuthRefusal) and out.error == "invalid_token", variant
+        assert isinstance(d.authenticate([f"Bearer {tok}"]), Principal)
+
     def test_scope(self) -> None:
         """A missing scope is 403 insufficient_scope naming credential and scope."""
         d = door()

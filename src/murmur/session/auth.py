@@ -166,7 +166,15 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Decode unpadded base64url, accepting only the one spelling :func:`_b64` produces.
+
+    Raises:
+        ValueError: padding, the standard alphabet, spare bits set, or anything not base64url.
+    """
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not canonical base64url")
+    return data
 
 
 class BearerDoor:
