@@ -187,7 +187,7 @@ CATALOGUE: dict[str, str] = {
     "E-RUN-022": "the session or formation named runs nothing here",
     "E-RUN-024": "the session or formation could not be ended",
     "E-RUN-027": "the inference provider rejected the credential",
-    "E-RUN-028": "the running records cannot be read",
+    "E-RUN-028": "the running records directory cannot be read",
     "E-RUN-040": "the session ran but its deciding task did not complete",
     "E-RUN-044": "MURMUR_FORMATION_ID is not frm_ followed by 32 lowercase hex digits",
     "E-RUN-045": "a formation peer did not come up; nothing was launched",
@@ -213,6 +213,7 @@ CATALOGUE: dict[str, str] = {
     "W-SEC-024": "an env.allow name looks like a credential",
     "W-RUN-007": "the session carries MURMUR_FORMATION_ID but no lifeline",
     "W-RUN-008": "a member may call others but its network.allow reaches no member door",
+    "W-RUN-009": "a running record cannot be read and was skipped",
     "W-ROS-001": "more members may call a member than its lifecycle holds at once",
     "W-MAN-001": "mur_version names a murmur version other than the one running",
     # --- the process tree (spec/tree.md) -----------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -198,6 +199,18 @@ class TestHelpers:
         assert read_task("t.md", tmp_path) == "from file"
         assert read_task("just words", tmp_path) == "just words"
         assert read_task("missing.md", tmp_path) == "missing.md"
+
+    def test_task_file_bounded(self, tmp_path: Path) -> None:
+        """A --task file over 16 MiB is E-IO-003, not read whole."""
+        with (tmp_path / "big.md").open("wb") as fh:
+            fh.truncate(launch.MAX_TASK_FILE_BYTES + 1)
+        with pytest.raises(DiagnosticError) as info:
+            read_task("big.md", tmp_path)
+        assert info.value.code == "E-IO-003" and "larger than 16 MiB" in str(info.value)
+
+    def test_env_file_fifo_does_not_hang(self, tmp_path: Path) -> None:
+        os.mkfifo(tmp_path / ".env")
+        assert load_env_file(tmp_path / ".env") == {}
 
 
 class EchoWorkload:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,35 @@ def refusal(text: str) -> tuple[str, int | None, str]:
     assert len(info.value.diagnostics) == 1
     assert d.location is not None and d.location.path == "r/roster.yaml"
     return d.code, d.location.line, d.message
+
+
+class TestScalarsAsWritten:
+    """Unquoted ``null``, ``~``, ``true``, ``1.10`` in a text field are that text (seed 004)."""
+
+    @pytest.mark.parametrize("word", ["null", "Null", "NULL", "true", "False", "1.10"])
+    def test_version(self, word: str) -> None:
+        text = f"roster_version: 1\nmembers:\n  - name: a\n    capsule: local/a\n    version: {word}\n"
+        assert parse_roster(text).members[0].version == word
+
+    def test_tilde_version_is_text(self) -> None:
+        """``~`` is the text ``~``, which is not a version (never "is required")."""
+        _, _, message = refusal(BASE.replace("version: '1'", "version: ~"))
+        assert "has version '~', which is not a version" in message
+
+    def test_name_null_is_a_name(self) -> None:
+        text = "roster_version: 1\nmembers:\n  - name: null\n    capsule: local/true\n    version: 1.10\n"
+        member = parse_roster(text).members[0]
+        assert (member.name, member.capsule, member.version) == ("null", "local/true", "1.10")
+
+    def test_key_without_value_is_absent(self) -> None:
+        code, _, message = refusal("roster_version: 1\nmembers:\n  - name:\n    capsule: s/a\n    version: '1'\n")
+        assert (code, message) == ("E-ROS-001", "roster.yaml: `members[0].name` is required")
+
+    def test_null_entry_and_reachability_are_absent(self) -> None:
+        text = BASE.replace("entry: true", "entry: ~") + "reachability: null\n"
+        r = parse_roster(text)
+        assert r.members[0].entry is False
+        assert r.reachability is ReachabilityKind.NONE
 
 
 class TestParse:
@@ -118,7 +148,9 @@ SHAPE_FAULTS = [
     ("bad-name-upper", BASE.replace("name: a", "name: Alpha"), 3, "not a valid member name"),
     ("bad-name-digit", BASE.replace("name: a", "name: 1a"), 3, "not a valid member name"),
     ("bad-name-long", BASE.replace("name: a", "name: a" + "b" * 32), 3, "not a valid member name"),
-    ("name-number", BASE.replace("name: a", "name: 12"), 3, "must be a string"),
+    ("name-number", BASE.replace("name: a", "name: 12"), 3, "member name '12' is not a valid member name"),
+    ("name-list", BASE.replace("name: a", "name: [a]"), 3, "must be a string"),
+    ("deep", "roster_version: 1\nmembers: " + "[" * 600 + "]" * 600 + "\n", None, "nests too deeply"),
     ("no-capsule", BASE.replace("    capsule: s/a\n", ""), 3, "`members[0].capsule` is required"),
     ("bare-capsule", BASE.replace("capsule: s/a", "capsule: coder"), 4, "without its scope"),
     ("capsule-3parts", BASE.replace("capsule: s/a", "capsule: a/b/c"), 4, "not an artifact name"),
@@ -134,7 +166,7 @@ SHAPE_FAULTS = [
     ("version-space", BASE.replace("version: '1'", "version: '1.0 beta'"), 5, "not a version"),
     ("version-newline", BASE.replace("version: '1'", 'version: "1\\n2"'), 5, "not a version"),
     ("version-dash-first", BASE.replace("version: '1'", "version: -1"), 5, "not a version"),
-    ("version-bool", BASE.replace("version: '1'", "version: true"), 5, "version string"),
+    ("version-map", BASE.replace("version: '1'", "version: {a: 1}"), 5, "version string"),
     ("version-list", BASE.replace("version: '1'", "version: [1]"), 5, "version string"),
     ("entry-str", BASE.replace("entry: true", "entry: 'true'"), 6, "true or false"),
     ("entry-yes", BASE.replace("entry: true", "entry: yes"), 6, "true or false"),
@@ -149,7 +181,7 @@ SHAPE_FAULTS = [
     ("rule-blank-to", BASE + "reachability:\n  - from: a\n    to:\n", 8, "`reachability[0].to` is required"),
     ("rule-empty-to", BASE + "reachability:\n  - from: a\n    to: []\n", 9, "at least one member"),
     ("rule-to-str", BASE + "reachability:\n  - from: a\n    to: b\n", 9, "list of member names"),
-    ("rule-to-number", BASE + "reachability:\n  - from: a\n    to: [1]\n", 9, "must be a string"),
+    ("rule-to-list", BASE + "reachability:\n  - from: a\n    to: [[b]]\n", 9, "must be a string"),
     ("rule-self", BASE + "reachability:\n  - from: a\n    to:\n      - b\n      - a\n", 11, "itself"),
     ("rule-from-list", BASE + "reachability:\n  - from: [a]\n    to: [b]\n", 8, "must be a string"),
 ]
@@ -197,6 +229,23 @@ class TestFile:
         with pytest.raises(DiagnosticError) as info:
             load_roster(p)
         assert "larger than 1 MiB" in info.value.diagnostics[0].message
+
+    @pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory"])
+    def test_not_a_regular_file(self, tmp_path: Path, kind: str) -> None:
+        """A roster.yaml that is /dev/zero, a FIFO or a directory: E-ROS-001, nothing read."""
+        p = tmp_path / "roster.yaml"
+        if kind == "dev-zero":
+            p.symlink_to("/dev/zero")
+        elif kind == "fifo":
+            os.mkfifo(p)
+        else:
+            p.mkdir()
+        with pytest.raises(DiagnosticError) as info:
+            load_roster(p)
+        d = info.value.diagnostics[0]
+        assert d.code == "E-ROS-001" and d.location is not None and d.location.path == str(p)
+        what = {"dev-zero": "a character device", "fifo": "a FIFO", "directory": "a directory"}[kind]
+        assert d.message == f"roster.yaml: {p} cannot be read: it is {what}, not a regular file"
 
     def test_loads_from_disk(self, tmp_path: Path) -> None:
         """load_roster reads a file and keeps the display path."""

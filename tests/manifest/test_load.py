@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,16 @@ class TestEntryPoints:
             load_manifest(tmp_path / "murmur.yaml")
         assert info.value.code == "E-MAN-004"
         assert str(tmp_path) in info.value.diagnostics[0].render()
+
+    @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+    def test_load_not_a_regular_file(self, tmp_path: Path, kind: str) -> None:
+        """A murmur.yaml that is a FIFO or /dev/zero is E-MAN-004; nothing is read, no hang."""
+        p = tmp_path / "murmur.yaml"
+        os.mkfifo(p) if kind == "fifo" else p.symlink_to("/dev/zero")
+        with pytest.raises(DiagnosticError) as info:
+            load_manifest(p)
+        d = info.value.diagnostics[0]
+        assert d.code == "E-MAN-004" and "not a regular file" in d.message
 
     def test_load_directory_means_its_manifest(self, tmp_path: Path) -> None:
         """Passing a directory loads the murmur.yaml inside it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -379,6 +380,22 @@ class TestLoadPlan:
         with pytest.raises(DiagnosticError) as info:
             load_plan(tmp_path, MANIFEST)
         assert info.value.code == "E-PLN-001" and "does not exist" in str(info.value)
+
+    @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+    def test_not_a_regular_file(self, tmp_path: Path, kind: str) -> None:
+        """A plan that is a FIFO or /dev/zero is E-PLN-001 naming the path; nothing is read."""
+        p = tmp_path / "plan.yaml"
+        os.mkfifo(p) if kind == "fifo" else p.symlink_to("/dev/zero")
+        with pytest.raises(DiagnosticError) as info:
+            load_plan(tmp_path, MANIFEST)
+        d = info.value.diagnostics[0]
+        assert d.code == "E-PLN-001" and "not a regular file" in d.message
+        assert d.location is not None and d.location.path == str(p)
+
+    def test_deep_nesting_is_coded(self) -> None:
+        """A plan nested 600 levels deep (1.2 KB) is E-PLN-002, not a RecursionError."""
+        err = refusal("steps: " + "[" * 600 + "]" * 600 + "\noutput: x\n")
+        assert err.code == "E-PLN-002" and "nests too deeply" in str(err)
 
     @pytest.mark.parametrize("plan", ["../plan.yaml", "/etc/plan.yaml", None])
     def test_bad_reference(self, tmp_path: Path, plan: str | None) -> None:

@@ -27,6 +27,15 @@ class TestLock:
         """No file means no pins."""
         assert read_lock(tmp_path / "murmur.lock") == {}
 
+    def test_fifo_lock_is_coded(self, tmp_path: Path) -> None:
+        """A murmur.lock that is a FIFO is E-REG-008 naming the path; no hang."""
+        import os
+
+        os.mkfifo(tmp_path / "murmur.lock")
+        with pytest.raises(DiagnosticError) as info:
+            read_lock(tmp_path / "murmur.lock")
+        assert info.value.code == "E-REG-008" and "a FIFO, not a regular file" in str(info.value)
+
     @pytest.mark.parametrize(("text", "line"), [
         ("lock_version: 2\npins: {}\n", 1),
         ("lock_version: 1\nextra: 1\n", 2),

@@ -69,8 +69,41 @@ class TestRecords:
         assert census.live[0].formation_id == "frm_x"
         assert sorted(s for s, _ in census.pruned) == ["ses_dead", "ses_reused"]
         assert "reused" in dict(census.pruned)["ses_reused"]
-        assert [f.name for f, _ in census.unreadable] == ["ses_junk.json"]
-        assert not record_path("ses_dead").exists() and junk.exists()
+        aside = junk.parent / "unreadable" / "ses_junk.json"
+        assert census.unreadable == ((aside, f"{census.unreadable[0][1].split(';')[0]}; set aside as {aside}"),)
+        assert census.unreadable[0][1].startswith("it is malformed (not valid JSON")
+        assert not record_path("ses_dead").exists() and not junk.exists()
+        assert aside.read_text() == "{not json"  # kept, byte for byte
+        again = list_running()  # reported once: the next census no longer sees it
+        assert (again.unreadable, [r.session_id for r in again.live]) == ((), ["ses_live"])
+
+    def test_without_prune_junk_stays(self, murmur_home: Path) -> None:
+        junk = record_path("ses_junk")
+        junk.parent.mkdir(parents=True, exist_ok=True)
+        junk.write_text("[]")
+        census = list_running(prune=False)
+        assert census.unreadable == ((junk, "it is malformed (not a JSON object)"),)
+        assert junk.exists()
+
+    @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+    def test_non_regular_record_is_malformed(self, murmur_home: Path, kind: str) -> None:
+        """A FIFO or /dev/zero named like a record is skipped unread (no hang, no huge read)."""
+        bad = record_path("ses_odd")
+        bad.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(bad)
+        else:
+            bad.symlink_to("/dev/zero")
+        census = list_running(prune=False)
+        assert census.live == () and census.unreadable[0][0] == bad
+        assert "not a regular file" in census.unreadable[0][1]
+
+    def test_running_dir_not_a_directory(self, murmur_home: Path) -> None:
+        d = record_path("ses_x").parent
+        d.parent.mkdir(parents=True, exist_ok=True)
+        d.write_text("")
+        census = list_running()
+        assert census.directory_error == "Not a directory"
 
     @pytest.mark.parametrize(
         ("text", "reason"),

@@ -31,6 +31,10 @@ from murmur.agent.transports.http import check_endpoint, key_variable
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Manifest, Transport
+from murmur.userfile import UserFileError, read_user_text
+
+MAX_SYSTEM_PROMPT_BYTES = 1 << 20
+"""A larger ``inference.system_prompt_file`` is refused (``E-RUN-009``)."""
 
 __all__ = ["DRIVERS", "AgentConfig", "agent_config", "driver_kind"]
 
@@ -104,14 +108,13 @@ def _system_prompt(
     if inf.system_prompt_file is not None:
         path = capsule_root / inf.system_prompt_file
         try:
-            return path.read_text(encoding="utf-8"), "file"
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            return read_user_text(path, limit=MAX_SYSTEM_PROMPT_BYTES), "file"
+        except UserFileError as exc:
             raise _refuse(
                 "E-RUN-009",
-                f"the system prompt file {inf.system_prompt_file} cannot be read: {reason}",
+                f"the system prompt file {inf.system_prompt_file} cannot be read: {exc.reason}",
                 "the path is relative to the capsule's directory",
-            ) from exc
+            ) from None
     return None, "none"
 
 

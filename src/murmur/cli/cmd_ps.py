@@ -4,8 +4,9 @@ Flat form: reads ``$MURMUR_HOME/running/``; a record whose pid is gone or now na
 process (start time differs) is pruned with a ``pruned: <ses> — <reason>`` line on stderr.
 Columns: ``SESSION CAPSULE STATUS DETACHED UPTIME PARENT REFUSED FORMATION URL``; ``--json``
 prints one JSON array (``uptime`` as text beside ``uptime_s``, seconds as a number).
-Exit 0; 1 with ``E-RUN-028`` when a record cannot be read (the readable
-ones are still listed).
+A record that cannot be read is skipped with a ``W-RUN-009`` warning (a malformed one is set
+aside in ``running/unreadable/``, so it is reported once); the others are still listed.
+Exit 0; 1 with ``E-RUN-028`` when the ``running/`` directory itself cannot be read.
 
 ``--tree`` (spec/tree.md): the forest of formations, operator sessions and delegated children
 from the host journal; scoped to running trees, trees from the last hour and the five newest
@@ -89,6 +90,12 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError(error("E-CLI-001", "--all goes with --tree", hint="run `mur ps --tree --all`"))
     census = list_running(prune=True)
+    if census.directory_error is not None:
+        from murmur import paths
+
+        emit(error("E-RUN-028", f"the running records directory {paths.running_dir()} cannot be read: "
+                   f"{census.directory_error}", hint="make it a directory this user can read"))
+        return 1
     for sid, why in census.pruned:
         print(f"pruned: {sid} — {why}", file=sys.stderr)
     now = dt.datetime.now(dt.UTC)
@@ -142,5 +149,6 @@ def run(args: argparse.Namespace) -> int:
         for row in table:
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for path, why in census.unreadable:
-        emit(error("E-RUN-028", f"the running record {path} cannot be read: {why}", hint="remove the file if no such session runs"))
-    return 1 if census.unreadable else 0
+        emit(error("W-RUN-009", f"skipped the running record {path}: {why}",
+                   hint="remove the file if no such session runs"))
+    return 0

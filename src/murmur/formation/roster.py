@@ -31,6 +31,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
+from murmur.userfile import UserFileError, read_user_text
 
 ROSTER_FILENAME = "roster.yaml"
 """The only file name ``mur run --roster`` and ``mur doctor --roster`` accept."""
@@ -43,6 +44,9 @@ MAX_ROSTER_BYTES = 1 << 20
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
+_TEXT_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL})
+"""Scalars a text field reads as written: an unquoted ``null``, ``~``, ``true`` or ``1.10``
+is that text in a name or a version, as in ``murmur.yaml`` (seed 004)."""
 
 _TOP_KEYS = ("roster_version", "members", "reachability")
 _MEMBER_KEYS = ("name", "capsule", "version", "entry")
@@ -179,22 +183,21 @@ def load_roster(path: Path, *, display: str | None = None) -> Roster:
     """
     shown = display if display is not None else str(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        _refuse(
-            shown,
-            None,
-            f"{ROSTER_FILENAME}: no roster at {shown}",
-            hint="write one (`mur new --roster NAME` makes a two-member example)",
-        )
-    except OSError as exc:
-        _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} cannot be read: {exc.strerror}")
-    if len(raw) > MAX_ROSTER_BYTES:
-        _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is larger than 1 MiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is not UTF-8 text")
+        text = read_user_text(path, limit=MAX_ROSTER_BYTES)
+    except UserFileError as exc:
+        if exc.kind == "missing":
+            _refuse(
+                shown,
+                None,
+                f"{ROSTER_FILENAME}: no roster at {shown}",
+                hint="write one (`mur new --roster NAME` makes a two-member example)",
+            )
+        if exc.kind == "too_large":
+            _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is larger than 1 MiB")
+        if exc.kind == "not_utf8":
+            _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is not UTF-8 text")
+        _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} cannot be read: {exc.reason}",
+                hint="a roster is a regular file" if exc.kind in ("not_regular", "directory") else None)
     return parse_roster(text, path=shown)
 
 
@@ -243,6 +246,9 @@ class _Parser:
             _refuse(self.path, line, f"{ROSTER_FILENAME}: not valid YAML: {problem}")
         except YAMLError as exc:
             _refuse(self.path, None, f"{ROSTER_FILENAME}: not valid YAML: {exc}")
+        except RecursionError:
+            _refuse(self.path, None, f"{ROSTER_FILENAME}: the document nests too deeply",
+                    hint="a roster is a mapping of lists of mappings; flatten the document")
         if root is None or _is_null(root):
             _refuse(self.path, 1, f"{ROSTER_FILENAME}: the file is empty; `roster_version: 1` "
                     "and `members` are required")
@@ -263,7 +269,8 @@ class _Parser:
     def mapping(self, node: Node, what: str, allowed: tuple[str, ...],
                 where: str) -> dict[str, tuple[ScalarNode, Node]]:
         """A mapping node's entries by key, refusing non-string, duplicate and unknown keys;
-        null values are dropped (a key with no value is an absent key)."""
+        keys written with no value are dropped (a key with no value is an absent key); a
+        value spelled ``null`` or ``~`` is kept, because in a text field it is that text."""
         if not isinstance(node, MappingNode):
             self.fail(node, f"{what} must be a mapping")
         out: dict[str, tuple[ScalarNode, Node]] = {}
@@ -278,7 +285,7 @@ class _Parser:
             if name in out:
                 self.fail(key, f"`{path}` is written twice")
             out[name] = (key, value)
-        return {k: kv for k, kv in out.items() if not _is_null(kv[1])}
+        return {k: kv for k, kv in out.items() if not _is_empty(kv[1])}
 
     def required(self, entries: dict[str, tuple[ScalarNode, Node]], key: str,
                  parent: Node, where: str) -> Node:
@@ -291,7 +298,7 @@ class _Parser:
         return entries[key]
 
     def string(self, node: Node, path: str) -> str:
-        if not isinstance(node, ScalarNode) or node.tag != _STR:
+        if not isinstance(node, ScalarNode) or node.tag not in _TEXT_TAGS:
             self.fail(node, f"`{path}` must be a string")
         return str(node.value)
 
@@ -320,7 +327,7 @@ class _Parser:
         version = self.version(version_node, name, f"{where}version")
         entry = False
         entry_line: int | None = None
-        if "entry" in entries:
+        if "entry" in entries and not _is_null(entries["entry"][1]):
             entry_node = entries["entry"][1]
             if not isinstance(entry_node, ScalarNode) or entry_node.tag != _BOOL:
                 self.fail(entry_node, f"`{where}entry` must be true or false")
@@ -341,7 +348,7 @@ class _Parser:
                       hint="scope and name are lowercase letters, digits and '-'")
 
     def version(self, node: Node, member: str, path: str) -> str:
-        if not isinstance(node, ScalarNode) or node.tag not in (_STR, _INT, _FLOAT):
+        if not isinstance(node, ScalarNode) or node.tag not in _TEXT_TAGS:
             self.fail(node, f"`{path}` must be a version string")
         text = str(node.value)
         if text.strip() == "":
@@ -364,6 +371,8 @@ class _Parser:
         if entry is None:
             return ReachabilityKind.NONE, ()
         node = entry[1]
+        if _is_null(node):
+            return ReachabilityKind.NONE, ()
         if isinstance(node, ScalarNode):
             if node.tag == _STR and node.value == "all":
                 return ReachabilityKind.ALL, ()
@@ -395,7 +404,13 @@ class _Parser:
 
 
 def _is_null(node: Node) -> bool:
+    """A null scalar in any spelling (``null``, ``~``, or no value at all)."""
     return isinstance(node, ScalarNode) and node.tag == _NULL
+
+
+def _is_empty(node: Node) -> bool:
+    """A key written with no value (``name:``), which is an absent key."""
+    return _is_null(node) and node.value == ""
 
 
 def _int_value(text: str) -> int | None:

@@ -52,6 +52,7 @@ from murmur.manifest.yamltext import (
     parse_located,
     to_plain,
 )
+from murmur.userfile import UserFileError, read_user_file
 
 MANIFEST_FILE = "murmur.yaml"
 MAX_MANIFEST_BYTES = 1 << 20
@@ -425,27 +426,17 @@ def load_manifest(
         path = path / MANIFEST_FILE
     shown = str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_MANIFEST_BYTES:
+        data = read_user_file(path, limit=MAX_MANIFEST_BYTES)
+    except UserFileError as exc:
+        if exc.kind == "too_large":
             return parse_manifest_bytes(b"x" * (MAX_MANIFEST_BYTES + 1), path=shown)
-        data = path.read_bytes()
-    except FileNotFoundError:
+        hint = {
+            "missing": "run in a capsule directory, or pass the manifest's path",
+            "denied": "make the file readable by this user",
+            "not_regular": "a manifest is a regular file",
+        }.get(exc.kind)
         raise DiagnosticError(
-            error("E-MAN-004", "cannot read the manifest: no such file", path=shown,
-                  hint="run in a capsule directory, or pass the manifest's path")
-        ) from None
-    except IsADirectoryError:
-        raise DiagnosticError(
-            error("E-MAN-004", "cannot read the manifest: it is a directory", path=shown)
-        ) from None
-    except PermissionError:
-        raise DiagnosticError(
-            error("E-MAN-004", "cannot read the manifest: permission denied", path=shown,
-                  hint="make the file readable by this user")
-        ) from None
-    except OSError as exc:
-        raise DiagnosticError(
-            error("E-MAN-004", f"cannot read the manifest: {exc.strerror or exc}", path=shown)
+            error("E-MAN-004", f"cannot read the manifest: {exc.reason}", path=shown, hint=hint)
         ) from None
     return parse_manifest_bytes(data, path=shown, env=env, skip=skip, warnings=warnings)
 

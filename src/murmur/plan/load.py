@@ -35,6 +35,7 @@ from murmur.plan.model import (
 )
 from murmur.plan.template import Template, TemplateError, parse_template
 from murmur.shell import ShellRefused, check_allowed, grant_entry
+from murmur.userfile import UserFileError, read_user_text
 
 __all__ = ["STEP_ID_RE", "load_plan", "parse_plan"]
 
@@ -49,6 +50,8 @@ STEP_KEYS = frozenset(
     }
 )
 TOP_KEYS = frozenset({"steps", "output", "description"})
+MAX_PLAN_BYTES = 1 << 20
+"""A larger plan file is refused unread (``E-PLN-001``)."""
 
 
 class _Collector:
@@ -124,15 +127,15 @@ def load_plan(capsule_root: Path, manifest: Manifest) -> Plan:
         )
     path = capsule_root / rel
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        text = read_user_text(path, limit=MAX_PLAN_BYTES)
+    except UserFileError as exc:
+        if exc.kind == "missing":
+            raise DiagnosticError(
+                error("E-PLN-001", f"the plan file `{manifest.plan}` does not exist", path=display,
+                      hint="create it, or change `plan:` in murmur.yaml")
+            ) from None
         raise DiagnosticError(
-            error("E-PLN-001", f"the plan file `{manifest.plan}` does not exist", path=display,
-                  hint="create it, or change `plan:` in murmur.yaml")
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DiagnosticError(
-            error("E-PLN-001", f"the plan file `{manifest.plan}` cannot be read: {exc}", path=display)
+            error("E-PLN-001", f"the plan file `{manifest.plan}` cannot be read: {exc.reason}", path=display)
         ) from None
     return parse_plan(text, manifest, path=display)
 
@@ -151,6 +154,16 @@ def parse_plan(text: str, manifest: Manifest, *, path: str = "plan.yaml") -> Pla
     Raises:
         DiagnosticError: every fault found (``E-PLN-002`` … ``E-PLN-009``), in file order.
     """
+    try:
+        return _parse_plan(text, manifest, path)
+    except RecursionError:
+        raise DiagnosticError(
+            error("E-PLN-002", "the plan is not valid YAML: the document nests too deeply", path=path,
+                  hint="a plan is a mapping of steps; flatten the document")
+        ) from None
+
+
+def _parse_plan(text: str, manifest: Manifest, path: str) -> Plan:
     out = _Collector(path)
     try:
         doc = YAML(typ="rt").load(text)

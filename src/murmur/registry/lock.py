@@ -28,9 +28,12 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.manifest.rules import VERSION_RE
 from murmur.manifest.yamltext import YMap, YStr, as_int, parse_located, position
+from murmur.userfile import UserFileError, read_user_text
 
 LOCK_FILE = "murmur.lock"
 LOCK_VERSION = 1
+MAX_LOCK_BYTES = 1 << 20
+"""A larger lock file is refused unread (``E-REG-008``)."""
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 _REF_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?/[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?")
 
@@ -56,12 +59,12 @@ def read_lock(path: Path) -> dict[str, Pin]:
         DiagnosticError: ``E-REG-008`` (with line) when the file is unreadable or malformed.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_user_text(path, limit=MAX_LOCK_BYTES)
+    except UserFileError as exc:
+        if exc.kind == "missing":
+            return {}
         raise DiagnosticError(
-            error("E-REG-008", f"murmur.lock cannot be read ({exc})", path=str(path))
+            error("E-REG-008", f"murmur.lock cannot be read ({exc.reason})", path=str(path))
         ) from None
     return parse_lock(text, path=str(path))
 

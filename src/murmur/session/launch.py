@@ -32,6 +32,7 @@ from murmur.session.lifecycle import Policy, parse_idle_timeout
 from murmur.session.records import create_records, records_dir_for
 from murmur.session.session import SessionSetup, SessionSummary, dumps_line
 from murmur.session.signals import EarlySignals
+from murmur.userfile import UserFileError, read_user_text
 
 # Modules that may extend every session (each exposes ``contribute(setup, environ)``).
 CONTRIBUTORS: tuple[str, ...] = ("murmur.formation.member", "murmur.tree.contrib", "murmur.delegation.child")
@@ -59,6 +60,12 @@ class RunOptions:
     no_spawn: bool = False
 
 
+MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
+"""A ``--task`` file larger than this is refused (``E-IO-003``), as the door refuses a larger body."""
+MAX_ENV_FILE_BYTES = 1 << 20
+"""A larger ``./.env`` is ignored, as an unreadable one is."""
+
+
 def _usage(message: str, hint: str | None = None) -> UsageError:
     return UsageError(error("E-CLI-001", message, hint=hint))
 
@@ -68,8 +75,8 @@ def load_env_file(path: Path) -> dict[str, str]:
     allowed); an absent or unreadable file gives nothing. Values are never printed."""
     out: dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_user_text(path, limit=MAX_ENV_FILE_BYTES)
+    except UserFileError:
         return out
     for raw in text.splitlines():
         line = raw.strip()
@@ -111,11 +118,10 @@ def read_task(value: str, cwd: Path) -> str:
     if not is_file:
         return value
     try:
-        return path.read_text(encoding="utf-8")
-    except PermissionError:
-        raise DiagnosticError(error("E-IO-002", f"cannot read the task file {path}: permission denied")) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DiagnosticError(error("E-IO-003", f"cannot read the task file {path}: {exc}")) from None
+        return read_user_text(path, limit=MAX_TASK_FILE_BYTES)
+    except UserFileError as exc:
+        code = "E-IO-002" if exc.kind == "denied" else "E-IO-003"
+        raise DiagnosticError(error(code, f"cannot read the task file {path}: {exc.reason}")) from None
 
 
 def resolve_capsule(opts: RunOptions, env: Mapping[str, str], cwd: Path) -> tuple[Manifest, Path, str]:

@@ -18,6 +18,12 @@ import attrs
 
 from murmur import paths
 from murmur.session.records import write_private
+from murmur.userfile import UserFileError, read_user_text
+
+MAX_RECORD_BYTES = 64 * 1024
+"""A larger running record is malformed (real ones are well under 4 KiB)."""
+UNREADABLE_DIR = "unreadable"
+"""``running/unreadable/``: where ``mur ps`` sets aside a malformed record, so it reports it once."""
 
 
 def process_start_time(pid: int) -> int | None:
@@ -122,12 +128,22 @@ def read_running(path: Path) -> RunningRecord:
     """Parse one record file.
 
     Raises:
-        OSError: unreadable.
-        ValueError: not a running record (bad JSON, missing or mistyped fields); the message
+        FileNotFoundError: the record is gone.
+        OSError: unreadable (permission denied, I/O error).
+        ValueError: not a running record (not a regular file, larger than
+            :data:`MAX_RECORD_BYTES`, not UTF-8 (bad JSON, missing or mistyped fields); the message
             reads ``it is malformed (…)`` and names what is wrong, never Python internals.
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = read_user_text(path, limit=MAX_RECORD_BYTES)
+    except UserFileError as exc:
+        if exc.kind == "missing":
+            raise FileNotFoundError(exc.path) from None
+        if exc.kind in ("not_regular", "directory", "too_large", "not_utf8"):
+            raise ValueError(f"it is malformed ({exc.reason})") from None
+        raise OSError(exc.reason) from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"it is malformed (not valid JSON: {exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict):
@@ -155,33 +171,73 @@ def check_alive(record: RunningRecord) -> str | None:
 
 @attrs.frozen
 class Census:
-    """What :func:`list_running` found."""
+    """What :func:`list_running` found.
+
+    Attributes:
+        live (tuple[RunningRecord, ...]): records whose process is still the session.
+        pruned (tuple[tuple[str, str], ...]): (session id, reason) of stale records.
+        unreadable (tuple[tuple[Path, str], ...]): (file, reason) of records skipped; a
+            malformed one set aside is named where it now is.
+        directory_error (str | None): why ``running/`` itself could not be listed (then
+            nothing else is known).
+    """
 
     live: tuple[RunningRecord, ...]
     pruned: tuple[tuple[str, str], ...]  # (session id, reason)
     unreadable: tuple[tuple[Path, str], ...]  # (file, reason)
+    directory_error: str | None = None
+
+
+def _record_files(d: Path) -> list[Path]:
+    """The ``ses_*.json`` files of ``d``, sorted; empty when ``d`` does not exist.
+
+    Raises:
+        OSError: ``d`` exists but cannot be listed.
+    """
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return []
+    return sorted(d / n for n in names if n.startswith("ses_") and n.endswith(".json"))
+
+
+def _set_aside(f: Path) -> Path | None:
+    """Move a malformed record into ``running/unreadable/``; where it went, or None."""
+    target_dir = f.parent / UNREADABLE_DIR
+    try:
+        target_dir.mkdir(mode=0o700, exist_ok=True)
+        target = target_dir / f.name
+        os.replace(f, target)
+    except OSError:
+        return None
+    return target
 
 
 def list_running(*, prune: bool = True) -> Census:
     """Every running record whose process is still the session, oldest first.
 
     Args:
-        prune (bool): delete records whose pid/start-time check failed.
+        prune (bool): delete records whose pid/start-time check failed, and set malformed
+            ones aside in ``running/unreadable/`` (so they are reported once).
     """
     d = paths.running_dir()
     live: list[RunningRecord] = []
     pruned: list[tuple[str, str]] = []
     bad: list[tuple[Path, str]] = []
     try:
-        files = sorted(d.glob("ses_*.json"))
-    except OSError:
-        files = []
+        files = _record_files(d)
+    except OSError as exc:
+        return Census((), (), (), exc.strerror or type(exc).__name__)
     for f in files:
         try:
             rec = read_running(f)
         except FileNotFoundError:
             continue  # ended while we looked
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
+            moved = _set_aside(f) if prune else None
+            bad.append((moved or f, f"{exc}; set aside as {moved}" if moved else str(exc)))
+            continue
+        except OSError as exc:
             bad.append((f, str(exc)))
             continue
         why = check_alive(rec)
