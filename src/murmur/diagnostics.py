@@ -178,7 +178,7 @@ CATALOGUE: dict[str, str] = {
     "E-RUN-001": "the session failed at launch",
     "E-RUN-005": "no inference driver is configured",
     "E-RUN-006": "the inference driver or agent command is missing",
-    "E-RUN-007": "the agent loop failed (including a failed trace write)",
+    "E-RUN-007": "the agent loop failed, or the trace or records could not be written",
     "E-RUN-008": "the capsule artifact is not installed",
     "E-RUN-009": "the system prompt file cannot be read",
     "E-RUN-010": "network.internal_port is already in use",

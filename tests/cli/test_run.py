@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +18,7 @@ from murmur.errors import DiagnosticError, UsageError
 from murmur.manifest.model import AfterTask, TaskAcceptance
 from murmur.session import launch
 from murmur.session.launch import RunOptions, load_env_file, prepare, read_task, run_prepared
+from murmur.session.trace import read_trace
 from murmur.session.workload import TaskContext, TaskOutcome
 
 ECHO_MANIFEST = """\
@@ -285,3 +289,128 @@ class TestReasonText:
     def test_short_reason_kept_whole(self) -> None:
         """A one-line reason is shown as is."""
         assert launch.reason_text("it broke\n") == "reason: it broke"
+
+
+def _chattr_works(tmp: Path) -> bool:
+    probe = tmp / "chattr-probe"
+    probe.mkdir()
+    try:
+        ok = subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode == 0
+    except OSError:
+        return False
+    if ok:
+        subprocess.run(["chattr", "-i", str(probe)], check=True)
+    return ok
+
+
+class GatedEcho:
+    """Echo, after ``before_answer`` ran (to break the disk while the task runs)."""
+
+    def __init__(self, before_answer: Any) -> None:
+        self.before_answer = before_answer
+
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+        self.before_answer()
+        return TaskOutcome("ok", f"echo: {ctx.text}")
+
+
+class TestDisksThatFail:
+    """A session that could not record its outcome never reports success (issue 16)."""
+
+    def test_result_lost_to_enospc_keeps_the_answer(
+        self, capsule: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """ENOSPC on out/: the answer still on stdout, `status: failed`, E-RUN-007, exit 1."""
+        from murmur.session import records
+
+        real = records.write_private
+
+        def full_disk(path: Path, text: str) -> None:
+            if path.parent.name == "out":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real(path, text)
+
+        monkeypatch.setattr(records, "write_private", full_disk)
+        setup = prepare(RunOptions(task="hi"), environ={}, cwd=capsule)
+        setup.workload = EchoWorkload()
+        assert run_prepared(setup, json_mode=False) == 1
+        out, err = capsys.readouterr()
+        assert out == "echo: hi\n"
+        lines = err.splitlines()
+        i = lines.index("status: failed")
+        assert lines[i + 1] == (
+            "error[E-RUN-007]: the session's records could not be written: No space left on device "
+            "(and 1 more file); its outcome is not on disk")
+        assert "Traceback" not in err and "Logging error" not in err
+        assert not setup.records.result.exists()
+        end = [r for r in read_trace(setup.records.trace) if r["event_type"] == "session_end"]
+        assert end[0]["exit_status"] == "failed"
+
+    def test_records_made_immutable_mid_run(
+        self, capsule: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """chattr +i on out/ and logs/ while the task runs (root only): E-RUN-007, answer kept."""
+        if not _chattr_works(tmp_path):
+            pytest.skip("chattr +i is not available here (needs root and a file system that has it)")
+        setup = prepare(RunOptions(task="hi"), environ={}, cwd=capsule)
+        locked = [setup.records.out, setup.records.logs]
+
+        def lock() -> None:
+            subprocess.run(["chattr", "+i", *map(str, locked)], check=True)
+
+        setup.workload = GatedEcho(lock)
+        try:
+            code = run_prepared(setup, json_mode=False)
+        finally:
+            subprocess.run(["chattr", "-i", *map(str, locked)], check=False)
+        out, err = capsys.readouterr()
+        assert (code, out) == (1, "echo: hi\n")
+        assert "status: failed" in err.splitlines()
+        assert "error[E-RUN-007]: the session's records could not be written: Operation not permitted" in err
+        assert "Traceback" not in err and "Logging error" not in err
+
+    def test_running_record_left_behind_is_coded(
+        self, capsule: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """The running record cannot be removed: E-IO-003 naming it, exit 1, no traceback."""
+        from murmur.session import running
+
+        stuck = tmp_path / "stuck"
+        stuck.mkdir()
+        monkeypatch.setattr(running, "record_path", lambda session_id: stuck)
+        setup = prepare(RunOptions(task="hi"), environ={}, cwd=capsule)
+        setup.workload = EchoWorkload()
+        assert run_prepared(setup, json_mode=False) == 1
+        out, err = capsys.readouterr()
+        assert out == "echo: hi\n"
+        assert "error[E-IO-003]: the running record could not be removed: Is a directory" in err
+        assert f"  --> {stuck}" in err and "Traceback" not in err
+
+
+def test_log_file_that_cannot_be_written_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log line lost to a full disk is dropped and counted, never a `--- Logging error ---`."""
+    import logging
+
+    from murmur.session.records import QuietFileHandler
+
+    class FullDisk:
+        def write(self, text: str) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    handler = QuietFileHandler(tmp_path / "door.log", encoding="utf-8")
+    handler.stream.close()
+    handler.stream = FullDisk()  # type: ignore[assignment]
+    log = logging.getLogger("test.quiet")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.error("one line")
+    finally:
+        log.removeHandler(handler)
+        handler.stream = None  # type: ignore[assignment]
+        handler.close()
+    assert handler.dropped == 1
+    assert capsys.readouterr().err == ""

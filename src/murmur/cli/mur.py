@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         kind = "option" if name.startswith("-") else "command"
         print(f"mur: unknown {kind} {name!r}\n\n{_overview()}", file=sys.stderr)
         return 2
+    import logging
+
+    logging.raiseExceptions = False  # a log line that cannot be written is dropped, never a traceback
     missing = missing_cwd()
     if missing is not None:
         from murmur.cli._common import emit

@@ -416,13 +416,8 @@ def run_prepared(
     finally:
         units.close()
     if not json_mode:
-        if setup.task_text is not None and summary.result_path is not None and summary.status == "ok":
-            try:
-                answer = summary.result_path.read_text(encoding="utf-8")
-            except OSError:
-                answer = None
-            if answer is not None:
-                con.out(answer.rstrip("\n"))
+        if setup.task_text is not None and summary.answer is not None:
+            con.out(summary.answer.rstrip("\n"))
         con.err(f"status: {summary.status}")
         if summary.reason:
             con.err(reason_text(summary.reason))

@@ -18,15 +18,17 @@ and ``canceled: <reason>`` for a cancelled one.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 
 from murmur import paths
+from murmur.diagnostics import Diagnostic, error
 
 
 def records_root() -> Path:
@@ -232,3 +234,35 @@ class RecordWriter:
         if thread is not None:
             thread.join()
 
+
+
+def records_lost(lost: Sequence[tuple[Path, str]]) -> Diagnostic:
+    """``E-RUN-007`` for a session that could not write some of its records.
+
+    Args:
+        lost (Sequence[tuple[Path, str]]): (file, reason) in the order the writes failed.
+    """
+    path, why = lost[0]
+    more = len({p for p, _ in lost}) - 1
+    tail = f" (and {more} more file{'s' if more != 1 else ''})" if more > 0 else ""
+    return error(
+        "E-RUN-007",
+        f"the session's records could not be written: {why}{tail}; its outcome is not on disk",
+        path=str(path),
+        hint="free space in, or restore write access to, the records directory",
+    )
+
+
+class QuietFileHandler(logging.FileHandler):
+    """A log file handler that drops a record it cannot write instead of printing a traceback.
+
+    The standard handler reports a failed write (a full disk, a file made read-only) as a
+    ``--- Logging error ---`` traceback on stderr; a session's log is a record like any other,
+    and a record that cannot be written is reported once, by the session, as ``E-RUN-007``.
+    """
+
+    dropped = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Count the dropped record; never print."""
+        self.dropped += 1

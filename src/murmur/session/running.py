@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from murmur import paths
+from murmur.diagnostics import Diagnostic, error
 from murmur.session.records import write_private
 from murmur.userfile import UserFileError, read_user_text
 
@@ -116,12 +117,25 @@ def write_running(record: RunningRecord) -> Path:
     return p
 
 
-def remove_running(session_id: str) -> None:
-    """Delete a running record if it exists."""
+def remove_running(session_id: str) -> Diagnostic | None:
+    """Delete a running record if it exists; never raises.
+
+    Returns:
+        Diagnostic | None: ``E-IO-002`` (permission denied) or ``E-IO-003`` (any other
+        ``OSError``) naming the record left behind; None when it is gone. A record left
+        behind is harmless: its pid check fails once the session exits, and ``mur ps``
+        prunes it.
+    """
+    path = record_path(session_id)
     try:
-        record_path(session_id).unlink()
+        path.unlink()
     except FileNotFoundError:
-        pass
+        return None
+    except OSError as exc:
+        code = "E-IO-002" if isinstance(exc, PermissionError) else "E-IO-003"
+        return error(code, f"the running record could not be removed: {exc.strerror or type(exc).__name__}",
+                     path=str(path), hint="`mur ps` removes it once this session has exited")
+    return None
 
 
 def read_running(path: Path) -> RunningRecord:

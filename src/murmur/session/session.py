@@ -64,7 +64,14 @@ from murmur.session.door import (
 from murmur.session.lanes import LaneQueue
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.origin import LOCAL_USER, Classification
-from murmur.session.records import Records, RecordWriter, open_private_append, result_text
+from murmur.session.records import (
+    QuietFileHandler,
+    Records,
+    RecordWriter,
+    open_private_append,
+    records_lost,
+    result_text,
+)
 from murmur.session.running import RunningRecord, process_start_time, remove_running, write_running
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
@@ -99,6 +106,8 @@ class SessionSummary:
         wind_down (WindDown | None): the trigger, when one fired.
         reason (str | None): the deciding task's failure text (its ``out/result.txt`` message)
             when ``diagnostic`` is ``E-RUN-040`` and the workload gave one; else None.
+        answer (str | None): the launch task's answer when it completed (printed even when
+            ``out/result.txt`` could not be written).
     """
 
     session_id: str
@@ -110,6 +119,7 @@ class SessionSummary:
     duration_ms: int
     wind_down: WindDown | None = None
     reason: str | None = None
+    answer: str | None = None
 
 
 class WindDownControl:
@@ -240,7 +250,9 @@ class Session:
         self._door = Door(self, self.auth, keepalive=setup.keepalive, logger=self._log)
         self._card_cache: dict[bool, dict[str, Any]] = {}
         self._completion = setup.completion_handler or default_completion_handler
-        self._records = RecordWriter(lambda path, exc: self._log.error("could not write %s: %s", path, exc))
+        self._records = RecordWriter(self._record_lost)
+        self._lost: list[tuple[Path, str]] = []  # records files that could not be written
+        self._answer: str | None = None
         self._record: RunningRecord | None = None
 
     @property
@@ -446,8 +458,15 @@ class Session:
                 reason=message,
             )
 
+    def _record_lost(self, path: Path, exc: OSError) -> None:
+        """A records file could not be written (called on the writer thread)."""
+        self._lost.append((path, exc.strerror or type(exc).__name__))
+        self._log.error("could not write %s: %s", path, exc.strerror or exc)
+
     def _write_result(self, task: Task, state: str, text: str) -> None:
         body = result_text(state, text)
+        if task.launch and state == "completed":
+            self._answer = body
         self._records.write(self.setup.records.task_result(task.id), body)
         if task.started or task.launch:  # a task that never ran leaves result.txt alone
             self._records.write(self.setup.records.result, body)
@@ -697,7 +716,10 @@ class Session:
             ``DiagnosticError``, an unbindable door) ends ``failed`` with that diagnostic.
         """
         log_handler = _attach_log(self._log, self.setup.records.logs / "door.log")
-        unregister = add_forced_exit_hook(lambda: remove_running(self.session_id))
+        def forget_record() -> None:
+            remove_running(self.session_id)
+
+        unregister = add_forced_exit_hook(forget_record)
         refusal: Diagnostic | None = None
         try:
             self._ses_evt = self.trace.emit("session_start", parent_id=None, **self._session_start_fields())
@@ -714,12 +736,14 @@ class Session:
                     refusal = await self._serve_and_run(stop_door, on_ready)
                 helpers.cancel_scope.cancel()
         finally:
-            remove_running(self.session_id)
+            left_behind = remove_running(self.session_id)
             unregister()
             self._records.close()
         status, diag = self._final()
         if refusal is not None:
             status, diag = "failed", refusal
+        elif diag is None and left_behind is not None and not self._lost:
+            status, diag = "failed", left_behind
         summary = self._summary(status, diag)
         self._emit(
             "session_end",
@@ -729,7 +753,7 @@ class Session:
             total_tool_calls=self._totals.tool_calls,
             total_shell_calls=self._totals.shell_calls,
             duration_ms=summary.duration_ms,
-            exit_status=status,
+            exit_status=summary.status,
             delegations=dict(self.setup.delegation_counts),
         )
         self.trace.close()
@@ -744,6 +768,8 @@ class Session:
         return summary
 
     def _summary(self, status: str, diag: Diagnostic | None) -> SessionSummary:
+        if diag is None and self._lost:
+            status, diag = "failed", records_lost(self._lost)
         return SessionSummary(
             session_id=self.session_id,
             status=status,
@@ -754,6 +780,7 @@ class Session:
             duration_ms=int((time.time() - self._started_at) * 1000),
             wind_down=self.wind_down_reason,
             reason=self._deciding_reason if diag is not None and diag.code == "E-RUN-040" else None,
+            answer=self._answer,
         )
 
     async def _serve_and_run(
@@ -801,7 +828,7 @@ class Session:
 def _attach_log(logger: logging.Logger, path: Path) -> logging.Handler | None:
     try:
         os.close(open_private_append(path))  # created 0600 before the handler appends to it
-        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+        handler: logging.Handler = QuietFileHandler(path, encoding="utf-8")
     except OSError:
         return None
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
