@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,8 +295,12 @@ class TestLaunchTask:
         run = procs.start([*MUR, "run", "--capsule", "local/boss", "--capsule-version", "0.1.0", "--task", "hi"],
                           cwd=work, env=env)
         assert run.proc.stdout is not None
-        out = run.proc.stdout.read().decode()
-        assert run.proc.wait(60) == 0, run.stderr
+        try:  # bounded: a hung run fails here instead of blocking on a pipe that never closes
+            raw, _ = run.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`mur run --task` did not exit within 60 s; stderr:\n{run.stderr}")
+        out = raw.decode()
+        assert run.proc.returncode == 0, run.stderr
         assert out == "boss got: received: hi\n"
         assert "not delivered" not in run.stderr and "warning" not in run.stderr, run.stderr
         (child,) = children_dirs(work)

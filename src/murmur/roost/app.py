@@ -367,6 +367,9 @@ async def serve(
     Raises:
         OSError: when the address cannot be bound.
     """
+    from murmur.httpserve import install
+
+    install()  # bounded sends, prompt close on EOF
     cfg = config
     await hypercorn.trio.serve(
         shield_send(app),

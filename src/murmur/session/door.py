@@ -565,6 +565,9 @@ async def serve_door(
     """
     from hypercorn.trio import serve
 
+    from murmur.httpserve import install
+
+    install()  # bounded sends, prompt close on EOF
     cfg = hypercorn_config(bind=bind, logger=door.log)
     async with trio.open_nursery() as n:
         binds = await n.start(partial(serve, door.app, cfg, shutdown_trigger=stop.wait, mode="asgi"))
