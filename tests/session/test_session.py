@@ -349,6 +349,14 @@ def plan_sleep_workload(m: Any, root: Path) -> Any:
     return PlanWorkload(plan, root)
 
 
+class HeldWorkload:
+    """Runs until cancelled (the task can only end by a cancel)."""
+
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+        await trio.Event().wait()
+        raise AssertionError("unreachable: the event is never set")
+
+
 class TestCancelRaces:
     @pytest.mark.parametrize("workload", ["sleep", "plan"])
     @pytest.mark.parametrize("delay_ms", [0, 1, 5, 50])
@@ -359,7 +367,14 @@ class TestCancelRaces:
         from murmur.manifest.model import Capabilities, ShellCaps
 
         m = attrs.evolve(manifest(depth=50), capabilities=Capabilities(shell=ShellCaps(allow=("sleep",))))
-        wl = SleepWorkload(0.005) if workload == "sleep" else plan_sleep_workload(m, tmp_path)
+        if workload == "plan":
+            wl: Any = plan_sleep_workload(m, tmp_path)
+        elif delay_ms == 0:
+            # Held on an event (never released), not a real 5 ms sleep: on a loaded machine
+            # the sleep could end before the cancel arrives, and the case asserts a cancel.
+            wl = HeldWorkload()
+        else:
+            wl = SleepWorkload(0.005)
         setup = make_setup(tmp_path, m, wl)
         finals: set[str] = set()
         async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:
@@ -385,3 +400,5 @@ class TestCancelRaces:
                 assert body.startswith("canceled:") == (state == "TASK_STATE_CANCELED")
         if delay_ms == 0:
             assert "TASK_STATE_CANCELED" in finals
+            if workload == "sleep":
+                assert finals == {"TASK_STATE_CANCELED"}  # held: only a cancel can end it
