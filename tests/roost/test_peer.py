@@ -13,6 +13,7 @@ import trio
 
 from murmur.roost.peer import (
     Peer,
+    PeerFinder,
     find_peer,
     owners_of,
     parse_endpoint,
@@ -134,6 +135,39 @@ class TestFindPeer:
             assert peer == Peer(proc.pid, start_ticks_of(proc.pid) or -1)
             # the daemon's own side, read the other way round, is this process: never named
             assert await trio.to_thread.run_sync(find_peer, server, client) is None
+            await stream.aclose()
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(10):
+                proc.kill()
+                await proc.wait()
+                assert proc.stdin is not None and proc.stdout is not None
+                await proc.stdin.aclose()
+                await proc.stdout.aclose()
+                for listener in listeners:
+                    await listener.aclose()
+
+    async def test_the_finder_remembers_a_connection_while_it_is_held(self, tmp_path: Path) -> None:
+        """PeerFinder: a second lookup of a held connection reads no socket table; a gone peer is not reused."""
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        proc = await trio.lowlevel.open_process([sys.executable, "-c", HOLDER, str(port)],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        finder = PeerFinder()
+        try:
+            with trio.fail_after(30):
+                stream = await listeners[0].accept()
+                client, server = stream.socket.getpeername(), stream.socket.getsockname()
+                first = await trio.to_thread.run_sync(finder, client, server)
+                assert first is not None and first.pid == proc.pid
+                # a procfs without the socket tables: only the remembered peer can answer
+                view = tmp_path / "proc"
+                view.mkdir()
+                (view / str(proc.pid)).symlink_to(f"/proc/{proc.pid}")
+                finder.proc = view
+                assert await trio.to_thread.run_sync(finder, client, server) == first
+                proc.kill()
+                await proc.wait()
+                assert await trio.to_thread.run_sync(finder, client, server) is None
             await stream.aclose()
         finally:
             with trio.CancelScope(shield=True), trio.fail_after(10):

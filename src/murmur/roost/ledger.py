@@ -8,7 +8,8 @@ verify; registry lookups are done by the caller and arrive as :class:`Artifact` 
 
 State (all in memory; a restart forgets everything):
 
-* sessions -- never removed. ``running`` until deregistered, then ``complete``/``failed``.
+* sessions -- never removed. ``running`` until deregistered (or, :meth:`Ledger.process_ended`,
+  until the daemon saw its process end), then ``complete``/``failed``.
 * approvals -- ``pending`` from the grant until redeemed, released or expired; a redeemed
   approval is kept (for the replay refusal) until its expiry, then forgotten.
 * census -- running sessions plus pending, unexpired approvals. Expiry is evaluated whenever

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import attrs
 
 __all__ = [
     "Peer",
+    "PeerFinder",
     "find_peer",
     "owners_of",
     "parse_endpoint",
@@ -205,6 +207,12 @@ def find_peer(
         when the socket is not in the table, no readable process holds it, or more than one
         process does (which of them is the session cannot be told).
     """
+    placed = _place(client, server, proc)
+    return placed[0] if placed is not None else None
+
+
+def _place(client: tuple[str, int], server: tuple[str, int], proc: Path) -> tuple[Peer, int] | None:
+    """(the peer, the client socket's inode), as :func:`find_peer` decides."""
     try:
         local = (_normal(ipaddress.ip_address(client[0])), int(client[1]))
         remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
@@ -222,4 +230,48 @@ def find_peer(
     if row is None:
         return None
     holders = owners_of(*row, proc=proc, skip=(os.getpid(),))
-    return holders[0] if len(holders) == 1 else None
+    return (holders[0], row[0]) if len(holders) == 1 else None
+
+
+class PeerFinder:
+    """:func:`find_peer` that remembers the connections it has placed.
+
+    A client that registers several sessions over one keep-alive connection is placed once:
+    a remembered connection is reused while its peer (same pid, same start time) still holds
+    the same socket inode -- a TCP connection's addresses cannot name another connection while
+    that socket is open -- which costs one read of that process's descriptors instead of the
+    socket table and every process's descriptors. Safe to call from several threads.
+
+    Args:
+        proc (Path): where procfs is mounted.
+        size (int): connections remembered (the oldest is forgotten first).
+    """
+
+    def __init__(self, proc: Path = Path("/proc"), size: int = 1024) -> None:
+        self.proc = proc
+        self.size = size
+        self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, client: tuple[str, int], server: tuple[str, int]) -> Peer | None:
+        """As :func:`find_peer`."""
+        key = (client, server)
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and self._still_holds(*known):
+            return known[0]
+        placed = _place(client, server, self.proc)
+        with self._lock:
+            if placed is None:
+                self._known.pop(key, None)
+                return None
+            self._known[key] = placed
+            while len(self._known) > self.size:
+                del self._known[next(iter(self._known))]
+        return placed[0]
+
+    def _still_holds(self, peer: Peer, inode: int) -> bool:
+        return (
+            start_ticks_of(peer.pid, self.proc) == peer.start_ticks
+            and _holding(str(self.proc / str(peer.pid)), f"socket:[{inode}]") is not None
+        )

@@ -2,7 +2,7 @@
 
 Design: ``spec/roost.md``, "When a session's process ends" (this project's addition to seed
 000). At ``POST /register`` the daemon finds the process at the client end of the request's
-connection (:func:`murmur.roost.peer.find_peer`), opens a pidfd on it and waits, in a task of
+connection (:class:`murmur.roost.peer.PeerFinder`), opens a pidfd on it and waits, in a task of
 its own, for the pidfd to become readable (the process has ended). Then the session's
 ``on_end`` callback runs -- the app's, which asks the ledger to retire the session as
 ``failed`` (:meth:`murmur.roost.ledger.Ledger.process_ended`). A session that deregisters
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import trio
 
-from murmur.roost.peer import Peer, find_peer, start_ticks_of
+from murmur.roost.peer import Peer, PeerFinder, start_ticks_of
 
 __all__ = ["LOOKUP_BOUND", "ProcessWatch", "open_pidfd"]
 
@@ -74,16 +74,16 @@ class ProcessWatch:
     """One task per watched session, each waiting on its process's pidfd.
 
     Args:
-        find (Finder): ``find(client, server)`` -> the peer process or None (default
-            :func:`murmur.roost.peer.find_peer`, run in a worker thread).
+        find (Finder | None): ``find(client, server)`` -> the peer process or None, run in a
+            worker thread (default: a :class:`murmur.roost.peer.PeerFinder`).
         lookup_bound (float): seconds one lookup may take; past it, the session is not watched.
 
     Use: ``await nursery.start(watch.run)``; then :meth:`watch` at each registration and
     :meth:`forget` at each deregistration.
     """
 
-    def __init__(self, find: Finder = find_peer, *, lookup_bound: float = LOOKUP_BOUND) -> None:
-        self._find = find
+    def __init__(self, find: Finder | None = None, *, lookup_bound: float = LOOKUP_BOUND) -> None:
+        self._find = find if find is not None else PeerFinder()
         self.lookup_bound = lookup_bound
         self._nursery: trio.Nursery | None = None
         self._scopes: dict[str, trio.CancelScope] = {}
