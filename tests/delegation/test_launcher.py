@@ -85,6 +85,7 @@ async def rig(tmp_path: Path, roost: StartRoost, nursery: trio.Nursery) -> Async
         report = tmp_path / f"report-{len(made)}.json"
         kw.setdefault("bound", 600)
         kw.setdefault("stop_grace", 2.0)
+        kw.setdefault("resolve", lambda name, version: ChildArtifact(sha_of(WORKER), WORKER))
         launcher = Launcher(
             manifest=PARENT,
             workdir=tmp_path / "work",
@@ -96,7 +97,6 @@ async def rig(tmp_path: Path, roost: StartRoost, nursery: trio.Nursery) -> Async
             book=DelegationBook(lambda event, **f: records.append((event, f))),
             emit=lambda event, **f: records.append((event, f)),
             mur=[sys.executable, str(FAKE), mode, str(report)],
-            resolve=lambda name, version: ChildArtifact(sha_of(WORKER), WORKER),
             **kw,
         )
         made.append(launcher)
@@ -211,6 +211,48 @@ class TestLaunchFailures:
         data = comp.read_record(child_dir)
         assert data is not None and (data["reported_by"], data["status"]) == ("launcher", "terminated")
         assert r.door.requests == []
+        assert await parent_figures(r) == (0, 1)  # its mur-roost slot given back (issue 11)
+
+
+async def parent_figures(r: Rig) -> tuple[int, int]:
+    """The delegating session's (live_children, live_capsules) at its mur-roost."""
+    async with RoostClient(r.launcher.roost_url) as client:
+        figures = await client.status(r.launcher.session_id)
+    assert figures is not None
+    return figures.live_children, figures.live_capsules
+
+
+class TestSlotsGivenBack:
+    """A launch that falls short leaves nothing at mur-roost either (issue 11, item 5)."""
+
+    async def test_four_failures_then_a_grant_at_once(self, rig: Any) -> None:
+        """--max-concurrent 4: four children failing at launch, then a fifth is granted and starts."""
+        failing: Rig = await rig("exit-early")
+        for _ in range(4):
+            result = await failing.delegate()
+            assert result["status"] == "failed", result
+            assert await parent_figures(failing) == (0, 1)
+        healthy: Rig = await rig("serve-hang")
+        result = await healthy.delegate()
+        assert result["status"] == "started", result
+        assert await parent_figures(healthy) == (1, 2)  # a reservation: the stand-in never registers
+
+    async def test_not_installed_gives_the_slot_back(self, rig: Any) -> None:
+        """Nothing started at all (the artifact is not in this host's store): the slot goes back."""
+        r: Rig = await rig("serve-hang", resolve=lambda name, version: None)
+        result = await r.delegate()
+        assert result["status"] == "failed"
+        assert "is not installed in this host's global store" in result["output"]
+        assert await parent_figures(r) == (0, 1)
+
+    async def test_cancelled_launch_gives_the_slot_back(self, rig: Any) -> None:
+        """The delegating task ends while the child starts: stopped, reaped, its slot back."""
+        r: Rig = await rig("silent")
+        with trio.move_on_after(1.0) as scope:
+            await r.delegate()
+        assert scope.cancelled_caught
+        assert r.launcher.live == 0 and pid_gone(r.info()["pid"])  # the clean-up ran before start() returned
+        assert await parent_figures(r) == (0, 1)
 
 
 class TestWatch:

@@ -26,6 +26,7 @@ from murmur.manifest.model import (
 from murmur.roost.app import CREDENTIAL_HEADER, create_app, hypercorn_config, serve
 from murmur.roost.ledger import Bounds
 from murmur.roost.registry import ResolvedArtifact
+from murmur.roost.watch import ProcessWatch
 from murmur.tokens import Keyring
 
 IDENTITY = {
@@ -155,11 +156,23 @@ class Roost:
 StartRoost = Callable[..., Awaitable[Roost]]
 
 
+async def _until_cancelled(
+    run: Callable[..., Awaitable[None]],
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run ``run(task_status=...)`` inside ``scope`` (cancelled at the fixture's teardown)."""
+    with scope:
+        await run(task_status=task_status)
+
+
 @pytest.fixture
 async def start_roost() -> AsyncIterator[StartRoost]:
     """Start daemons on 127.0.0.1:0 in-process; every one is shut down at teardown."""
     async with AsyncExitStack() as stack, trio.open_nursery() as nursery:
         stops: list[trio.Event] = []
+        watch_scope = trio.CancelScope()
 
         async def start(
             *,
@@ -171,6 +184,8 @@ async def start_roost() -> AsyncIterator[StartRoost]:
             registry: FakeRegistry | None = None,
             keyring: Keyring | None = None,
             max_connections: int = 100,
+            watch: ProcessWatch | None = None,
+            notice: Callable[[str], None] | None = None,
         ) -> Roost:
             reg = registry if registry is not None else fake_registry()
             keys = keyring or Keyring.generate()
@@ -180,7 +195,11 @@ async def start_roost() -> AsyncIterator[StartRoost]:
                 registry=reg,
                 environ=environ or {},
                 keyring=keys,
+                watch=watch,
+                notice=notice,
             )
+            if watch is not None:
+                await nursery.start(_until_cancelled, watch.run, watch_scope)
             stop = trio.Event()
             stops.append(stop)
             cfg = hypercorn_config(0, keep_alive_timeout=3600.0)
@@ -200,3 +219,4 @@ async def start_roost() -> AsyncIterator[StartRoost]:
             await stack.aclose()
             for stop in stops:
                 stop.set()
+            watch_scope.cancel()

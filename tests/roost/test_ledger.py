@@ -391,3 +391,88 @@ class TestDeregisterAndStatus:
         sa, sb = led.status(a, T0), led.status(b, T0)
         assert sa is not None and sb is not None
         assert sa.live_capsules == sb.live_capsules == 3
+
+
+class TestProcessEnded:
+    """A session's process ended without deregistering (spec/roost.md; issue 11, item 5)."""
+
+    def test_root_becomes_failed_and_gives_its_slot_back(self) -> None:
+        """A running root: failed, out of the census, True."""
+        led = ledger()
+        sid, other = root(led), root(led, "ses_other")
+        assert led.census(T0) == 2
+        assert led.process_ended(sid, T0) is True
+        assert led.status(sid, T0) == StatusView(SessionStatus.FAILED, 3, 0, 1)
+        assert not led.is_running(sid) and led.is_running(other)
+
+    def test_child_gives_its_parents_slot_back(self) -> None:
+        """A delegated child's end frees its parent's live_children slot at once."""
+        led = ledger(max_concurrent=1)
+        parent = root(led)
+        claims = grant(led, parent)
+        assert led.register_delegated("ses_child", claims, WORKER, T0) is None
+        assert kind(led.check_spawn(parent, "worker-a", T0)) is RefusalKind.CONCURRENCY
+        assert led.process_ended("ses_child", T0) is True
+        assert led.live_children(parent, T0) == 0
+        assert led.check_spawn(parent, "worker-a", T0) is None
+
+    def test_parent_releases_every_reservation(self) -> None:
+        """Its unredeemed approvals are released and can no longer be redeemed."""
+        led = ledger(max_live_capsules=3)
+        parent = root(led)
+        first, second = grant(led, parent), grant(led, parent)
+        assert led.census(T0) == 3
+        assert led.process_ended(parent, T0) is True
+        assert led.census(T0) == 0
+        assert kind(led.register_delegated("ses_late", first, WORKER, T0)) is RefusalKind.IDENTITY
+        assert kind(led.register_delegated("ses_later", second, WORKER, T0)) is RefusalKind.IDENTITY
+
+    def test_running_child_of_an_ended_parent_still_deregisters(self) -> None:
+        """The parent's end leaves its running child running; the child retires itself later."""
+        led = ledger()
+        parent = root(led)
+        assert led.register_delegated("ses_child", grant(led, parent), WORKER, T0) is None
+        assert led.process_ended(parent, T0) is True
+        assert led.census(T0) == 1 and led.is_running("ses_child")
+        assert led.deregister("ses_child", Outcome.COMPLETE, T0) is None
+        assert led.census(T0) == 0
+        assert led.status(parent, T0) == StatusView(SessionStatus.FAILED, 3, 0, 0)
+
+    @pytest.mark.parametrize("outcome", list(Outcome))
+    def test_a_deregistered_session_keeps_its_outcome(self, outcome: Outcome) -> None:
+        """A session that deregistered first is left alone: False, its outcome unchanged."""
+        led = ledger()
+        sid = root(led)
+        led.deregister(sid, outcome, T0)
+        assert led.process_ended(sid, T0) is False
+        status = led.status(sid, T0)
+        assert status is not None and status.status.value == outcome.value
+        assert led.census(T0) == 0
+
+    def test_unknown_and_twice(self) -> None:
+        """An unknown session, or the same end reported twice: False, nothing changes."""
+        led = ledger()
+        sid = root(led)
+        assert led.process_ended("ses_unknown", T0) is False
+        assert led.process_ended(sid, T0) is True
+        assert led.process_ended(sid, T0) is False
+        assert led.census(T0) == 0
+
+    def test_same_as_deregister_failed(self) -> None:
+        """Every figure afterwards equals what POST /deregister `failed` leaves."""
+        def built() -> tuple[Ledger, str, str]:
+            led = ledger()
+            parent = root(led)
+            mid_claims = grant(led, parent, child=art("orch", spawn=("worker-a", "orch")))
+            assert led.register_delegated("ses_mid", mid_claims, ORCH, T0) is None
+            grant(led, "ses_mid")
+            assert led.register_delegated("ses_leaf", grant(led, "ses_mid"), WORKER, T0) is None
+            return led, parent, "ses_mid"
+
+        a, parent, mid = built()
+        b, _, _ = built()
+        assert a.deregister(mid, Outcome.FAILED, T0 + 5) is None
+        assert b.process_ended(mid, T0 + 5) is True
+        for sid in (parent, mid, "ses_leaf"):
+            assert a.status(sid, T0 + 5) == b.status(sid, T0 + 5)
+        assert a.census(T0 + 5) == b.census(T0 + 5) == 2

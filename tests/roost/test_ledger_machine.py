@@ -43,11 +43,12 @@ class Model:
     depth: int
     parent: str | None
     running: bool = True
-    excess: bool = False  # a root registered while the census was at or above the ceiling
+    excess: bool = False
+    ended: str | None = None  # how it stopped running: "complete" | "failed"  # a root registered while the census was at or above the ceiling
 
 
 class LedgerMachine(RuleBasedStateMachine):
-    """Random sequences of register / spawn / redeem / deregister / time passing."""
+    """Random sequences of register / spawn / redeem / deregister / process end / time passing."""
 
     sessions = Bundle("sessions")
     approvals = Bundle("approvals")
@@ -148,7 +149,22 @@ class LedgerMachine(RuleBasedStateMachine):
             assert out is not None and out.kind is RefusalKind.IDENTITY
             return
         assert out is None
+        self.retire(m, sid, outcome.value)
+
+    @rule(sid=sessions)
+    def process_ends(self, sid: str) -> None:
+        """A session's process ends without deregistering (SIGKILL): the daemon retires it."""
+        m = self.model.get(sid)
+        changed = self.led.process_ended(sid, self.now)
+        assert changed == (m is not None and m.running)
+        if changed:
+            assert m is not None
+            self.retire(m, sid, "failed")
+
+    def retire(self, m: Model, sid: str, outcome: str) -> None:
+        """The model's view of a session that stopped running: its reservations go with it."""
         m.running = False
+        m.ended = outcome
         for aid in [a for a, c in self.pending.items() if c.granted_by == sid]:
             del self.pending[aid]
 
@@ -183,7 +199,7 @@ class LedgerMachine(RuleBasedStateMachine):
         for sid, m in self.model.items():
             status = self.led.status(sid, self.now)
             assert status is not None and status.depth_remaining == m.depth >= 0
-            assert status.status is (SessionStatus.RUNNING if m.running else status.status)
+            assert status.status is (SessionStatus.RUNNING if m.running else SessionStatus(m.ended))
             if m.parent is not None:
                 assert m.depth == self.model[m.parent].depth - 1
 

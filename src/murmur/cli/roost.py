@@ -193,22 +193,27 @@ async def serve_daemon(opts: RoostOptions, *, out: TextIO | None = None) -> int:
     from murmur.roost.app import create_app, hypercorn_config, serve
     from murmur.roost.ledger import Bounds
     from murmur.roost.registry import StoreRegistry
+    from murmur.roost.watch import ProcessWatch
 
     stream = out if out is not None else sys.stdout
     ceiling = opts.max_live_capsules
     if ceiling is None:
         ceiling = machine_ceiling(os.cpu_count())
     registry_path = opts.registry_path or paths.global_store()
+    watch = ProcessWatch()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         app = create_app(
             bounds=Bounds(opts.max_depth, opts.max_concurrent, ceiling),
             spawn_allow=opts.spawn_allow,
             registry=StoreRegistry(registry_path),
             environ=dict(os.environ),
+            watch=watch,
+            notice=_notice,
         )
         stop = trio.Event()
         failure: OSError | None = None
         async with trio.open_nursery() as nursery:
+            await nursery.start(watch.run)
             serve_fn = partial(serve, app, hypercorn_config(opts.port), stop.wait)
             try:
                 binds = await nursery.start(_serve_then_end, serve_fn, nursery.cancel_scope)
@@ -242,6 +247,10 @@ async def serve_daemon(opts: RoostOptions, *, out: TextIO | None = None) -> int:
             )
         )
     return 0
+
+
+def _notice(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 async def _serve_then_end(

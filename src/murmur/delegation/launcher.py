@@ -55,6 +55,7 @@ from murmur import containment, paths, timing
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook, Emit, Entry
 from murmur.delegation.environment import child_environment
+from murmur.delegation.release import give_back
 from murmur.delegation.spawner import SpawnerHandle
 from murmur.delegation.watch import Ending, describe_exit, launcher_report
 from murmur.errors import DiagnosticError
@@ -417,6 +418,7 @@ class Launcher:
                 except _LaunchFailed as exc:
                     failure = str(exc)
                     await self._abandon(child, failure)
+                    await give_back(self.roost_url, grant)  # its mur-roost slot, at once (issue 11)
                 else:
                     task_status.started(ready)
                     ending = await self._watch(child)
@@ -429,6 +431,8 @@ class Launcher:
                         child.stop("the delegating session ended")
                     await self._record_stop(child)
                     await self._end(child)
+                    if child.ready is None:  # cancelled before the child held its task
+                        await give_back(self.roost_url, grant)
             self._cleanup(child)
         if failure is not None:
             raise _LaunchFailed(failure)

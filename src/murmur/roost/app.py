@@ -43,7 +43,9 @@ from murmur.roost.ledger import (
     Outcome,
     Refusal,
 )
+from murmur.roost.peer import Peer
 from murmur.roost.registry import Lowerer, Registry
+from murmur.roost.watch import ProcessWatch
 from murmur.tokens import ApprovalClaims, Keyring
 
 __all__ = [
@@ -133,6 +135,8 @@ class _Roost:
     lowerer: Lowerer
     keyring: Keyring
     clock: Callable[[], int]
+    watch: ProcessWatch | None = None
+    notice: Callable[[str], None] | None = None
 
     def resolve(self, name: str, version: str) -> Artifact | Response:
         """The judged artifact, or the 500 the seed gives when it cannot be resolved."""
@@ -206,7 +210,28 @@ class _Roost:
             refusal = self.ledger.register_delegated(session_id, approval, artifact, self.clock())
         if refusal is not None:
             return _refused(refusal)
+        await self._watch_process(session_id)
         return _respond(200, {"credential": self.keyring.mint_credential(session_id)})
+
+    async def _watch_process(self, session_id: str) -> None:
+        """Watch the registering process, so its end retires the session (spec/roost.md)."""
+        if self.watch is None:
+            return
+        with trio.CancelScope(shield=True):  # bounded by the watch's own lookup bound
+            await self.watch.watch(
+                session_id,
+                request.scope.get("client"),
+                request.scope.get("server"),
+                lambda peer: self.process_ended(session_id, peer),
+            )
+
+    def process_ended(self, session_id: str, peer: Peer) -> None:
+        """The registering process of ``session_id`` ended: retire it as ``failed``."""
+        if self.ledger.process_ended(session_id, self.clock()) and self.notice is not None:
+            self.notice(
+                f"mur-roost: session {session_id} ended without deregistering (process "
+                f"{peer.pid} exited); marked failed and its slots released"
+            )
 
     async def deregister(self) -> Response:
         claims = self.keyring.verify_credential(_one_header(CREDENTIAL_HEADER))
@@ -218,7 +243,11 @@ class _Roost:
         if outcome not in ("complete", "failed"):
             raise _BadRequest("`outcome` must be `complete` or `failed`")
         refusal = self.ledger.deregister(session_id, Outcome(outcome), self.clock())
-        return _refused(refusal) if refusal is not None else _respond(200, {})
+        if refusal is not None:
+            return _refused(refusal)
+        if self.watch is not None:
+            self.watch.forget(session_id)
+        return _respond(200, {})
 
     async def status(self, session_id: str) -> Response:
         view = self.ledger.status(session_id, self.clock())
@@ -243,6 +272,8 @@ def create_app(
     environ: Mapping[str, str] | None = None,
     keyring: Keyring | None = None,
     clock: Callable[[], int] | None = None,
+    watch: ProcessWatch | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> QuartTrio:
     """Build the mur-roost app. Everything it holds lives in memory, in this app alone.
 
@@ -254,6 +285,11 @@ def create_app(
             against (default: empty -- the CLI passes ``os.environ``).
         keyring (Keyring | None): the MAC keys (default: fresh random keys).
         clock (Callable[[], int] | None): unix milliseconds (default :class:`TrioWallClock`).
+        watch (ProcessWatch | None): when given (and running), each registering process is
+            watched and its end retires its session as ``failed`` (spec/roost.md, "When a
+            session's process ends"); None keeps seed 000's behaviour.
+        notice (Callable[[str], None] | None): receives one line per session so retired
+            (the daemon prints it to stderr).
 
     Returns:
         QuartTrio: the app; serve it with :func:`serve` (wrapped in :func:`shield_send`).
@@ -264,6 +300,8 @@ def create_app(
         Lowerer(environ or {}),
         keyring or Keyring.generate(),
         clock or TrioWallClock(),
+        watch,
+        notice,
     )
     app = QuartTrio("murmur.roost")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES

@@ -8,7 +8,8 @@ verify; registry lookups are done by the caller and arrive as :class:`Artifact` 
 
 State (all in memory; a restart forgets everything):
 
-* sessions -- never removed. ``running`` until deregistered, then ``complete``/``failed``.
+* sessions -- never removed. ``running`` until deregistered (or, :meth:`Ledger.process_ended`,
+  until the daemon saw its process end), then ``complete``/``failed``.
 * approvals -- ``pending`` from the grant until redeemed, released or expired; a redeemed
   approval is kept (for the replay refusal) until its expiry, then forgotten.
 * census -- running sessions plus pending, unexpired approvals. Expiry is evaluated whenever
@@ -439,21 +440,47 @@ class Ledger:
         self.expire(now_ms)
         if session_id is None or not self.is_running(session_id):
             return IDENTITY
-        s = self._sessions[session_id]
-        s.status = SessionStatus(outcome.value)
-        self._running -= 1
-        if s.parent is not None:
-            self._sessions[s.parent].running_children -= 1
-        for aid in list(s.pending):
-            self._approvals.pop(aid, None)
-            self._unreserve(s, aid)
+        self._retire(self._sessions[session_id], SessionStatus(outcome.value))
         return None
+
+    # --- the session's process ended (this project's addition, spec/roost.md) ------------
+
+    def process_ended(self, session_id: str, now_ms: int) -> bool:
+        """The process that registered ``session_id`` has ended without deregistering.
+
+        Exactly what ``POST /deregister`` with ``failed`` does -- the session becomes
+        ``failed``, its parent's slot and every unredeemed approval it was granted are
+        released -- but asked by the daemon itself, holding no credential. A session that is
+        no longer running (it deregistered first, or was never registered) is left alone.
+
+        Args:
+            session_id (str): the session whose registering process ended.
+            now_ms (int): unix milliseconds.
+
+        Returns:
+            bool: True when the session was running and is now ``failed``.
+        """
+        self.expire(now_ms)
+        if not self.is_running(session_id):
+            return False
+        self._retire(self._sessions[session_id], SessionStatus.FAILED)
+        return True
 
     # --- internals ---------------------------------------------------------------------
 
     def _add_session(self, session_id: str, artifact: Artifact, depth: int, parent: str | None) -> None:
         self._sessions[session_id] = _Session(session_id, artifact, depth, parent)
         self._running += 1
+
+    def _retire(self, s: _Session, status: SessionStatus) -> None:
+        """A running session ends: its census slot, its parent's slot, its reservations."""
+        s.status = status
+        self._running -= 1
+        if s.parent is not None:
+            self._sessions[s.parent].running_children -= 1
+        for aid in list(s.pending):
+            self._approvals.pop(aid, None)
+            self._unreserve(s, aid)
 
     def _unreserve(self, owner: _Session, approval_id: str) -> None:
         if approval_id in owner.pending:

@@ -1,0 +1,277 @@
+"""Which process holds the other end of a loopback TCP connection (Linux ``/proc``).
+
+Design: ``spec/roost.md``, "When a session's process ends" (this project's addition to seed
+000). At ``POST /register`` mur-roost asks which process opened the connection the request
+came on, so that it can learn when that process ends without deregistering.
+
+How: the connection's client-side socket is the row of ``/proc/net/tcp`` (or ``tcp6``) whose
+local address is the request's client address and whose remote address is the daemon's own;
+that row names the socket's inode and owner uid. The process holding it is the one whose
+``/proc/<pid>/fd`` holds a link to ``socket:[<inode>]``; only processes of the socket's uid are
+looked at, and only those whose descriptors this process may read (the same user, or root).
+A process is named together with its start time (``/proc/<pid>/stat`` field 22, clock ticks
+since boot), so a pid the kernel has since given to another process is never mistaken for it.
+
+The parsers are pure (table-tested); :func:`find_peer` does the reading. Nothing here raises
+for a connection it cannot place: it answers None, and the caller keeps the seed's behaviour.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+
+__all__ = [
+    "Peer",
+    "PeerFinder",
+    "find_peer",
+    "owners_of",
+    "parse_endpoint",
+    "socket_row",
+    "start_ticks",
+    "start_ticks_of",
+]
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Endpoint = tuple[Address, int]
+
+
+@attrs.frozen
+class Peer:
+    """A process, named so that a reused pid cannot pass for it.
+
+    Attributes:
+        pid (int): its process id (thread-group id).
+        start_ticks (int): when it started, in clock ticks since boot (``/proc/<pid>/stat``
+            field 22).
+    """
+
+    pid: int
+    start_ticks: int
+
+
+def _normal(addr: Address) -> Address:
+    """IPv4-mapped IPv6 addresses compare as the IPv4 address they map."""
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def parse_endpoint(text: str, byteorder: str = sys.byteorder) -> Endpoint:
+    """One ``/proc/net/tcp{,6}`` address column, e.g. ``0100007F:1F90`` -> (127.0.0.1, 8080).
+
+    The address is the kernel's in-memory bytes printed as 32-bit words (so each word is
+    byte-swapped on a little-endian host); the port is a plain hexadecimal number.
+
+    Raises:
+        ValueError: when ``text`` is not such a column.
+    """
+    host, _, port = text.partition(":")
+    if len(host) not in (8, 32) or not port:
+        raise ValueError(f"not a /proc/net/tcp address: {text!r}")
+    raw = bytes.fromhex(host)
+    if byteorder == "little":
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    addr: Address = ipaddress.IPv4Address(raw) if len(raw) == 4 else ipaddress.IPv6Address(raw)
+    return _normal(addr), int(port, 16)
+
+
+def socket_row(
+    table: str, local: Endpoint, remote: Endpoint, byteorder: str = sys.byteorder
+) -> tuple[int, int] | None:
+    """The (inode, uid) of the socket whose addresses are ``local`` -> ``remote``.
+
+    Args:
+        table (str): the text of ``/proc/net/tcp`` or ``/proc/net/tcp6`` (header included).
+        local (Endpoint): the socket's own address and port.
+        remote (Endpoint): the address and port it is connected to.
+        byteorder (str): the host's byte order (``sys.byteorder``).
+
+    Returns:
+        tuple[int, int] | None: the socket's inode and owner uid; None when no row matches
+        or the matching row has no inode (a socket already closed, e.g. in TIME_WAIT).
+    """
+    want = ((_normal(local[0]), local[1]), (_normal(remote[0]), remote[1]))
+    ports = (f":{local[1]:04X}", f":{remote[1]:04X}")  # a cheap filter before parsing
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or not (fields[1].endswith(ports[0]) and fields[2].endswith(ports[1])):
+            continue
+        try:
+            here = (parse_endpoint(fields[1], byteorder), parse_endpoint(fields[2], byteorder))
+            uid, inode = int(fields[7]), int(fields[9])
+        except ValueError:
+            continue
+        if here == want and inode > 0:
+            return inode, uid
+    return None
+
+
+def start_ticks(stat: str) -> int:
+    """Field 22 (``starttime``) of a ``/proc/<pid>/stat`` line.
+
+    The second field (the command name, in parentheses) may itself hold spaces and
+    parentheses, so fields are counted from the last ``)``.
+
+    Raises:
+        ValueError: when ``stat`` is not such a line.
+    """
+    close = stat.rfind(")")
+    if close < 0:
+        raise ValueError("not a /proc/<pid>/stat line")
+    rest = stat[close + 2 :].split()  # field 3 (state) onwards
+    if len(rest) < 20:
+        raise ValueError("not a /proc/<pid>/stat line")
+    return int(rest[19])
+
+
+def start_ticks_of(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The start time of ``pid`` now, or None when no such process is running (or readable)."""
+    try:
+        return start_ticks((proc / str(pid) / "stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[int] = ()) -> list[Peer]:
+    """Every process of user ``uid`` holding a descriptor on ``socket:[inode]``.
+
+    A holder's start time is read once its descriptor was found, and the descriptor is read
+    again afterwards: only when it still names the socket is the start time the holder's (its
+    pid cannot have passed to another process in between). Processes whose descriptors
+    cannot be read (another user, gone while being read) are passed over, as are the pids in
+    ``skip``.
+    """
+    link = f"socket:[{inode}]"
+    passed = set(skip)
+    found: list[Peer] = []
+    try:
+        entries = list(os.scandir(proc))
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) in passed:
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        fd = _holding(entry.path, link)
+        if fd is None:
+            continue
+        ticks = start_ticks_of(int(entry.name), proc)
+        if ticks is not None and _readlink(fd) == link:
+            found.append(Peer(int(entry.name), ticks))
+    return found
+
+
+def _holding(pid_dir: str, link: str) -> str | None:
+    """The path of a descriptor of this process linking to ``link``, or None."""
+    try:
+        fds = os.scandir(os.path.join(pid_dir, "fd"))
+    except OSError:
+        return None
+    with fds:
+        for fd in fds:
+            if _readlink(fd.path) == link:
+                return fd.path
+    return None
+
+
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def find_peer(
+    client: tuple[str, int], server: tuple[str, int], proc: Path = Path("/proc")
+) -> Peer | None:
+    """The process at the client end of a TCP connection this process accepted.
+
+    Args:
+        client (tuple[str, int]): the connection's client host and port (ASGI ``client``).
+        server (tuple[str, int]): this daemon's host and port (ASGI ``server``).
+        proc (Path): where procfs is mounted.
+
+    Returns:
+        Peer | None: the one process holding the client's socket, with its start time; None
+        when the socket is not in the table, no readable process holds it, or more than one
+        process does (which of them is the session cannot be told).
+    """
+    placed = _place(client, server, proc)
+    return placed[0] if placed is not None else None
+
+
+def _place(client: tuple[str, int], server: tuple[str, int], proc: Path) -> tuple[Peer, int] | None:
+    """(the peer, the client socket's inode), as :func:`find_peer` decides."""
+    try:
+        local = (_normal(ipaddress.ip_address(client[0])), int(client[1]))
+        remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
+    except (ValueError, TypeError, IndexError):
+        return None
+    row = None
+    for name in ("tcp", "tcp6"):
+        try:
+            table = (proc / "net" / name).read_text()
+        except OSError:
+            continue
+        row = socket_row(table, local, remote)
+        if row is not None:
+            break
+    if row is None:
+        return None
+    holders = owners_of(*row, proc=proc, skip=(os.getpid(),))
+    return (holders[0], row[0]) if len(holders) == 1 else None
+
+
+class PeerFinder:
+    """:func:`find_peer` that remembers the connections it has placed.
+
+    A client that registers several sessions over one keep-alive connection is placed once:
+    a remembered connection is reused while its peer (same pid, same start time) still holds
+    the same socket inode -- a TCP connection's addresses cannot name another connection while
+    that socket is open -- which costs one read of that process's descriptors instead of the
+    socket table and every process's descriptors. Safe to call from several threads.
+
+    Args:
+        proc (Path): where procfs is mounted.
+        size (int): connections remembered (the oldest is forgotten first).
+    """
+
+    def __init__(self, proc: Path = Path("/proc"), size: int = 1024) -> None:
+        self.proc = proc
+        self.size = size
+        self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, client: tuple[str, int], server: tuple[str, int]) -> Peer | None:
+        """As :func:`find_peer`."""
+        key = (client, server)
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and self._still_holds(*known):
+            return known[0]
+        placed = _place(client, server, self.proc)
+        with self._lock:
+            if placed is None:
+                self._known.pop(key, None)
+                return None
+            self._known[key] = placed
+            while len(self._known) > self.size:
+                del self._known[next(iter(self._known))]
+        return placed[0]
+
+    def _still_holds(self, peer: Peer, inode: int) -> bool:
+        return (
+            start_ticks_of(peer.pid, self.proc) == peer.start_ticks
+            and _holding(str(self.proc / str(peer.pid)), f"socket:[{inode}]") is not None
+        )

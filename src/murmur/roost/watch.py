@@ -1,0 +1,161 @@
+"""Watching the process of each registered session, so a SIGKILLed one gives its slots back.
+
+Design: ``spec/roost.md``, "When a session's process ends" (this project's addition to seed
+000). At ``POST /register`` the daemon finds the process at the client end of the request's
+connection (:class:`murmur.roost.peer.PeerFinder`), opens a pidfd on it and waits, in a task of
+its own, for the pidfd to become readable (the process has ended). Then the session's
+``on_end`` callback runs -- the app's, which asks the ledger to retire the session as
+``failed`` (:meth:`murmur.roost.ledger.Ledger.process_ended`). A session that deregisters
+first is forgotten (:meth:`ProcessWatch.forget`), its pidfd closed.
+
+Where the process cannot be found (not on this host's loopback, another user's, more than
+one holder, no pidfd support), nothing is watched and the seed's behaviour holds: the
+session stays ``running`` until it deregisters.
+
+Every watcher task lives in the nursery :meth:`ProcessWatch.run` holds; cancelling that task
+ends them all and closes every pidfd.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import trio
+
+from murmur.roost.peer import Peer, PeerFinder, start_ticks_of
+
+__all__ = ["LOOKUP_BOUND", "ProcessWatch", "open_pidfd"]
+
+LOOKUP_BOUND = 2.0  # seconds the /proc lookup of one registration may take before it is given up
+
+Finder = Callable[[tuple[str, int], tuple[str, int]], Peer | None]
+OnEnd = Callable[[Peer], None]
+
+
+class _Ended(Exception):
+    """The peer has already ended (its pid is gone or belongs to another process now)."""
+
+
+def open_pidfd(peer: Peer, proc: Path = Path("/proc")) -> int:
+    """A pidfd on ``peer``'s process, verified to be that process and not a reuse of its pid.
+
+    The pidfd pins the pid (it cannot be reused while the pidfd is open), so reading the
+    start time after opening it proves which process the pidfd refers to.
+
+    Returns:
+        int: the pidfd (close it with ``os.close``).
+
+    Raises:
+        _Ended: the process has already ended.
+        OSError: the host has no pidfds (``ENOSYS``) or refuses one.
+    """
+    try:
+        fd = os.pidfd_open(peer.pid)
+    except ProcessLookupError:
+        raise _Ended from None
+    if start_ticks_of(peer.pid, proc) != peer.start_ticks:
+        os.close(fd)
+        raise _Ended
+    return fd
+
+
+def _endpoint(value: object) -> tuple[str, int] | None:
+    """An ASGI ``client``/``server`` value as (host, port), or None."""
+    if isinstance(value, Sequence) and len(value) == 2:
+        host, port = value[0], value[1]
+        if isinstance(host, str) and isinstance(port, int):
+            return host, port
+    return None
+
+
+class ProcessWatch:
+    """One task per watched session, each waiting on its process's pidfd.
+
+    Args:
+        find (Finder | None): ``find(client, server)`` -> the peer process or None, run in a
+            worker thread (default: a :class:`murmur.roost.peer.PeerFinder`).
+        lookup_bound (float): seconds one lookup may take; past it, the session is not watched.
+
+    Use: ``await nursery.start(watch.run)``; then :meth:`watch` at each registration and
+    :meth:`forget` at each deregistration.
+    """
+
+    def __init__(self, find: Finder | None = None, *, lookup_bound: float = LOOKUP_BOUND) -> None:
+        self._find = find if find is not None else PeerFinder()
+        self.lookup_bound = lookup_bound
+        self._nursery: trio.Nursery | None = None
+        self._scopes: dict[str, trio.CancelScope] = {}
+
+    @property
+    def watched(self) -> int:
+        """Sessions whose process is being watched now."""
+        return len(self._scopes)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hold every watcher task until cancelled (which closes every pidfd)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            self._scopes.clear()
+
+    async def watch(self, session_id: str, client: object, server: object, on_end: OnEnd) -> Peer | None:
+        """Find the process at ``client`` and call ``on_end(peer)`` once it has ended.
+
+        Args:
+            session_id (str): the session just registered (the key :meth:`forget` takes).
+            client (object): the request's ASGI ``client`` value, ``(host, port)``.
+            server (object): the request's ASGI ``server`` value, ``(host, port)``.
+            on_end (OnEnd): called once, from the watcher task, when the process has ended
+                (at once when it already has). Never called after :meth:`forget`.
+
+        Returns:
+            Peer | None: the process being watched, or None when it cannot be found (or this
+            watch is not running); then nothing is watched.
+        """
+        nursery = self._nursery
+        peer_at, here = _endpoint(client), _endpoint(server)
+        if nursery is None or peer_at is None or here is None:
+            return None
+        peer: Peer | None = None
+        with trio.move_on_after(self.lookup_bound):
+            peer = await trio.to_thread.run_sync(self._find, peer_at, here, abandon_on_cancel=True)
+        if peer is None:
+            return None
+        try:
+            pidfd: int | None = open_pidfd(peer)
+        except _Ended:
+            pidfd = None
+        except OSError:
+            return None
+        self.forget(session_id)
+        scope = trio.CancelScope()
+        self._scopes[session_id] = scope
+        nursery.start_soon(self._wait, session_id, scope, pidfd, peer, on_end)
+        return peer
+
+    def forget(self, session_id: str) -> None:
+        """Stop watching ``session_id`` (it deregistered); its ``on_end`` will not run."""
+        scope = self._scopes.pop(session_id, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _wait(
+        self, session_id: str, scope: trio.CancelScope, pidfd: int | None, peer: Peer, on_end: OnEnd
+    ) -> None:
+        try:
+            with scope:
+                if pidfd is not None:
+                    await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+            if self._scopes.get(session_id) is scope:
+                del self._scopes[session_id]
+        if not scope.cancel_called:
+            on_end(peer)

@@ -1,0 +1,222 @@
+"""Finding the process at the client end of a loopback connection (murmur.roost.peer)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from murmur.roost.peer import (
+    Peer,
+    PeerFinder,
+    find_peer,
+    owners_of,
+    parse_endpoint,
+    socket_row,
+    start_ticks,
+    start_ticks_of,
+)
+
+V4 = ipaddress.IPv4Address
+V6 = ipaddress.IPv6Address
+HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+
+
+def row(n: int, local: str, remote: str, uid: int, inode: int, state: str = "01") -> str:
+    """One /proc/net/tcp line."""
+    return (f"{n:4d}: {local} {remote} {state} 00000000:00000000 00:00000000 00000000 "
+            f"{uid:5d}        0 {inode} 1 0000000000000000 20 4 30 10 -1\n")
+
+
+class TestParseEndpoint:
+    @pytest.mark.parametrize(
+        ("text", "order", "expected"),
+        [
+            ("0100007F:1F90", "little", (V4("127.0.0.1"), 8080)),
+            ("7F000001:1F90", "big", (V4("127.0.0.1"), 8080)),
+            ("00000000:0016", "little", (V4("0.0.0.0"), 22)),
+            ("0100007F:E0A5", "little", (V4("127.0.0.1"), 57509)),
+            ("00000000000000000000000001000000:1E14", "little", (V6("::1"), 7700)),
+            ("00000000000000000000000000000001:1E14", "big", (V6("::1"), 7700)),
+            # ::ffff:127.0.0.1 compares as 127.0.0.1
+            ("0000000000000000FFFF00000100007F:1E14", "little", (V4("127.0.0.1"), 7700)),
+        ],
+    )
+    def test_columns(self, text: str, order: str, expected: tuple[object, int]) -> None:
+        """Address words are host-order 32-bit words; the port is plain hex."""
+        assert parse_endpoint(text, order) == expected
+
+    @pytest.mark.parametrize("text", ["", "0100007F", "0100:1F90", "zz00007F:1F90", "0100007F:"])
+    def test_malformed(self, text: str) -> None:
+        """Anything else is a ValueError (socket_row skips such rows)."""
+        with pytest.raises(ValueError):
+            parse_endpoint(text, "little")
+
+
+class TestSocketRow:
+    TABLE = (
+        HEADER
+        + row(0, "00000000:1E14", "00000000:0000", 0, 100, state="0A")  # the listener
+        + row(1, "0100007F:1E14", "0100007F:E0A5", 0, 101)  # the daemon's side
+        + row(2, "0100007F:E0A5", "0100007F:1E14", 1000, 102)  # the client's side
+        + row(3, "0100007F:E0A6", "0100007F:1E14", 1000, 0, state="06")  # TIME_WAIT, no inode
+        + "   4: garbage line\n"
+    )
+    CLIENT = (V4("127.0.0.1"), 57509)
+    SERVER = (V4("127.0.0.1"), 7700)
+
+    def test_the_client_side_row(self) -> None:
+        """local = the client's address, remote = the daemon's: the client's socket and uid."""
+        assert socket_row(self.TABLE, self.CLIENT, self.SERVER, "little") == (102, 1000)
+
+    def test_the_daemon_side_is_the_reverse(self) -> None:
+        """The same connection read the other way round is the daemon's own socket."""
+        assert socket_row(self.TABLE, self.SERVER, self.CLIENT, "little") == (101, 0)
+
+    def test_no_row_or_no_inode(self) -> None:
+        """A port with no row, or a closed socket (inode 0), names nothing."""
+        assert socket_row(self.TABLE, (V4("127.0.0.1"), 1), self.SERVER, "little") is None
+        assert socket_row(self.TABLE, (V4("127.0.0.1"), 57510), self.SERVER, "little") is None
+        assert socket_row(HEADER, self.CLIENT, self.SERVER, "little") is None
+
+    def test_mapped_addresses_match(self) -> None:
+        """A tcp6 row of an IPv4-mapped connection matches the IPv4 endpoints."""
+        table = HEADER + row(0, "0000000000000000FFFF00000100007F:E0A5",
+                             "0000000000000000FFFF00000100007F:1E14", 5, 7)
+        assert socket_row(table, self.CLIENT, self.SERVER, "little") == (7, 5)
+
+
+class TestStartTicks:
+    @pytest.mark.parametrize(
+        ("line", "ticks"),
+        [
+            ("7788 (cat) R 7786 7786 2030 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 57213 3133440 380", 57213),
+            ("12 (a) b (c)) S 1 12 12 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0", 99),
+            ("13 (sp ace) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0", 4242),
+        ],
+    )
+    def test_field_22(self, line: str, ticks: int) -> None:
+        """Counted from the last ')', whatever the command name holds."""
+        assert start_ticks(line) == ticks
+
+    @pytest.mark.parametrize("line", ["", "1 (x) S 1 2 3", "no parens at all"])
+    def test_malformed(self, line: str) -> None:
+        """Too short or no command name: ValueError."""
+        with pytest.raises(ValueError):
+            start_ticks(line)
+
+    def test_this_process_and_a_missing_one(self, tmp_path: Path) -> None:
+        """Our own start time is readable; a pid with no /proc entry has none."""
+        assert start_ticks_of(os.getpid()) == start_ticks(Path("/proc/self/stat").read_text())
+        assert start_ticks_of(12345, proc=tmp_path) is None
+
+
+HOLDER = "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); print(s.getsockname()[1], flush=True); sys.stdin.read()"
+
+
+class TestFindPeer:
+    async def test_finds_the_connecting_process(self) -> None:
+        """A real connection from a child process: the child, with its start time."""
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        proc = await trio.lowlevel.open_process([sys.executable, "-c", HOLDER, str(port)],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            with trio.fail_after(30):
+                stream = await listeners[0].accept()
+                client = stream.socket.getpeername()
+                server = stream.socket.getsockname()
+                peer = await trio.to_thread.run_sync(find_peer, client, server)
+            assert peer == Peer(proc.pid, start_ticks_of(proc.pid) or -1)
+            # the daemon's own side, read the other way round, is this process: never named
+            assert await trio.to_thread.run_sync(find_peer, server, client) is None
+            await stream.aclose()
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(10):
+                proc.kill()
+                await proc.wait()
+                assert proc.stdin is not None and proc.stdout is not None
+                await proc.stdin.aclose()
+                await proc.stdout.aclose()
+                for listener in listeners:
+                    await listener.aclose()
+
+    async def test_the_finder_remembers_a_connection_while_it_is_held(self, tmp_path: Path) -> None:
+        """PeerFinder: a second lookup of a held connection reads no socket table; a gone peer is not reused."""
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        proc = await trio.lowlevel.open_process([sys.executable, "-c", HOLDER, str(port)],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        finder = PeerFinder()
+        try:
+            with trio.fail_after(30):
+                stream = await listeners[0].accept()
+                client, server = stream.socket.getpeername(), stream.socket.getsockname()
+                first = await trio.to_thread.run_sync(finder, client, server)
+                assert first is not None and first.pid == proc.pid
+                # a procfs without the socket tables: only the remembered peer can answer
+                view = tmp_path / "proc"
+                view.mkdir()
+                (view / str(proc.pid)).symlink_to(f"/proc/{proc.pid}")
+                finder.proc = view
+                assert await trio.to_thread.run_sync(finder, client, server) == first
+                proc.kill()
+                await proc.wait()
+                assert await trio.to_thread.run_sync(finder, client, server) is None
+            await stream.aclose()
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(10):
+                proc.kill()
+                await proc.wait()
+                assert proc.stdin is not None and proc.stdout is not None
+                await proc.stdin.aclose()
+                await proc.stdout.aclose()
+                for listener in listeners:
+                    await listener.aclose()
+
+    async def test_a_connection_of_this_process_is_not_named(self) -> None:
+        """Both ends in the daemon's own process (the in-process test client): None."""
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        async with await trio.open_tcp_stream("127.0.0.1", port) as mine:
+            stream = await listeners[0].accept()
+            assert await trio.to_thread.run_sync(
+                find_peer, stream.socket.getpeername(), stream.socket.getsockname()) is None
+            assert mine.socket.getsockname() == stream.socket.getpeername()
+            await stream.aclose()
+        for listener in listeners:
+            await listener.aclose()
+
+    def test_unplaceable_endpoints(self) -> None:
+        """Not an address, or no such connection: None rather than an error."""
+        assert find_peer(("localhost", 1), ("127.0.0.1", 2)) is None
+        assert find_peer(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
+
+    def test_every_holder_is_named(self) -> None:
+        """A socket inherited across a fork has two holders, each named with its start time
+        (find_peer names a peer only when there is exactly one); other users' are not read."""
+        import socket as socketlib
+
+        a, b = socketlib.socketpair()
+        inode = os.fstat(a.fileno()).st_ino
+        a.set_inheritable(True)
+        holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                  stdin=subprocess.PIPE, close_fds=False)
+        try:
+            found = owners_of(inode, os.getuid())
+            assert {p.pid for p in found} >= {os.getpid(), holder.pid}
+            assert owners_of(inode, os.getuid(), skip=[os.getpid()]) == [
+                Peer(holder.pid, start_ticks(Path(f"/proc/{holder.pid}/stat").read_text()))]
+            assert owners_of(inode, os.getuid() + 1) == []  # only the socket owner's processes
+        finally:
+            holder.kill()
+            holder.wait()
+            assert holder.stdin is not None
+            holder.stdin.close()
+            a.close()
+            b.close()
