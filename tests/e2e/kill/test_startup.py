@@ -146,6 +146,7 @@ RANDOM_LOOPS = {"cgroup": 50, "groups": 8}
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 50 launches of about 5 s each: longer than the suite's 180 s per test
 async def test_startup_kills_random(rig: Rig) -> None:
     """:data:`RANDOM_LOOPS` loops at uniformly random moments of the start-up (seeded; the
     seed is printed)."""
