@@ -27,6 +27,10 @@ cgroup_only = pytest.mark.skipif(
 )
 
 
+SETSID_ESCAPEE = "setsid /bin/sh -c 'echo $$; exec /bin/sleep 300 >/dev/null 2>&1' </dev/null &"
+"""Shell text: a ``setsid`` escapee that prints its pid only once it is in a session of its own."""
+
+
 def start_time(pid: int) -> str | None:
     """Process ``pid``'s start time (clock ticks since boot), None when gone or a zombie."""
     try:
@@ -42,6 +46,11 @@ def alive(pid: int, start: str | None) -> bool:
     """Whether the process that had ``start`` at ``pid`` still runs (a zombie is not running)."""
     now = start_time(pid)
     return now is not None and now == start
+
+
+def present(path: Path | str) -> bool:
+    """Whether ``path`` exists (a sync helper: a stat of a cgroup or /proc file never blocks)."""
+    return Path(path).exists()
 
 
 class Owned:

@@ -17,13 +17,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 import trio.testing
 
 from murmur.containment import cgroup, janitor
 
-from .conftest import Owned, alive, cgroup_only, start_time
+from .conftest import Owned, alive, cgroup_only, present, start_time
 
 SCRIPT = Path(janitor.__file__)
 
@@ -224,7 +223,7 @@ async def test_sigterm_sigint_sighup_are_ignored(owned: Owned) -> None:
     wanted = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGHUP - 1))
     async with running_janitor(owned) as j, victim(owned) as v:
         with trio.fail_after(5):  # its dispositions are set first thing: wait for the kernel to show them
-            while ignored_signals(j.proc.pid) & wanted != wanted:
+            while ignored_signals(j.proc.pid) & wanted != wanted:  # noqa: ASYNC110 - /proc has no event
                 await trio.sleep(0.005)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             os.kill(j.proc.pid, sig)
@@ -240,7 +239,7 @@ async def test_it_gives_up_at_bound_plus_five(owned: Owned) -> None:
     zombie = await trio.lowlevel.open_process(["/bin/true"], start_new_session=True)
     owned.add(zombie.pid)
     try:
-        os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        await trio.to_thread.run_sync(os.waitid, os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # not reaped
         async with running_janitor(owned) as j:
             await j.send({"bound": 0}, {"add": "group", "key": "z", "pgid": zombie.pid, "pid": 0})
             await j.eof()
@@ -328,7 +327,7 @@ async def test_a_session_unit_waits_for_its_winding_down_members(owned: Owned, s
             assert took >= 0.9  # given its bound
             status, _ = await j.exited(within=5)
             assert status == 0
-        assert not scratch.exists()
+        assert not present(scratch)
     finally:
         with trio.CancelScope(shield=True):
             proc.kill()
