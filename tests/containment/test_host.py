@@ -1,0 +1,164 @@
+"""host.py: the pure parsers, the forced class, and the doctor line (spec/session.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from murmur.containment import host
+from murmur.containment.host import CGROUP, GROUPS, HostClass, detect
+
+HYBRID = """\
+23 1 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+
+PURE_V2 = """\
+22 28 0:20 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
+26 22 0:24 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate
+"""
+
+
+# -- mountinfo ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "decoded"),
+    [
+        ("/plain/path", "/plain/path"),
+        ("/with\\040space", "/with space"),
+        ("/tab\\011and\\012newline", "/tab\tand\nnewline"),
+        ("/back\\134slash", "/back\\slash"),
+        ("/two\\040\\040spaces", "/two  spaces"),
+        ("/short\\04", "/short\\04"),  # not three digits: kept as written
+        ("/letters\\abc", "/letters\\abc"),
+        ("/end\\", "/end\\"),
+        ("", ""),
+    ],
+)
+def test_unescape_mount_field(field: str, decoded: str) -> None:
+    assert host.unescape_mount_field(field) == decoded
+
+
+def test_cgroup2_mount_hybrid_is_the_unified_mount() -> None:
+    assert host.cgroup2_mount(HYBRID) == Path("/sys/fs/cgroup/unified")
+
+
+def test_cgroup2_mount_pure_v2_with_optional_fields() -> None:
+    assert host.cgroup2_mount(PURE_V2) == Path("/sys/fs/cgroup")
+
+
+def test_cgroup2_mount_v1_only_is_none() -> None:
+    v1 = "\n".join(line for line in HYBRID.splitlines() if "cgroup2" not in line)
+    assert host.cgroup2_mount(v1) is None
+    assert host.cgroup2_mount("") is None
+
+
+def test_cgroup2_mount_decodes_an_escaped_mount_point() -> None:
+    text = "50 31 0:40 / /mnt/my\\040cgroups rw,relatime shared:9 master:3 - cgroup2 none rw\n"
+    assert host.cgroup2_mount(text) == Path("/mnt/my cgroups")
+
+
+def test_cgroup2_mount_first_of_two_and_skips_junk_lines() -> None:
+    text = (
+        "garbage without a separator\n"
+        "1 2 - cgroup2 x rw\n"  # too few fields before the separator
+        "60 1 0:41 / /first rw - cgroup2 cgroup2 rw\n"
+        "61 1 0:42 / /second rw - cgroup2 cgroup2 rw\n"
+    )
+    assert host.cgroup2_mount(text) == Path("/first")
+
+
+def test_cgroup2_mount_a_v1_type_named_like_v2_is_not_taken() -> None:
+    text = "70 1 0:43 / /fake rw - cgroup cgroup2 rw,name=cgroup2\n"
+    assert host.cgroup2_mount(text) is None
+
+
+# -- /proc/<pid>/cgroup ---------------------------------------------------------------------
+
+
+def test_v2_path_hybrid_root() -> None:
+    text = "9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/\n"
+    assert host.v2_path(text) == "/"
+
+
+def test_v2_path_nested_and_stripped() -> None:
+    assert host.v2_path("0::/user.slice/user-1000.slice/session-2.scope\n") == (
+        "/user.slice/user-1000.slice/session-2.scope"
+    )
+    assert host.v2_path("0::/a b/c  \n") == "/a b/c"
+
+
+def test_v2_path_empty_is_the_root_and_v1_only_is_none() -> None:
+    assert host.v2_path("0::\n") == "/"
+    assert host.v2_path("4:memory:/x\n1:cpu:/\n") is None
+    assert host.v2_path("") is None
+
+
+def test_own_cgroup_is_what_proc_says() -> None:
+    text = Path("/proc/self/cgroup").read_text(encoding="utf-8")
+    assert host.own_cgroup() == host.v2_path(text)
+    assert host.pid_cgroup(os.getpid()) == host.own_cgroup()
+
+
+def test_pid_cgroup_of_a_missing_pid_is_none() -> None:
+    assert host.pid_cgroup(2**22 + 12345) is None  # above pid_max's ceiling: never a process
+
+
+# -- detect and the doctor line ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["groups", "GROUPS", " groups\n"])
+def test_detect_forced_groups(value: str) -> None:
+    got = detect({"MURMUR_CONTAINMENT": value})
+    assert got.name == GROUPS
+    assert got.mount is None and got.base is None
+    assert "MURMUR_CONTAINMENT=groups" in got.why
+
+
+def test_detect_other_values_let_the_host_decide() -> None:
+    assert detect({"MURMUR_CONTAINMENT": "cgroup"}) == detect({})
+    assert detect({"MURMUR_CONTAINMENT": ""}) == detect({})
+
+
+def test_detect_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MURMUR_CONTAINMENT", "groups")
+    assert detect().name == GROUPS
+
+
+def test_detect_on_this_host_is_consistent() -> None:
+    got = detect({}, probe=True)
+    assert got.name in (CGROUP, GROUPS)
+    if got.name == CGROUP:
+        assert got.mount == host.cgroup2_mount(Path("/proc/self/mountinfo").read_text())
+        assert got.own == host.own_cgroup()
+        assert got.base is not None and (got.base / "cgroup.procs").exists()
+        assert not any(p.name.startswith(f"murmur-probe-{os.getpid()}") for p in got.base.iterdir())
+    else:
+        assert got.base is None and got.why
+
+
+def test_doctor_line_cgroup() -> None:
+    h = HostClass(CGROUP, Path("/sys/fs/cgroup"), "/x", "cgroup v2 at /sys/fs/cgroup, beneath /x")
+    assert h.doctor_line() == "teardown: cgroup v2 (every process a session starts is contained)"
+    assert h.base == Path("/sys/fs/cgroup/x")
+
+
+def test_doctor_line_groups_says_what_it_cannot_catch_and_why() -> None:
+    h = detect({"MURMUR_CONTAINMENT": "groups"})
+    line = h.doctor_line()
+    assert line.startswith(
+        "teardown: process groups (a process that leaves its group can outlive a SIGKILLed session"
+    )
+    assert line.endswith("; MURMUR_CONTAINMENT=groups asks for it)")
+
+
+def test_base_is_none_outside_the_cgroup_class() -> None:
+    assert HostClass(GROUPS, Path("/sys/fs/cgroup"), "/x", "why").base is None
+    assert HostClass(CGROUP, None, "/x", "why").base is None
+    assert HostClass(CGROUP, Path("/m"), "/", "why").base == Path("/m")
