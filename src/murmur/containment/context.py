@@ -74,6 +74,7 @@ class Unit:
         self.path = path
         self.kind = CGROUP if path is not None else "group"
         self.pid: int | None = None
+        self.start = ""
         self._own_group = True
         self.key = f"{label}#{secrets.token_hex(4)}"
         self.released = False
@@ -129,6 +130,7 @@ class Unit:
                 Otherwise (a command) the janitor kills it as soon as its owner is gone.
         """
         self.pid = pid
+        self.start = _start_time(pid)  # guards pid reuse (murmur.links.peer)
         self._own_group = own_group
         self._owner._started.add(pid)
         watched = pid if winds_down else os.getpid()

@@ -104,6 +104,12 @@ def install(
 
         setup.services = services
         setup.completion_handler = runtime.completion
+        from murmur.links.service import install as install_links
+
+        try:
+            install_links(setup, runtime)
+        except OSError as exc:
+            _say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
         if setup.workload_kind == "plan":
             setup.workload = PlanCompletions(setup.workload)
     return runtime

@@ -255,6 +255,12 @@ class Launcher:
         """Children being supervised now."""
         return len(self._live)
 
+    async def wait_finished(self, delegation_id: str) -> None:
+        """Return once the child of ``delegation_id`` is no longer supervised (bound it)."""
+        child = self._live.get(delegation_id)
+        if child is not None:
+            await child.finished.wait()
+
     def kill_all(self) -> None:
         """SIGKILL every live child's unit (synchronous; the forced-exit hook)."""
         for child in list(self._live.values()):

@@ -100,6 +100,7 @@ class DelegationRuntime:
         self.launcher: Launcher | None = None
         self._started_ids: set[str] = set()
         self.restart_noticed = False  # mur-roost answered the identity refusal (spec/tree.md)
+        self.current_task: Task | None = None  # the latest task given services (links use it)
         if self.can_delegate:
             assert roost_url is not None
             self.launcher = Launcher(
@@ -285,33 +286,43 @@ class DelegationRuntime:
 
     def services_for(self, task: Task, base: TaskServices) -> TaskServices:
         """``base`` with ``delegate`` bound to ``task``'s context and trust."""
-        launcher = self.launcher
-        if launcher is None:
+        if self.launcher is None:
             return base
-
-        async def delegate(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
-            return await launcher.delegate(
-                capsule, version, text, wait, context_id=task.context_id, trust=task.trust
-            )
-
-        spawn_set = tuple(session_lineage(self.setup).spawn)
+        self.current_task = task  # a link's call takes the running task's context (spec/links.md)
 
         async def guarded(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
-            refusal = self._refusal(capsule, spawn_set)
-            if refusal is not None:
-                self.book.call_ended(capsule, version, "refused", reason=refusal, duration_ms=0)
-                self._count("refused")
-                return {"capsule": capsule, "version": version, "status": "refused", "output": refusal}
-            result = await delegate(capsule, version, text, wait)
-            if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
-                self._count("refused")
-                if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
-                    self._restarted()
-            return result
+            return await self.delegate_call(capsule, version, text, wait, context_id=task.context_id, trust=task.trust)
 
         base.delegate = guarded
-        base.spawn = spawn_set
+        base.spawn = tuple(session_lineage(self.setup).spawn)
         return base
+
+    @property
+    def session(self) -> Session | None:
+        """The session, once started."""
+        return self._session
+
+    async def delegate_call(
+        self, capsule: str, version: str, text: str, wait: bool, *, context_id: str, trust: str
+    ) -> dict[str, Any]:
+        """One delegation as ``delegate-task`` makes it (the runtime's refusals, then the launcher).
+
+        Used by the task services and by the capability socket (``murmur.links.service``).
+        """
+        launcher = self.launcher
+        assert launcher is not None
+        spawn_set = tuple(session_lineage(self.setup).spawn)
+        refusal = self._refusal(capsule, spawn_set)
+        if refusal is not None:
+            self.book.call_ended(capsule, version, "refused", reason=refusal, duration_ms=0)
+            self._count("refused")
+            return {"capsule": capsule, "version": version, "status": "refused", "output": refusal}
+        result = await launcher.delegate(capsule, version, text, wait, context_id=context_id, trust=trust)
+        if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
+            self._count("refused")
+            if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
+                self._restarted()
+        return result
 
     # -- the process tree (spec/tree.md) ------------------------------------------------------
 

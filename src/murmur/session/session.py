@@ -204,6 +204,7 @@ class SessionSetup:
     delegation_counts: dict[str, int] = attrs.field(factory=lambda: {"started": 0, "refused": 0})
     wind_down_hooks: list[Callable[[WindDown], None]] = attrs.field(factory=list)
     after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
+    links_bin: Path | None = None  # capsule links, first on every command's PATH (spec/links.md)
 
 
 def _shell_env(setup: SessionSetup) -> dict[str, str]:
@@ -211,7 +212,10 @@ def _shell_env(setup: SessionSetup) -> dict[str, str]:
         from murmur.shell import baseline_env
     except ImportError:  # pragma: no cover - the shell module ships with the session
         return {"PATH": setup.parent_env.get("PATH", "/usr/bin:/bin"), "HOME": str(setup.records.home), "TMPDIR": str(setup.records.tmp)}
-    return baseline_env(setup.manifest, setup.parent_env, records_dir=setup.records.root)
+    env = baseline_env(setup.manifest, setup.parent_env, records_dir=setup.records.root)
+    if setup.links_bin is not None:
+        env["PATH"] = f"{setup.links_bin}{os.pathsep}{env['PATH']}"
+    return env
 
 
 class Session:

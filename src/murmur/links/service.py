@@ -1,0 +1,285 @@
+"""The capability socket a session serves to its links (spec/links.md).
+
+:func:`install` is called by the delegation contributor for a session whose effective spawn
+set is non-empty: it writes the links directory (:mod:`murmur.links.stub`), puts its ``bin/``
+first on the ``PATH`` of every command (``SessionSetup.links_bin``), and adds the watcher
+:meth:`LinkService.serve`, which listens on ``links/cap.sock`` for the session's life.
+
+One connection = one request. The peer is checked first (:mod:`murmur.links.peer`); then the
+request line is read (bounded) and answered. A ``link`` request delegates exactly as
+``delegate-task`` does (``DelegationRuntime.delegate_call``, waiting for the child's answer);
+closing the connection before the answer cancels the call, which ends the child's subtree in
+one grace. Every request writes one ``link_request`` trace record: who asked, which name, the
+outcome. At most :data:`CONNECTIONS` connections are open at once; an excess one reads
+:data:`murmur.links.protocol.TOO_MANY` and is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from murmur import containment, paths
+from murmur.delegation import completion as comp
+from murmur.ids import new_id
+from murmur.links import protocol as p
+from murmur.links.context import ContextFacts, context_text
+from murmur.links.peer import Peer, check, peer_of
+from murmur.links.stub import write_links
+from murmur.session.trace import TraceWriteError
+from murmur.tree.contrib import session_lineage
+from murmur.tree.lineage import refusal_sentence
+
+if TYPE_CHECKING:
+    from murmur.delegation.runtime import DelegationRuntime
+    from murmur.session.session import SessionSetup, WindDownControl
+
+ROOST_DEFAULT_CONCURRENT = 4  # mur-roost's default --max-concurrent
+CONNECTIONS = ROOST_DEFAULT_CONCURRENT + 4
+READ_BOUND = 30.0  # seconds the request line may take to arrive
+ARGS_SHOWN, ARG_CHARS = 16, 200
+
+
+def install(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | None:
+    """Give ``setup`` its links (None when the effective spawn set is empty).
+
+    Raises:
+        OSError: the links directory cannot be written.
+    """
+    spawn = tuple(session_lineage(setup).spawn)
+    if not spawn or runtime.launcher is None:
+        return None
+    service = LinkService(setup, runtime, spawn)
+    setup.links_bin = write_links(service.links, setup.manifest.spawn_allow)
+    (service.links / "context.md").write_text(service.context(), encoding="utf-8")
+    setup.watchers.append(service.serve)
+    return service
+
+
+def installed_versions(name: str) -> list[str]:
+    """Versions of ``name`` in the global store, sorted (any scope)."""
+    store = paths.global_store()
+    found: set[str] = set()
+    try:
+        for scope in store.iterdir():
+            d = scope / name
+            if d.is_dir():
+                found.update(v.name for v in d.iterdir() if v.is_dir() and not v.name.startswith("."))
+    except OSError:
+        pass
+    return sorted(found)
+
+
+def caller_args(pid: int) -> list[str]:
+    """The command line of the link's caller (the stub's parent): 16 args, 200 chars each."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        raw = Path(f"/proc/{ppid}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return []
+    args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+    return [a[:ARG_CHARS] for a in args[:ARGS_SHOWN]]
+
+
+class LinkService:
+    """The capability socket of one session (see the module docstring)."""
+
+    def __init__(self, setup: SessionSetup, runtime: DelegationRuntime, spawn: tuple[str, ...]) -> None:
+        self.setup = setup
+        self.runtime = runtime
+        self.spawn = spawn
+        self.links = setup.records.root / "links"
+        self.open = 0
+
+    # -- text -------------------------------------------------------------------------------
+
+    def context(self) -> str:
+        """This session's ``mur context`` text."""
+        lineage = session_lineage(self.setup)
+        launcher = self.runtime.launcher
+        facts = ContextFacts(
+            name=self.setup.manifest.name,
+            spawn=[(n, _description(n)) for n in self.spawn],
+            depth=lineage.depth,
+            watch_secs=launcher.bound if launcher is not None else 0,
+            connections=CONNECTIONS,
+        )
+        return context_text(facts)
+
+    # -- serving ----------------------------------------------------------------------------
+
+    async def serve(self, ctl: WindDownControl) -> None:
+        """Watcher: listen on ``links/cap.sock`` until cancelled; the socket is removed after."""
+        path = self.links / p.SOCKET_NAME
+        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        dirfd = os.open(self.links, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            path.unlink(missing_ok=True)
+            await sock.bind(f"/proc/self/fd/{dirfd}/{p.SOCKET_NAME}")  # any records-path length
+        finally:
+            os.close(dirfd)
+        os.chmod(path, 0o600)
+        sock.listen(CONNECTIONS + 4)
+        listener = trio.SocketListener(sock)
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    stream = await listener.accept()
+                    if self.open >= CONNECTIONS:
+                        nursery.start_soon(_refuse_excess, stream)
+                        continue
+                    self.open += 1
+                    nursery.start_soon(self._connection, stream)
+        finally:
+            path.unlink(missing_ok=True)
+            sock.close()
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        try:
+            peer = peer_of(stream.socket)  # type: ignore[arg-type]
+            answer = await self._serve(stream, peer)
+            if answer is not None:
+                with trio.move_on_after(5.0):
+                    await stream.send_all(answer.line())
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self.open -= 1
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve(self, stream: trio.SocketStream, peer: Peer) -> p.Answer | None:
+        args = caller_args(peer.pid)
+        verdict = check(peer, containment.here(), session_id=self.setup.session_id)
+        if not verdict.allowed:
+            self._trace(peer, args, None, p.EXIT_OUTSIDE, "caller_refused", verdict.why)
+            return p.Answer(p.EXIT_OUTSIDE, stderr=f"murmur: link refused: {verdict.why}\n")
+        try:
+            with trio.fail_after(READ_BOUND):
+                raw = await _read_line(stream)
+            req = p.parse_request(raw)
+        except (trio.TooSlowError, p.BadRequest) as exc:
+            why = str(exc) or "the request did not arrive in time"
+            self._trace(peer, args, None, p.EXIT_USAGE, "bad_request", why)
+            return p.Answer(p.EXIT_USAGE, stderr=f"murmur: {why}\n")
+        if req.op == "context":
+            return p.Answer(p.EXIT_OK, stdout=self.context())
+        if req.op == "ps":
+            return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text))
+        outcome: list[p.Answer] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_eof, stream, nursery.cancel_scope)
+            outcome.append(await self._link(req))
+            nursery.cancel_scope.cancel()
+        if not outcome:  # the caller went away: the call was cancelled, its child ended
+            self._trace(peer, args, req.name, p.EXIT_INTERRUPTED, "interrupted", "the link was interrupted")
+            return None
+        answer = outcome[0]
+        self._trace(peer, args, req.name, answer.exit, p.status_word(answer.exit, None), answer.stderr.strip())
+        return answer
+
+    async def _link(self, req: p.LinkRequest) -> p.Answer:
+        name = req.name
+        if name not in self.spawn:
+            return p.Answer(p.EXIT_OUTSIDE, stderr=f"{name}: murmur: {refusal_sentence(name)}\n")
+        version, refusal = p.pick_version(name, req.version, installed_versions(name))
+        if refusal is not None or version is None:
+            return p.Answer(p.EXIT_REFUSED, stderr=f"{name}: refused: {refusal}\n")
+        task = self.runtime.current_task
+        context_id = task.context_id if task is not None else new_id("ctx")
+        trust = task.trust if task is not None else "trusted"
+        began = time.monotonic()
+        result = await self.runtime.delegate_call(name, version, req.task, True, context_id=context_id, trust=trust)
+        launcher = self.runtime.launcher
+        if req.json and isinstance(result.get("delegation_id"), str) and launcher is not None:
+            with trio.move_on_after(launcher.stop_grace + 5.0):  # the child's own completion record
+                await launcher.wait_finished(result["delegation_id"])
+        record = self._record(result)
+        record_status = str(record["status"]) if record is not None and "status" in record else None
+        code = p.exit_for(result, record_status)
+        word = p.status_word(code, record_status)
+        output = str(result.get("output") or "")
+        took = f"{time.monotonic() - began:.1f}s"
+        dlg = result.get("delegation_id")
+        where = f" ({dlg}, {took})" if dlg else ""
+        if req.json:
+            doc = record if record is not None else dict(result)
+            stdout = json.dumps(doc, sort_keys=True) + "\n"
+        else:
+            stdout = output + ("\n" if output and not output.endswith("\n") else "") if code == p.EXIT_OK else ""
+        stderr = f"{name}: {word}{where}\n" if code == p.EXIT_OK else f"{name}: {word}{where}: {output}\n"
+        return p.Answer(code, stdout=stdout, stderr=stderr)
+
+    def _record(self, result: dict[str, Any]) -> dict[str, Any] | None:
+        dlg = result.get("delegation_id")
+        entry = self.runtime.book.get(dlg) if isinstance(dlg, str) else None
+        if entry is None:
+            return None
+        return comp.read_record(self.setup.workdir / entry.child_workdir)
+
+    def _tree_text(self) -> str:
+        from murmur.tree.forest import Scoped, find, render_text
+        from murmur.tree.snapshot import load_forest
+
+        node = find(load_forest(), self.setup.session_id)
+        now = int(time.time() * 1000)
+        return render_text(Scoped((node,) if node is not None else (), 0), now) + "\n"
+
+    def _trace(self, peer: Peer, args: list[str], name: str | None, code: int, outcome: str, detail: str) -> None:
+        session = self.runtime.session
+        if session is None:
+            return
+        try:
+            session.trace.emit("link_request", parent_id=session.session_event_id, pid=peer.pid,
+                               caller=args, capsule=name, exit=code, outcome=outcome, detail=detail or None)
+        except TraceWriteError:
+            pass
+
+
+def _description(name: str) -> str:
+    from murmur.delegation.launcher import resolve_global
+
+    versions = installed_versions(name)
+    if len(versions) != 1:
+        return ""
+    found = resolve_global(name, versions[0])
+    return (found.manifest.description or "") if found is not None else ""
+
+
+async def _read_line(stream: trio.SocketStream) -> bytes:
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > p.REQUEST_LIMIT:
+            raise p.BadRequest("the request is longer than 1 MiB")
+    return bytes(data).split(b"\n", 1)[0]
+
+
+async def _cancel_on_eof(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+    """The caller closed its end (interrupted): cancel the request."""
+    try:
+        while await stream.receive_some(4096):
+            pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    scope.cancel()
+
+
+async def _refuse_excess(stream: trio.SocketStream) -> None:
+    with trio.move_on_after(2.0):
+        try:
+            await stream.send_all((p.TOO_MANY + "\n").encode())
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+    with trio.CancelScope(shield=True):
+        await stream.aclose()

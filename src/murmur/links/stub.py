@@ -1,0 +1,147 @@
+"""The links directory: one stub per spawn-set name, plus ``mur`` (spec/links.md "Stubs").
+
+Layout (inside the session's owner-only records directory)::
+
+    links/          0700
+      cap.sock      the capability socket (murmur.links.service)
+      context.md    the ``mur context`` text
+      bin/          0700, first on PATH of every command the session starts
+        NAME        one stub per name in capabilities.spawn.allow
+        mur         ``mur context``, ``mur ps --tree``
+
+A stub is a plain-interpreter script (``python3 -I -S``: no site, no environment read) that
+holds its own name and the absolute links directory — never a token — so it works with a
+cleared environment (``env -i /…/links/bin/NAME …``). It reaches the socket by a relative
+path after ``chdir`` into the links directory, so the socket path's length never matters.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from murmur.links.protocol import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE, SOCKET_NAME, TOO_MANY
+
+MUR_LINK = "mur"
+
+
+def interpreter() -> str:
+    """The plain interpreter stubs run under (the base Python, not a venv wrapper)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+_BODY = r'''
+import json, os, signal, socket, sys
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+def _usage(code):
+    if NAME == "mur":
+        sys.stderr.write("usage: mur context | mur ps --tree [--json]   (inside a capsule session)\n")
+    else:
+        sys.stderr.write("usage: %%s [--capsule-version V] [--json] [TASK...]   (TASK from stdin when no arguments)\n" %% NAME)
+    return code
+def _request(argv):
+    if NAME == "mur":
+        if argv[:1] == ["context"]:
+            return {"op": "context"}
+        if argv[:1] == ["ps"]:
+            return {"op": "ps", "json": "--json" in argv}
+        return None
+    version, as_json = None, False
+    while argv and argv[0].startswith("-"):
+        head = argv[0]
+        if head == "--":
+            argv = argv[1:]
+            break
+        if head == "--capsule-version" and len(argv) > 1:
+            version, argv = argv[1], argv[2:]
+        elif head.startswith("--capsule-version="):
+            version, argv = head.split("=", 1)[1], argv[1:]
+        elif head == "--json":
+            as_json, argv = True, argv[1:]
+        elif head in ("-h", "--help"):
+            return "help"
+        else:
+            break
+    if argv:
+        task = " ".join(argv)
+    elif os.isatty(0):
+        return None
+    else:
+        task = sys.stdin.read()
+    return {"op": "link", "name": NAME, "version": version, "task": task, "json": as_json}
+def main():
+    req = _request(sys.argv[1:])
+    if req == "help":
+        return _usage(0)
+    if req is None:
+        return _usage(%(usage)d)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        os.chdir(LINKS)
+        s.connect("%(sock)s")
+        s.sendall(json.dumps(req).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except KeyboardInterrupt:
+        s.close()
+        sys.stderr.write("%%s: interrupted; the child's subtree is being ended\n" %% NAME)
+        return %(intr)d
+    except OSError as exc:
+        sys.stderr.write("%%s: murmur: the session's capability socket cannot be reached (%%s)\n" %% (NAME, exc.strerror or exc))
+        return %(refused)d
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        text = data.decode("utf-8", "replace").strip() or "%(too_many)s"
+        sys.stderr.write(text + "\n")
+        return %(refused)d
+    sys.stdout.write(answer.get("stdout", ""))
+    sys.stdout.flush()
+    sys.stderr.write(answer.get("stderr", ""))
+    return int(answer.get("exit", %(refused)d))
+try:
+    sys.exit(main())
+except KeyboardInterrupt:
+    sys.stderr.write("%%s: interrupted\n" %% NAME)
+    sys.exit(%(intr)d)
+''' % {"usage": EXIT_USAGE, "sock": SOCKET_NAME, "intr": EXIT_INTERRUPTED, "refused": EXIT_REFUSED,
+       "too_many": TOO_MANY}
+
+
+def stub_text(name: str, links: Path, python: str) -> str:
+    """The stub script for ``name`` (pure): its shebang, its two constants, the shared body."""
+    return (f"#!{python} -IS\n# murmur capsule link for {name!r} (generated; holds no secret)\n"
+            f"NAME = {name!r}\nLINKS = {str(links)!r}\n{_BODY}")
+
+
+def write_links(links: Path, names: Iterable[str], *, python: str | None = None) -> Path:
+    """Create ``links/`` and ``links/bin/`` (0700) with one stub per name plus ``mur``.
+
+    Returns:
+        Path: the ``bin/`` directory (to put first on ``PATH``).
+
+    Raises:
+        OSError: the directory cannot be written.
+    """
+    python = python or interpreter()
+    binary = links / "bin"
+    for d in (links, binary):
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+    for name in [*names, MUR_LINK]:
+        target = binary / name
+        tmp = binary / f".{name}.tmp"
+        tmp.write_text(stub_text(name, links, python), encoding="utf-8")
+        os.chmod(tmp, 0o700)
+        os.replace(tmp, target)
+    return binary
