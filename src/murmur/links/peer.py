@@ -94,9 +94,9 @@ def check(peer: Peer, where: Containment, *, session_id: str) -> Verdict:
     for _ in range(_CHAIN_LIMIT):
         if pid is None or pid <= 1:
             break
-        unit = by_pid.get(pid)
-        if unit is not None and unit.start and unit.start == _start_time(pid):
-            return Verdict(True, unit=unit.label)
+        found = by_pid.get(pid)
+        if found is not None and found.start and unit.start == _start_time(pid):
+            return Verdict(True, unit=found.label)
         if pid == os.getpid():
             break  # adopted by the runtime itself: it left its command
         pid = parent_of(pid)

@@ -121,7 +121,7 @@ def exit_for(result: Mapping[str, Any], record_status: str | None) -> int:
     status = result.get("status")
     if status == "completed":
         return EXIT_OK
-    if status == "refused" or "session_id" not in result and "delegation_id" not in result:
+    if status == "refused" or ("session_id" not in result and "delegation_id" not in result):
         return EXIT_REFUSED
     if status == "failed" and "session_id" not in result:
         return EXIT_REFUSED  # the child never answered its launch: could not start

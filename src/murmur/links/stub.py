@@ -114,7 +114,8 @@ try:
 except KeyboardInterrupt:
     sys.stderr.write("%%s: interrupted\n" %% NAME)
     sys.exit(%(intr)d)
-''' % {"usage": EXIT_USAGE, "sock": SOCKET_NAME, "intr": EXIT_INTERRUPTED, "refused": EXIT_REFUSED,
+''' % {  # noqa: UP031 - the body holds braces; %-substitution keeps it readable
+    "usage": EXIT_USAGE, "sock": SOCKET_NAME, "intr": EXIT_INTERRUPTED, "refused": EXIT_REFUSED,
        "too_many": TOO_MANY}
 
 
