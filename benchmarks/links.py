@@ -40,7 +40,7 @@ def main() -> None:
         figures = {label: median_ms(argv, runs) for label, argv in rows}
     floor = figures["python3 -I -S -c pass (floor)"]
     for label, ms in figures.items():
-        print(f"{label:32s} median {ms:6.1f} ms   ×{ms / floor:4.2f} of python3 -I -S")
+        print(f"{label:32s} median {ms:6.1f} ms   x{ms / floor:4.2f} of python3 -I -S")
 
 
 if __name__ == "__main__":
