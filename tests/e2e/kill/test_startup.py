@@ -142,10 +142,11 @@ async def test_startup_kills(rig: Rig) -> None:
 
 
 RANDOM_LOOPS = {"cgroup": 50, "groups": 8}
-"""Loops of the slow random test per class (CI runs the slow set: about 5 s a loop here)."""
+"""Loops of the soak random test per class (about 5 s a loop here; `-m soak` runs it)."""
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # 50+ launches: run with `python -m pytest -m soak` (kept out of the default run)
 @pytest.mark.timeout(900)  # 50 launches of about 5 s each: longer than the suite's 180 s per test
 async def test_startup_kills_random(rig: Rig) -> None:
     """:data:`RANDOM_LOOPS` loops at uniformly random moments of the start-up (seeded; the
