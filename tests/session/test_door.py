@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
 import trio
 import trio.testing
 
+from murmur.session.auth import Authenticator
+from murmur.session.door import Door, DoorBackend
 from murmur.session.wire import CAPSULE_EXTENSION, DOOR_EXTENSION
 
 from .helpers import (
@@ -303,6 +306,34 @@ class TestHttpErrors:
             assert set(body) == {"error", "message"}
             assert body["error"] == {404: "not_found", 405: "method_not_allowed"}[status]
             assert r.headers.get("allow") == allow
+
+
+    async def test_head_card(self, tmp_path: Path) -> None:
+        """HEAD on the card answers its headers (JSON, the GET's length) and no body."""
+        async with running(make_setup(tmp_path, manifest(), EchoWorkload())) as h, httpx.AsyncClient(base_url=h.url) as c:
+            got = await c.get("/.well-known/agent-card.json")
+            head = await c.head("/.well-known/agent-card.json")
+            assert head.status_code == 200 and head.content == b""
+            assert head.headers["content-type"] == "application/json"
+            assert head.headers["content-length"] == str(len(got.content))
+            assert got.headers["cache-control"] == "no-cache"
+
+
+class TestLifespan:
+    """The door acknowledges the ASGI lifespan itself (no web framework)."""
+
+    async def test_startup_and_shutdown_acknowledged(self) -> None:
+        door = Door(cast(DoorBackend, object()), cast(Authenticator, object()))
+        to_app, app_in = trio.open_memory_channel[dict[str, Any]](2)
+        app_out, from_app = trio.open_memory_channel[dict[str, Any]](2)
+        await to_app.send({"type": "lifespan.startup"})
+        await to_app.send({"type": "lifespan.shutdown"})
+        with trio.fail_after(5):
+            await door.app({"type": "lifespan"}, app_in.receive, app_out.send)
+        assert [from_app.receive_nowait()["type"], from_app.receive_nowait()["type"]] == [
+            "lifespan.startup.complete",
+            "lifespan.shutdown.complete",
+        ]
 
 
 class TestHostileRequests:

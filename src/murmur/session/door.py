@@ -1,9 +1,11 @@
 """The door: the session's A2A 1.0 JSON-RPC endpoint (spec/door.md).
 
-A Quart-Trio app served by hypercorn's Trio worker on 127.0.0.1 (port chosen by the OS),
-wrapped in :func:`shield_send` (trio-stack.md P1). Routes:
+A plain ASGI app (no web framework: the door's three answers do not need one, and a
+framework's import would be paid by every member) served by hypercorn's Trio worker on
+127.0.0.1 (port chosen by the OS), wrapped in :func:`shield_send` (trio-stack.md P1). Routes:
 
 * ``GET /.well-known/agent-card.json``: the card, never behind auth;
+* any other path: a JSON 404; another method on these paths: a JSON 405 with ``Allow``;
 * ``POST /``: one JSON-RPC 2.0 request. Checks run in the contract's order: token → peer
   consent → ``-32700`` → ``-32600`` → ``-32009`` (``A2A-Version``) → completion addressing
   (``-31001``) → ``-32601`` → method scope (403) → ``-32602`` → the method.
@@ -206,8 +208,8 @@ MAX_NESTING = 100  # deepest array/object nesting of a request (data parts inclu
 class Door:
     """The door of one session: an ASGI app.
 
-    ``POST /`` (the JSON-RPC route, every task's hot path) is answered by a plain ASGI
-    handler; every other route (the card, 404s) and the lifespan go to a Quart-Trio app.
+    Plain ASGI: ``POST /`` (the JSON-RPC route), the card, JSON 404/405 answers and the
+    lifespan protocol, every response ``application/json`` (streams: ``text/event-stream``).
 
     Args:
         backend (DoorBackend): the session.
@@ -228,17 +230,38 @@ class Door:
         self.auth = authenticator
         self.keepalive = keepalive
         self.log = logger or logging.getLogger("murmur.session.door")
-        self.quart = self._build()
         self.app = shield_send(self)
 
     # -- ASGI -----------------------------------------------------------------------------
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """ASGI entry: the JSON-RPC route here, everything else in Quart."""
-        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] == "POST":
+        """ASGI entry: the lifespan, ``POST /``, the card, and JSON 404/405 for the rest."""
+        kind = scope["type"]
+        if kind == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if kind != "http":
+            await _refuse_websocket(scope, send)
+            return
+        path, method = scope["path"], scope["method"]
+        allowed = ROUTES.get(path)
+        if allowed is None:
+            await _send_reply(send, _http_error(404))
+        elif method not in allowed:
+            await _send_reply(send, _http_error(405, allow=", ".join(allowed)))
+        elif path == "/":
             await self._asgi_rpc(scope, receive, send)
         else:
-            await self.quart(scope, receive, send)
+            await self._card(send, head=method == "HEAD")
+
+    async def _card(self, send: Any, *, head: bool) -> None:
+        try:
+            body = _dumps(self.backend.card(extended=False))
+        except Exception:
+            self.log.error("door card failed:\n%s", traceback.format_exc())
+            await _send_reply(send, _http_error(500))
+            return
+        await _send_reply(send, Reply(200, body, headers=(("cache-control", "no-cache"),)), head=head)
 
     async def _asgi_rpc(self, scope: Any, receive: Any, send: Any) -> None:
         authorization: list[str] = []
@@ -279,14 +302,10 @@ class Door:
             reply = Reply(500, _dumps(wire.rpc_error(None, RpcError(wire.INTERNAL_ERROR, "internal error"))))
         if too_big:
             reply = Reply(413, b'{"error":"payload_too_large","message":"the request body is larger than 16 MiB"}')
-        out_headers = [(b"content-type", reply.content_type.encode())]
-        out_headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
         if reply.stream is None:
-            out_headers.append((b"content-length", str(len(reply.body)).encode()))
-            await send({"type": "http.response.start", "status": reply.status, "headers": out_headers})
-            await send({"type": "http.response.body", "body": reply.body})
+            await _send_reply(send, reply)
             return
-        await send({"type": "http.response.start", "status": reply.status, "headers": out_headers})
+        await send({"type": "http.response.start", "status": reply.status, "headers": _headers(reply)})
         stream = reply.stream
         async with trio.open_nursery() as n:
 
@@ -302,34 +321,6 @@ class Door:
                 await send({"type": "http.response.body", "body": b""})
             finally:
                 n.cancel_scope.cancel()
-
-    def _build(self) -> Any:
-        from quart import Response
-        from quart_trio import QuartTrio
-        from werkzeug.exceptions import HTTPException
-
-        app = QuartTrio("murmur.session.door")
-        app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
-
-        @app.get("/.well-known/agent-card.json")
-        async def card() -> Any:
-            body = _dumps(self.backend.card(extended=False))
-            return Response(body, status=200, content_type="application/json", headers={"Cache-Control": "no-cache"})
-
-        @app.post("/")
-        async def rpc_elsewhere() -> Any:  # pragma: no cover - POST / is answered in __call__
-            return Response(status=500)
-
-        @app.errorhandler(HTTPException)
-        async def http_error(exc: HTTPException) -> Any:
-            code = exc.code or 500
-            error, message = http_error_body(code)
-            allowed = getattr(exc, "valid_methods", None)
-            headers = {"Allow": ", ".join(sorted(allowed))} if code == 405 and allowed else {}
-            body = _dumps({"error": error, "message": message})
-            return Response(body, status=code, content_type="application/json", headers=headers)
-
-        return app
 
     def _json(self, obj: object, status: int = 200) -> Reply:
         return Reply(status, _dumps(obj))
@@ -523,6 +514,53 @@ _HTTP_ERRORS = {
 def http_error_body(status: int) -> tuple[str, str]:
     """The ``error`` code and ``message`` sentence of an HTTP-level error the door sends."""
     return _HTTP_ERRORS.get(status, ("http_error", f"the request was answered HTTP {status}"))
+
+
+ROUTES: dict[str, tuple[str, ...]] = {"/": ("POST",), "/.well-known/agent-card.json": ("GET", "HEAD")}
+"""The door's paths and the methods each answers (anything else: 404, or 405 with ``Allow``)."""
+
+
+def _http_error(status: int, *, allow: str | None = None) -> Reply:
+    """A JSON ``{"error", "message"}`` answer of an HTTP-level error (405 carries ``Allow``)."""
+    error, message = http_error_body(status)
+    headers = (("allow", allow),) if allow else ()
+    return Reply(status, _dumps({"error": error, "message": message}), headers=headers)
+
+
+def _headers(reply: Reply) -> list[tuple[bytes, bytes]]:
+    out = [(b"content-type", reply.content_type.encode())]
+    out += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
+    return out
+
+
+async def _send_reply(send: Any, reply: Reply, *, head: bool = False) -> None:
+    """Send a whole (non-stream) reply; ``head`` sends its headers and no body."""
+    headers = [*_headers(reply), (b"content-length", str(len(reply.body)).encode())]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else reply.body})
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    """The ASGI lifespan protocol: nothing to start or stop, so acknowledge both."""
+    while True:
+        msg = await receive()
+        if msg["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif msg["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _refuse_websocket(scope: Any, send: Any) -> None:
+    """The door serves no WebSocket: a JSON 404 where the server allows one, else a close."""
+    if scope["type"] != "websocket":
+        return
+    if "websocket.http.response" in scope.get("extensions", {}):
+        reply = _http_error(404)
+        await send({"type": "websocket.http.response.start", "status": 404, "headers": _headers(reply)})
+        await send({"type": "websocket.http.response.body", "body": reply.body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 def _ack(msg: wire.InboundMessage, text: str, *, task: Task | None = None) -> dict[str, Any]:

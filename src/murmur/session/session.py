@@ -5,7 +5,7 @@
     session nursery
     ├─ watchers            signals, lifelines, deadline, anything in SessionSetup.watchers
     └─ door nursery
-       ├─ door             hypercorn.trio.serve(QuartTrio app), 127.0.0.1:0
+       ├─ door             hypercorn.trio.serve(plain ASGI door), 127.0.0.1:0
        └─ task runner      one cancel scope per task; workload.run_task(ctx)
 
 Lifecycle and wind-down are described in spec/session.md. Extension points other pieces use
