@@ -58,6 +58,7 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.formation import channel
 from murmur.formation.calls import AddressBook, CallEngine, call_deadline_secs, reaches_member_doors
+from murmur.formation.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV
 from murmur.formation.tokens import FormationTokenError, Reason, VerifyKey
 from murmur.lifeline import claim_lifeline, wait_for_eof
 from murmur.routing.gather import member_refusal
@@ -69,10 +70,6 @@ if TYPE_CHECKING:
     from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl
     from murmur.session.tasks import Task
 
-ID_ENV = "MURMUR_FORMATION_ID"
-CHANNEL_ENV = "MURMUR_FORMATION_CHANNEL"
-LIFELINE_ENV = "MURMUR_FORMATION_LIFELINE"
-PEERS_ENV = "MURMUR_FORMATION_PEERS"
 SPAWNER_ENV = "MURMUR_SPAWNER"
 
 FORMATION_SCOPES = frozenset({"SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"})

@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,29 @@ from murmur.userfile import UserFileError, read_user_text
 
 # Modules that may extend every session (each exposes ``contribute(setup, environ)``).
 CONTRIBUTORS: tuple[str, ...] = ("murmur.formation.member", "murmur.tree.contrib", "murmur.delegation.child")
+
+
+def _delegation_wanted(setup: SessionSetup, environ: Mapping[str, str]) -> bool:
+    """Whether the delegation side can have anything to do: the run was delegated (either
+    spawner variable is present) or its manifest may delegate."""
+    from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
+
+    return SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or bool(setup.manifest.spawn_allow)
+
+
+def _formation_wanted(setup: SessionSetup, environ: Mapping[str, str]) -> bool:
+    from murmur.formation.envnames import names_formation
+
+    return names_formation(environ)
+
+
+CONTRIBUTOR_GATES: dict[str, Callable[[SessionSetup, Mapping[str, str]], bool]] = {
+    "murmur.formation.member": _formation_wanted,
+    "murmur.delegation.child": _delegation_wanted,
+}
+"""Cheap checks run before a contributor is imported: when one says no, the contributor
+would have done nothing, so the module (and the transports, roost client and cryptography it
+imports) is not loaded (issue 19). A contributor without a gate is always imported."""
 
 
 @attrs.frozen
@@ -315,6 +338,9 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
         DiagnosticError: a contributor refuses the launch (e.g. ``E-RUN-046``, ``E-RUN-020``).
     """
     for name in CONTRIBUTORS:
+        gate = CONTRIBUTOR_GATES.get(name)
+        if gate is not None and not gate(setup, environ):
+            continue
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

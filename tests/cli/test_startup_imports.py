@@ -1,0 +1,96 @@
+"""What a plain ``mur run`` imports (issue 19): a list of packages, never a time.
+
+Each test runs ``murmur.cli.mur.main`` in a fresh interpreter (so nothing this test process
+already imported counts) and reads ``sys.modules`` after the session has ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from murmur.formation.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV, names_formation
+
+MANIFEST = "name: imports\nversion: 0.1.0\nplan: plan.yaml\n{extra}"
+PLAN = 'steps:\n  - id: say\n    template: "echo: {{ task }}"\noutput: "{{ steps.say.output }}"\n'
+PROBE = """\
+import json, sys
+from murmur.cli.mur import main
+rc = main(["run", "--task", "hi"])
+third = sorted({m.split(".")[0] for m in sys.modules if not m.startswith("_")} - set(sys.stdlib_module_names))
+print(json.dumps({"rc": rc, "third": third, "murmur": sorted(m for m in sys.modules if m.startswith("murmur."))}))
+"""
+
+# Everything a plain plan session needs: trio, hypercorn (and the HTTP codecs it imports),
+# attrs/cattrs and ruamel.yaml for the manifest and the plan.
+PLAIN_THIRD_PARTY = [
+    "attr", "attrs", "cattrs", "h11", "h2", "hpack", "hypercorn", "hyperframe", "idna", "murmur",
+    "outcome", "priority", "ruamel", "sniffio", "sortedcontainers", "trio", "typing_extensions", "wsproto",
+]
+# The parts of murmur a plain session never needs (formation member side, delegation side,
+# roost client, agent transports).
+NOT_FOR_A_PLAIN_SESSION = (
+    "murmur.formation.member", "murmur.formation.tokens", "murmur.formation.channel",
+    "murmur.delegation.child", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
+)
+
+
+def loaded(tmp_path: Path, extra: str = "", env: dict[str, str] | None = None) -> dict[str, object]:
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    (capsule / "murmur.yaml").write_text(MANIFEST.format(extra=extra))
+    (capsule / "plan.yaml").write_text(PLAN)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
+    run_env = {**base, "MURMUR_HOME": str(tmp_path / "home"), **(env or {})}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=capsule, env=run_env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    got: dict[str, object] = json.loads(out.stdout.splitlines()[-1])
+    return got
+
+
+def test_plain_plan_session_imports(tmp_path: Path) -> None:
+    """A plain plan session loads exactly these third-party packages: no Quart, Werkzeug,
+    cryptography or httpx, and none of the formation, delegation, roost or agent modules."""
+    got = loaded(tmp_path)
+    assert got["rc"] == 0
+    assert got["third"] == PLAIN_THIRD_PARTY
+    murmur_modules = got["murmur"]
+    assert isinstance(murmur_modules, list)
+    assert [m for m in murmur_modules if m.startswith(NOT_FOR_A_PLAIN_SESSION)] == []
+
+
+def test_delegating_manifest_loads_the_delegation_side(tmp_path: Path) -> None:
+    """A manifest that may delegate still gets the delegation side (and its roost client)."""
+    extra = (
+        "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n"
+        "capabilities:\n  spawn:\n    allow: [local/other]\n"
+    )
+    got = loaded(tmp_path, extra, env={"MURMUR_ROOST_URL": "http://127.0.0.1:9"})
+    murmur_modules = got["murmur"]
+    assert isinstance(murmur_modules, list)
+    assert "murmur.delegation.child" in murmur_modules and "murmur.delegation.runtime" in murmur_modules
+    assert "murmur.formation.member" not in murmur_modules
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({}, False),
+        ({ID_ENV: "  "}, False),
+        ({CHANNEL_ENV: "", LIFELINE_ENV: ""}, False),
+        ({PEERS_ENV: ""}, True),
+        ({ID_ENV: "frm_x"}, True),
+        ({CHANNEL_ENV: "7"}, True),
+        ({LIFELINE_ENV: "8"}, True),
+    ],
+)
+def test_names_formation(environ: dict[str, str], named: bool) -> None:
+    """The member side is loaded whenever it could refuse or join (blank variables are unset)."""
+    assert names_formation(environ) is named
