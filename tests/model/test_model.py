@@ -32,6 +32,7 @@ def test_every_invariant_holds_in_the_ci_scope() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # 130k states, about 50 s here: `python -m pytest -m soak` (CI runs the small scope)
 def test_every_invariant_holds_in_the_larger_scope() -> None:
     _holds(LARGE)
 
