@@ -133,3 +133,33 @@ class TestSessionPids:
     def test_no_running_directory(self, tmp_path: Path) -> None:
         """A home without running records names nothing."""
         assert sweep.session_pids(tmp_path / "absent") == set()
+
+
+class TestUnitsRemoved:
+    def test_a_killed_trees_units_are_removed(self) -> None:
+        """kill_tree kills the janitor too, so it removes the murmur-* units the tree lived in."""
+        from murmur.containment import cgroup
+        from murmur.containment.host import CGROUP, detect
+
+        host = detect(probe=True)
+        if host.name != CGROUP or host.base is None:
+            pytest.skip(f"needs the cgroup class ({host.why})")
+        unit = cgroup.make_unit(host.base / f"murmur-test-sweep-{os.getpid()}")
+        inner = cgroup.make_unit(unit / "cmd-1")
+        proc = subprocess.Popen([*cgroup.join_prefix(inner), "/bin/sh", "-c", "sleep 300 & wait"],
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 5
+            while len(cgroup.procs(inner)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the sleep has forked: /proc offers no event for it
+            assert len(cgroup.procs(inner)) == 2
+            killed = sweep.kill_tree([proc.pid])
+            assert proc.pid in killed
+            assert proc.wait(timeout=5) == -signal.SIGKILL
+            assert not unit.exists()
+        finally:
+            cgroup.kill(unit)
+            proc.wait(timeout=5)
+            deadline = time.monotonic() + 5
+            while not cgroup.remove(unit) and time.monotonic() < deadline:
+                time.sleep(0.01)

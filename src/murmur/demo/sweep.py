@@ -178,7 +178,41 @@ def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float
             _signal(pid, signal.SIGSTOP)
         stopped |= new
         _wait_states(new, _STOPPED_OR_DEAD, max(0.0, end - time.monotonic()))
+    units = _units_of(stopped)  # their janitors are in the tree too: nobody else removes these
     for pid in stopped:
         _signal(pid, signal.SIGKILL)
     _wait_states(stopped, None, bound)
+    _remove_units(units, bound)
     return stopped
+
+
+def _units_of(pids: Iterable[int]) -> set[Path]:
+    """The outermost ``murmur-*`` containment unit each of ``pids`` lives in (cgroup class)."""
+    from murmur.containment.host import detect, pid_cgroup
+
+    host = detect()
+    if host.mount is None:
+        return set()
+    out: set[Path] = set()
+    for pid in pids:
+        rel = pid_cgroup(pid) or ""
+        parts = [p for p in rel.split("/") if p]
+        for i, part in enumerate(parts):
+            if part.startswith("murmur-"):
+                out.add(host.mount.joinpath(*parts[: i + 1]))
+                break
+    return out
+
+
+def _remove_units(units: Iterable[Path], bound: float) -> None:
+    """Kill what is left in each unit and remove it once empty (bounded; never raises)."""
+    from murmur.containment import cgroup
+
+    end = time.monotonic() + bound
+    pending = set(units)
+    for unit in pending:
+        cgroup.kill(unit)
+    while pending and time.monotonic() < end:
+        pending = {u for u in pending if not cgroup.remove(u)}
+        if pending:
+            time.sleep(0.01)
