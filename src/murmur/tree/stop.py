@@ -38,6 +38,7 @@ class TreeStop:
         left (tuple[str, ...]): still alive after the kill (E-RUN-024 territory).
         seconds (float): from the trigger until the last was gone.
         lines (tuple[str, ...]): launcher lines of a formation stop.
+        kill_after (float): seconds from the trigger to the SIGKILL of what was left.
     """
 
     node_id: str
@@ -47,6 +48,7 @@ class TreeStop:
     left: tuple[str, ...]
     seconds: float
     lines: tuple[str, ...] = ()
+    kill_after: float = timing.LAUNCHER_KILL
 
     def to_json(self) -> dict[str, Any]:
         """The ``mur stop --json`` object."""
@@ -59,7 +61,7 @@ class TreeStop:
         out = [f"stopped: {self.node_id}", *self.lines,
                f"sessions: {n} ended in {self.seconds:.1f}s"]
         if self.killed:
-            out.append(f"killed: {len(self.killed)} still running {timing.LAUNCHER_KILL:g}s after the trigger")
+            out.append(f"killed: {len(self.killed)} still running {self.kill_after:g}s after the trigger")
         if self.left:
             out.append(f"left: {', '.join(self.left)}")
         return out
@@ -134,4 +136,5 @@ def stop_node(
         tuple(t.session_id for t in still),
         gone_at - trigger,
         lines,
+        kill_after,
     )
