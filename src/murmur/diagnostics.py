@@ -182,6 +182,7 @@ CATALOGUE: dict[str, str] = {
     "E-RUN-008": "the capsule artifact is not installed",
     "E-RUN-009": "the system prompt file cannot be read",
     "E-RUN-010": "network.internal_port is already in use",
+    "E-RUN-011": "MURMUR_CONTAINMENT names no containment class",
     "E-RUN-019": "a session that can delegate could not register with mur-roost",
     "E-RUN-020": "MURMUR_SPAWNER or MURMUR_SPAWNER_LIFELINE is not a readable spawner handle",
     "E-RUN-022": "the session or formation named runs nothing here",

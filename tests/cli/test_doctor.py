@@ -229,3 +229,16 @@ class TestWarning:
         assert "    Fix: target (local/target@1.0.0): set lifecycle.task_acceptance: queue" in proc.stdout
         assert ("  reachability: a → b, a → target, b → a, b → target, target → a, target → b"
                 in proc.stdout.splitlines())
+
+
+class TestContainmentVariable:
+    def test_unknown_value_refused_by_doctor_and_run(self, demo: tuple[Path, dict[str, str]]) -> None:
+        """A MURMUR_CONTAINMENT naming no class is E-RUN-011 (doctor: exit 1; run: exit 2)."""
+        project, env = demo
+        bad = {**env, "MURMUR_CONTAINMENT": "group"}
+        proc = mur("doctor", "--roster", cwd=project, env=bad)
+        assert proc.returncode == 1 and "error[E-RUN-011]" in proc.stderr
+        proc = mur("run", "--roster", str(project), "--task", "x", cwd=project, env=bad)
+        assert proc.returncode == 2 and "error[E-RUN-011]" in proc.stderr
+        for ok_value in ("auto", "GROUPS", " groups "):
+            assert mur("doctor", "--roster", cwd=project, env={**env, "MURMUR_CONTAINMENT": ok_value}).returncode == 0

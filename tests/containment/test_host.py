@@ -162,3 +162,13 @@ def test_base_is_none_outside_the_cgroup_class() -> None:
     assert HostClass(GROUPS, Path("/sys/fs/cgroup"), "/x", "why").base is None
     assert HostClass(CGROUP, None, "/x", "why").base is None
     assert HostClass(CGROUP, Path("/m"), "/", "why").base == Path("/m")
+
+
+def test_force_problem_names_the_accepted_values() -> None:
+    """Only blank, `auto` and `groups` (any case, trimmed) are usable; anything else says so."""
+    from murmur.containment.host import force_problem
+
+    for usable in ({}, {"MURMUR_CONTAINMENT": ""}, {"MURMUR_CONTAINMENT": " Auto "}, {"MURMUR_CONTAINMENT": "GROUPS"}):
+        assert force_problem(usable) is None
+    problem = force_problem({"MURMUR_CONTAINMENT": "cgroups"})
+    assert problem is not None and "'cgroups'" in problem and "`groups` or `auto`" in problem

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from murmur.containment.host import detect
+from murmur.containment.host import detect, force_problem
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.formation.admission import AdmittedRoster, admit_file
@@ -105,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
     host = detect(probe=True)  # the teardown class (spec/session.md "Containment")
     lines.append(host.doctor_line())
     report["teardown"] = {"class": host.name, "detail": host.why}
+    problem = force_problem(os.environ)
+    if problem is not None:
+        bad = error("E-RUN-011", problem, hint="unset it to let the host decide, or set MURMUR_CONTAINMENT=groups")
+        lines.append(f"  ✗ {bad.render().splitlines()[0]}")
+        stderr.append(bad)
+        report["diagnostics"] = [*report["diagnostics"], bad.to_json()]  # type: ignore[misc]
+        report["ok"] = ok = False
 
     if args.json:
         print(json.dumps(report), flush=True)

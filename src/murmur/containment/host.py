@@ -25,7 +25,10 @@ from pathlib import Path
 import attrs
 
 FORCE_ENV = "MURMUR_CONTAINMENT"
-"""``groups`` forces the process-group class; any other value (or none) lets the host decide."""
+"""``groups`` forces the process-group class; ``auto`` (or unset, or blank) lets the host decide.
+Any other value is refused by ``mur run`` and ``mur doctor`` (:func:`force_problem`)."""
+
+FORCE_VALUES = ("auto", "groups")
 
 UNIT_ENV = "MURMUR_CONTAINMENT_UNIT"
 """Set by an owner that started a session inside a unit it made: the unit's cgroup path
@@ -118,6 +121,14 @@ def pid_cgroup(pid: int) -> str | None:
         return v2_path(Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
+
+
+def force_problem(environ: Mapping[str, str]) -> str | None:
+    """Why ``MURMUR_CONTAINMENT`` in ``environ`` names no class, or None when it is usable (pure)."""
+    value = environ.get(FORCE_ENV, "")
+    if value.strip().lower() in ("", *FORCE_VALUES):
+        return None
+    return f"{FORCE_ENV}={value!r} names no containment class (it may be `groups` or `auto`)"
 
 
 def detect(environ: Mapping[str, str] | None = None, *, probe: bool = False) -> HostClass:

@@ -117,6 +117,20 @@ def load_env_file(path: Path) -> dict[str, str]:
     return out
 
 
+def refuse_unknown_containment(environ: Mapping[str, str]) -> None:
+    """Refuse a ``MURMUR_CONTAINMENT`` that names no class (spec/session.md "Containment").
+
+    Raises:
+        UsageError: ``E-RUN-011`` (exit 2), before anything starts.
+    """
+    from murmur.containment.host import force_problem
+
+    problem = force_problem(environ)
+    if problem is not None:
+        raise UsageError(error("E-RUN-011", problem,
+                               hint="unset it to let the host decide, or set MURMUR_CONTAINMENT=groups"))
+
+
 def session_environ(opts: RunOptions, environ: Mapping[str, str], cwd: Path) -> dict[str, str]:
     """The environment the session works with: the process's, plus ``./.env`` entries that
     it does not already set (unless ``--no-env-file``)."""
@@ -271,6 +285,7 @@ def prepare(
 
     cwd = (cwd or Path.cwd()).resolve()
     started = time.time() if now is None else now
+    refuse_unknown_containment(os.environ if environ is None else environ)
     env = session_environ(opts, os.environ if environ is None else environ, cwd)
     deadline = parse_deadline(opts.deadline, now=started) if opts.deadline is not None else None
     if deadline is not None and deadline <= started and not env.get("MURMUR_FORMATION_ID"):
