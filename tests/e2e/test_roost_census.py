@@ -265,7 +265,7 @@ async def until(check: Callable[[], Awaitable[T | None]], what: str, timeout: fl
             value = await check()
             if value:
                 return value
-            await trio.sleep(0.05)
+            await trio.sleep(0.05)  # a roost figure or a trace line has no event to wait on
 
 
 async def submit(url: str, text: str) -> dict[str, Any]:

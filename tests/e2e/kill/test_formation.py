@@ -143,7 +143,7 @@ async def stopped_then_term_twice(f: Formation) -> tuple[set[str], int | None]:
     """p2 cannot run (SIGSTOP); the second SIGTERM SIGKILLs every member at once."""
     os.kill(f.pids["p2"], signal.SIGSTOP)
     f.launcher.signal(signal.SIGTERM)
-    await trio.sleep(0.02)
+    await trio.sleep(0.02)  # the scenario's own spacing (two signals 20 ms apart), not a wait
     f.launcher.signal(signal.SIGTERM)
     return set(), 128 + signal.SIGTERM
 
