@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from murmur.errors import DiagnosticError
-from murmur.lifeline import claim_lifeline, lifeline_problem, lifeline_watcher, wait_for_eof
+from murmur.lifeline import claim_lifeline, lifeline_problem, wait_for_eof
 
 
 @pytest.fixture
@@ -95,8 +95,13 @@ class TestWatch:
         r, w = os.pipe()
         fds.append(w)
         seen: list[str] = []
+
+        async def watch() -> None:
+            await wait_for_eof(r)
+            seen.append("eof")
+
         async with trio.open_nursery() as n:
-            n.start_soon(lifeline_watcher(r, lambda: seen.append("eof")))
+            n.start_soon(watch)
             os.write(w, b"ignored")
             await trio.testing.wait_all_tasks_blocked()
             assert seen == []

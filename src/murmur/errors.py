@@ -3,9 +3,8 @@
 ::
 
     MurmurError
-    ├── DiagnosticError        one or more coded diagnostics (bad input, refusals)
-    │   └── UsageError         command-line misuse (exit status 2)
-    └── InternalError          a murmur bug; the CLI points at the log
+    └── DiagnosticError        one or more coded diagnostics (bad input, refusals)
+        └── UsageError         command-line misuse (exit status 2)
 
 A ``DiagnosticError`` is what every refusal raises: it carries the coded diagnostics the
 CLI renders (``error[E-XXX-NNN]: message`` + location + hint).
@@ -51,6 +50,3 @@ class UsageError(DiagnosticError):
     def __init__(self, diagnostics: Diagnostic | Iterable[Diagnostic]) -> None:
         super().__init__(diagnostics, exit_status=2)
 
-
-class InternalError(MurmurError):
-    """Something murmur did not expect: a bug, never bad input."""

@@ -7,8 +7,7 @@ means, SIGKILL and the OOM killer included. A read error other than EINTR counts
 
 :func:`claim_lifeline` validates such a value (blank = absent) and marks the fd
 close-on-exec so no grandchild inherits it; a second claim of the same fd is refused
-("already read"). :func:`wait_for_eof` waits for the EOF; :func:`lifeline_watcher` turns that
-into a wind-down trigger for a session.
+("already read"). :func:`wait_for_eof` waits for the EOF.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -126,16 +124,3 @@ async def wait_for_eof(fd: int) -> None:
         with trio.CancelScope(shield=True):
             await stream.aclose()
 
-
-def lifeline_watcher(fd: int, on_eof: Callable[[], object]) -> Callable[[], Awaitable[None]]:
-    """A coroutine function that waits for ``fd``'s EOF, then calls ``on_eof()`` once.
-
-    Typical use: ``setup.watchers.append(lambda ctl: lifeline_watcher(fd, lambda:
-    ctl.trigger(reason))())``; see :class:`murmur.session.session.SessionSetup`.
-    """
-
-    async def watch() -> None:
-        await wait_for_eof(fd)
-        on_eof()
-
-    return watch

@@ -9,7 +9,6 @@ from __future__ import annotations
 APPROVAL_LIFETIME = 60.0  # roost approval expiry after grant (seed 000)
 WIND_DOWN_GUARD = 20.0  # a session exits 143 this long after its wind-down trigger
 LAUNCHER_KILL = 25.0  # launcher SIGKILLs a member's group this long after closing its lifeline
-NOTHING_LEFT = 30.0  # promise: no member survives its formation longer than this
 READINESS = 180.0  # per-member readiness bound (formations)
 READINESS_PROBE_INTERVAL = 0.1  # card probe interval during readiness
 CHANNEL_FIRST_LINE = 10.0  # member waits this long for its formation channel's first line

@@ -240,11 +240,6 @@ class Ledger:
         s = self._sessions.get(session_id)
         return s is not None and s.status is SessionStatus.RUNNING
 
-    def envelope_of(self, session_id: str) -> Envelope | None:
-        """The lowered manifest a running session registered with."""
-        s = self._sessions.get(session_id)
-        return s.artifact.envelope if s is not None and s.status is SessionStatus.RUNNING else None
-
     # --- POST /spawn -------------------------------------------------------------------
 
     def check_spawn(self, session_id: str | None, name: str, now_ms: int) -> Refusal | None:

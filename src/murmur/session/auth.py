@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import attrs
@@ -208,10 +208,6 @@ class BearerDoor:
         self.verifiers: list[TokenVerifier] = list(verifiers)
         self.tokens: dict[str, str] = {name: self._mint(name) for name in self._scopes}
 
-    def add_verifier(self, verifier: TokenVerifier) -> None:
-        """Recognise another token kind (tried before the door's own tokens)."""
-        self.verifiers.append(verifier)
-
     def _mac(self, payload_b64: str) -> bytes:
         return hmac.new(self._key, f"{TOKEN_TAG}.{payload_b64}".encode(), hashlib.sha256).digest()
 
@@ -273,7 +269,3 @@ def make_authenticator(
         return PublicDoor()
     return BearerDoor(realm, credentials, verifiers=verifiers)
 
-
-def token_map(auth: PublicDoor | BearerDoor) -> Mapping[str, str]:
-    """Credential name -> token (empty for a public door)."""
-    return dict(auth.tokens) if isinstance(auth, BearerDoor) else {}
