@@ -110,12 +110,11 @@ def error(
     return Diagnostic(code, message, hint, loc)
 
 
-# Process exit statuses (documented in spec/diagnostics.md).
+# Process exit statuses (documented in spec/diagnostics.md; 125 and 126, a capsule link's,
+# are murmur.links.protocol's).
 EXIT_OK = 0
 EXIT_REFUSED = 1  # a coded refusal or a deciding task that did not complete
 EXIT_USAGE = 2  # command-line misuse
-EXIT_SPAWN_REFUSED = 125  # refused by mur-roost / could not start (spec/tree.md)
-EXIT_OUTSIDE_SPAWN_SET = 126  # a capsule outside the session's spawn set (spec/tree.md)
 EXIT_INTERNAL = 70  # an internal error (a bug); the message names the log file
 EXIT_SIGTERM = 143  # forced exit after SIGTERM (second signal or the 20 s guard)
 

@@ -58,51 +58,6 @@ def _refuse(code: str, message: str, where: str, hint: str | None = None) -> Dia
     return DiagnosticError(error(code, message, path=where, hint=hint))
 
 
-def collect_sources(src_dir: Path) -> list[tuple[str, Path]]:
-    """The files a build packs, as sorted ``(archive name, path)`` pairs.
-
-    Raises:
-        DiagnosticError: ``E-BLD-005`` for a symlink among the sources, ``E-BLD-003`` for
-        a file name that cannot be packed safely (backslash, non-UTF-8).
-    """
-    found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(src_dir, followlinks=False):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(src_dir)
-        keep = []
-        for d in sorted(dirnames):
-            p = here / d
-            if d in EXCLUDED_DIRS or (rel_dir == Path(".") and d in EXCLUDED_ROOT_DIRS):
-                continue
-            if p.is_symlink():
-                raise _refuse("E-BLD-005", f"the capsule source holds a symlink: {p}", str(p),
-                              "replace the link with the file it points to")
-            keep.append(d)
-        dirnames[:] = keep
-        for f in filenames:
-            p = here / f
-            if f in EXCLUDED_FILES or f.endswith(EXCLUDED_SUFFIXES):
-                continue
-            if p.is_symlink():
-                raise _refuse("E-BLD-005", f"the capsule source holds a symlink: {p}", str(p),
-                              "replace the link with the file it points to")
-            if not stat.S_ISREG(p.lstat().st_mode):
-                continue  # sockets, fifos: nothing to pack
-            name = (rel_dir / f).as_posix()
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _refuse("E-BLD-003", f"a source file name is not UTF-8: {p!r}", str(src_dir),
-                              "rename the file") from None
-            problem = name_problem(name)
-            if problem is not None:
-                raise _refuse("E-BLD-003", f"source file `{name}` {problem}", str(p),
-                              "rename the file")
-            found.append((name, p))
-    found.sort(key=lambda t: t[0].encode("utf-8"))
-    return found
-
-
 def pack(entries: Iterable[tuple[str, bytes]]) -> bytes:
     """Deterministic zip bytes for ``(name, content)`` pairs (sorted here by name)."""
     buf = io.BytesIO()

@@ -93,10 +93,6 @@ def declared_sources(src_dir: Path, manifest: Manifest) -> list[tuple[str, Path]
     return sorted(found.items())
 
 
-SECRET_KEYS: tuple[str, ...] = ("inference.api_key", "artifacts[].gateway.api_key")
-"""Manifest keys that should hold a ``${VAR}`` reference, never the secret itself."""
-
-
 def literal_secrets(manifest: Manifest, *, path: str | None = None) -> list[Diagnostic]:
     """``W-SEC-004`` for each secret key holding a literal instead of a ``${VAR}`` reference.
 
