@@ -1,8 +1,8 @@
 """murmur: a runtime for packaged AI agents ("capsules").
 
-Layering (lowest first): ``diagnostics``/``ids``/``timing`` are leaves; ``manifest`` and
-``registry`` build on them; ``roost``, ``session``, ``plan``, ``agent``, ``delegation`` and
-``formation`` build on those; ``cli`` is the thin edge that maps commands to functions.
+The packages are layered, pure decisions lowest and the command line on top; each package's
+tier and what it may import are in ``spec/architecture.md`` (``tests/test_layers.py`` holds
+the imports to it).
 """
 
 __version__ = "0.1.0"

@@ -9,7 +9,7 @@ location. :func:`Diagnostic.render` gives the text the CLI prints to stderr::
 
 Warnings render as ``warning[W-XXX-NNN]: message``. The catalogue :data:`CATALOGUE` maps every
 code this project can produce to its one-line meaning (mirrored in ``spec/diagnostics.md``;
-a test keeps the two in step). Design reference: contract sheet section 2.
+a test keeps the two in step).
 """
 
 from __future__ import annotations

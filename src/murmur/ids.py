@@ -1,8 +1,8 @@
 """Identifiers: ``<prefix>_`` + 32 lowercase hex digits of a UUIDv7 (time-ordered).
 
 Prefixes in use: ``ses`` session, ``frm`` formation, ``dlg`` delegation, ``tsk`` task,
-``mcl`` member call, ``evt`` trace event, ``ctx`` context, ``msg`` message
-(contract sheet section 4).
+``mcl`` member call, ``evt`` trace event, ``ctx`` context, ``msg`` message (``spec/trace.md``
+for the trace's ids).
 """
 
 from __future__ import annotations

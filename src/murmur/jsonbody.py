@@ -1,7 +1,7 @@
 """Decoding a request body as JSON, with every hostile shape refused as input.
 
-Used by mur-roost (seed 000, "Refusals": ``400 Bad Request`` when the body is not valid
-JSON; :mod:`murmur.roost.app`) and by the door (``-32700``; spec/door.md). The wire rules
+Used by mur-roost (``400 Bad Request`` when the body is not valid JSON; spec/roost.md,
+"Endpoints") and by the door (``-32700``; spec/door.md). The wire rules
 are RFC 8259 with the interoperability limits of RFC 7493 (I-JSON).
 
 What is refused, and why it is not an internal error:

@@ -1,4 +1,4 @@
-"""Lifelines: a pipe whose EOF means "the process that started you is gone" (contract §9).
+"""Lifelines: a pipe whose EOF means "the process that started you is gone".
 
 The creator keeps the only write end and never writes; the started process holds the read
 end, named by a decimal fd in an environment variable (``MURMUR_FORMATION_LIFELINE``,
@@ -7,7 +7,8 @@ means, SIGKILL and the OOM killer included. A read error other than EINTR counts
 
 :func:`claim_lifeline` validates such a value (blank = absent) and marks the fd
 close-on-exec so no grandchild inherits it; a second claim of the same fd is refused
-("already read"). :func:`wait_for_eof` waits for the EOF.
+("already read"). :func:`wait_for_eof` waits for the EOF. Specification: ``spec/session.md``,
+"Wind-down"; ``spec/formation.md``, "What each member is started with".
 """
 
 from __future__ import annotations

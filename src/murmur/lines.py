@@ -2,8 +2,8 @@
 
 One helper, :func:`read_lines`, serves every launcher that relays a child's stdout or stderr:
 it splits what arrives on newlines, hands each line on as it completes, and never holds more
-than a bound of one unfinished line. Design: DESIGN.md (process launchers) and trio-stack.md
-(a relay ends quietly when the stream breaks).
+than a bound of one unfinished line. A relay ends quietly when the stream breaks (the child
+died or closed it): that is the end of its output, not an error.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shell execution shared by plans and agent loops (issue 4, "Workloads"; spec/plan.md).
+"""Shell execution shared by plans and agent loops (spec/plan.md, "Shell execution").
 
 One command = one process group. :func:`run_shell` runs an argv (never a shell string) whose
 first element is a bare binary name listed in ``capabilities.shell.allow``, resolved on the
@@ -122,7 +122,7 @@ class ShellResult:
         return self.stderr.decode("utf-8", "replace")
 
     def trace_fields(self) -> dict[str, object]:
-        """The payload of a ``shell`` trace record (contract sheet section 5).
+        """The payload of a ``shell`` trace record (spec/plan.md, "Trace").
 
         Returns:
             dict: ``binary``, ``command``, ``exit_code``, ``stdout_bytes``, ``stderr_bytes``,

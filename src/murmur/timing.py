@@ -1,12 +1,12 @@
-"""Every protocol bound the design documents fix, named after what it bounds (seconds).
+"""Every protocol bound, named after what it bounds (seconds).
 
-Production values are exactly the documents'. Tests use MockClock rather than changing them;
+Production values are exactly the spec/ pages'. Tests use MockClock rather than changing them;
 the few multi-process tests that need a shorter bound pass it explicitly.
 """
 
 from __future__ import annotations
 
-APPROVAL_LIFETIME = 60.0  # roost approval expiry after grant (seed 000)
+APPROVAL_LIFETIME = 60.0  # roost approval expiry after grant (spec/roost.md)
 WIND_DOWN_GUARD = 20.0  # a session exits 143 this long after its wind-down trigger
 LAUNCHER_KILL = 25.0  # launcher SIGKILLs a member's group this long after closing its lifeline
 READINESS = 180.0  # per-member readiness bound (formations)

@@ -1,6 +1,6 @@
 """mur-roost's two MAC'd tokens: spawn credentials (``msc1.``) and spawn approvals (``msa1.``).
 
-Design: seed 000, "Credentials and approvals". A token is three dot-separated parts::
+Specification: ``spec/roost.md``, "Tokens". A token is three dot-separated parts::
 
     <kind>.<base64url(JSON payload)>.<base64url(HMAC-SHA256)>
 

@@ -1,6 +1,6 @@
 """``mur doctor``: admit a roster (or load a capsule manifest) and report what would be refused.
 
-Contract sheet section 3.2; seed 004 ("`mur doctor` admits it and reports the result").
+Specification: ``spec/roster.md``, "``mur doctor``".
 
 * ``mur doctor --roster [PATH]`` — admit ``PATH`` (a project directory or the ``roster.yaml``
   inside it; bare ``--roster`` means ``./roster.yaml``) exactly as ``mur run --roster`` would,

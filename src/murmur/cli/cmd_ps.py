@@ -1,4 +1,6 @@
-"""``mur ps``: list running sessions (contract sheet section 3.2), or the forest (``--tree``).
+"""``mur ps``: list running sessions, or the forest (``--tree``).
+
+Specification: ``spec/session.md``, "Running records"; ``spec/tree.md``, "``mur ps --tree``".
 
 Flat form: reads ``$MURMUR_HOME/running/``; a record whose pid is gone or now names another
 process (start time differs) is pruned with a ``pruned: <ses> — <reason>`` line on stderr.

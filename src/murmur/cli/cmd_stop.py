@@ -3,9 +3,9 @@
 ``ID`` is a formation id, a session id, a short id unique in ``mur ps --tree``, a unique
 suffix of 4+ characters, or ``@N`` (the Nth newest running session). Every live descendant
 begins its wind-down at the same moment; 25 s later whatever is left is SIGKILLed
-(spec/tree.md "Cascade"). A formation is ended through its launcher (seed 004). A session
-the tree journal does not know is stopped as one session (SIGTERM, SIGKILL after
-``--timeout``; spec/formation.md "mur stop").
+(spec/tree.md "Cascade"). A formation is ended through its launcher (spec/formation.md "How a
+formation ends"). A session the tree journal does not know is stopped as one session
+(SIGTERM, SIGKILL after ``--timeout``; spec/formation.md "mur stop").
 """
 
 from __future__ import annotations

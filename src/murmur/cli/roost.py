@@ -1,6 +1,6 @@
-"""``mur-roost``: the spawn-authority daemon's command line (seed 000, "Start the daemon").
+"""``mur-roost``: the spawn-authority daemon's command line (spec/roost.md, "Starting it").
 
-Flags, exactly the seed's and no others::
+Flags, exactly these and no others::
 
     --port N                 port on 127.0.0.1 (default 7700; 0 lets the OS choose)
     --registry-path PATH     artifact store resolved from (default $MURMUR_HOME/artifacts)
@@ -120,7 +120,7 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
         RoostOptions: the options.
 
     Raises:
-        UnknownArgument: for any argument that is not one of the seed's flags.
+        UnknownArgument: for any argument that is not one of the flags.
         UsageError: ``E-RST-001`` for a missing or invalid value.
     """
     values: dict[str, object] = {}
@@ -135,7 +135,7 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
             version = True
             i += 1
             continue
-        if arg in ("--help", "-h"):  # the one exception to the seed's flag list
+        if arg in ("--help", "-h"):  # beside spec/roost.md's flags: print the table
             wants_help = True
             i += 1
             continue

@@ -1,4 +1,4 @@
-"""``mur demo``: the example audit formation, end to end (issue 8; README "What the demo just did").
+"""``mur demo``: the example audit formation, end to end (README, "What the demo just did").
 
 The demo runs the capsules shipped in ``murmur/examples/audit/`` the way a user would by hand:
 
@@ -17,8 +17,8 @@ The demo runs the capsules shipped in ``murmur/examples/audit/`` the way a user 
 Why the desk is outside the formation: a roster with any edge needs ``network.authentication``
 on every member (E-ROS-006) and ``murmur.yaml`` refuses ``network.authentication`` beside a
 non-empty ``capabilities.spawn.allow`` (E-MAN-003), so no member of a roster with edges can
-delegate (seed 004, "Authentication"). The checker member reaches the delegating desk over
-loopback HTTP instead.
+delegate (spec/roster.md, "Admission order"; spec/manifest.md, the cross-field rules). The
+checker member reaches the delegating desk over loopback HTTP instead.
 
 Every process the demo starts runs in a process group of its own and is stopped and reaped
 before the demo returns, whatever ends it: the end of the formation, Ctrl-C / SIGTERM /

@@ -502,7 +502,7 @@ def run_demo(options: DemoOptions, *, out: TextIO | None = None, err: TextIO | N
 
 
 def _lone_diagnostic(group: BaseExceptionGroup[BaseException]) -> DiagnosticError | None:
-    """The one :class:`DiagnosticError` a nursery wrapped (trio-stack P7), or None."""
+    """The one :class:`DiagnosticError` a nursery wrapped in exception groups, or None."""
     leaves: list[BaseException] = []
 
     def walk(exc: BaseException) -> None:

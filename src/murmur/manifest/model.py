@@ -1,4 +1,4 @@
-"""The attrs model of ``murmur.yaml`` (contract sheet section 1).
+"""The attrs model of ``murmur.yaml`` (spec/manifest.md, "Fields").
 
 Every class is frozen. Absent blocks are ``None`` where absence means something different
 from an empty block (e.g. ``shell`` absent = no shell tool at all); list fields default to

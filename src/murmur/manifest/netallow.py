@@ -1,8 +1,8 @@
 """``network.allow`` / ``peer_fetch.allow`` entries: the one home of their forms and coverage.
 
-Design: contract sheet section 1.2 (network entry forms and the coverage rule); the manifest
-rule E-CAP-001 (``spec/manifest.md``), the spawn envelope referee (seed 000) and the formation
-call engine's door check all ask this module.
+Specification: ``spec/manifest.md``, "``capabilities``" (the entry forms, E-CAP-001), and
+``spec/roost.md``, "Spawn envelope" (coverage). The manifest rules, the spawn-envelope referee
+and the formation call engine's door check all ask this module.
 
 An entry is a bare host (``h``), a host and port (``h:p``) or a URL (``http[s]://h[:p]``, no
 path, query, fragment or user information); IPv6 literals are bracketed. Coverage: a bare host
@@ -192,7 +192,7 @@ def entry_covers(parent: NetEntry, child: NetEntry) -> bool:
 
 
 def covers(parent_entry: str, child_entry: str) -> bool:
-    """Whether one parent allow entry covers one child entry (contract sheet 1.2).
+    """Whether one parent allow entry covers one child entry (spec/roost.md, "Spawn envelope").
 
     Args:
         parent_entry (str): the entry held (e.g. by the spawning capsule).

@@ -1,4 +1,4 @@
-"""Running a plan for one task: the plan workload (issue 4, "Workloads"; spec/plan.md).
+"""Running a plan for one task: the plan workload (spec/plan.md, "Running").
 
 The steps form a DAG. Every step whose dependencies have finished starts at once, in a
 nursery of its own task; so independent steps run concurrently. A step that fails under
@@ -335,7 +335,8 @@ class _PlanRun:
 
 
 def _is_cancellation(exc: BaseException) -> bool:
-    """True for ``trio.Cancelled``, bare or grouped by a nursery (trio-stack.md P7)."""
+    """True for ``trio.Cancelled``, bare or grouped by a nursery (an exception group of only
+    cancellations is still a cancellation, never a step failure)."""
     if isinstance(exc, trio.Cancelled):
         return True
     if isinstance(exc, BaseExceptionGroup):

@@ -1,4 +1,4 @@
-"""mur-roost: the spawn-authority daemon (seed 000).
+"""mur-roost: the spawn-authority daemon (``spec/roost.md``).
 
 Layers: :mod:`~murmur.roost.envelope` (pure: lower a manifest, referee two envelopes),
 :mod:`~murmur.roost.ledger` (pure, clock-injected decisions), :mod:`~murmur.roost.app` (the

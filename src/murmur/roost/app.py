@@ -1,6 +1,6 @@
 """mur-roost's HTTP layer: a Quart-Trio app that parses, asks the ledger, and serialises.
 
-Design: seed 000, "Endpoints" and "Refusals"; the OpenAPI description is
+Specification: ``spec/roost.md``, "Endpoints"; the OpenAPI description is
 ``spec/roost-openapi.yaml``. Five endpoints: ``GET /health``, ``POST /spawn``,
 ``POST /register``, ``POST /deregister``, ``GET /status/{session_id}``.
 
@@ -139,7 +139,7 @@ class _Roost:
     notice: Callable[[str], None] | None = None
 
     def resolve(self, name: str, version: str) -> Artifact | Response:
-        """The judged artifact, or the 500 the seed gives when it cannot be resolved."""
+        """The judged artifact, or the 500 the daemon answers when it cannot be resolved."""
         coordinates = f"{name}@{version}"
         try:
             resolved = self.registry.resolve(name, version)
@@ -287,7 +287,7 @@ def create_app(
         clock (Callable[[], int] | None): unix milliseconds (default :class:`TrioWallClock`).
         watch (ProcessWatch | None): when given (and running), each registering process is
             watched and its end retires its session as ``failed`` (spec/roost.md, "When a
-            session's process ends"); None keeps seed 000's behaviour.
+            session's process ends"); None watches nothing.
         notice (Callable[[str], None] | None): receives one line per session so retired
             (the daemon prints it to stderr).
 
@@ -336,7 +336,7 @@ def create_app(
 
 
 def shield_send(app: ASGIApp, bound: float = 5.0) -> ASGIApp:
-    """Wrap an ASGI app so the final body send cannot be cancelled (trio-stack.md, P1).
+    """Wrap an ASGI app so the final body send cannot be cancelled.
 
     Quart-Trio cancels its per-request nursery as soon as the response is sent, which kills
     hypercorn's keep-alive timer; shielding the last send keeps keep-alive and graceful

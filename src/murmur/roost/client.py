@@ -1,6 +1,6 @@
 """An async client for mur-roost, used by a capsule's runtime (never by the capsule itself).
 
-Design: seed 000, "Endpoints" and "Credentials and approvals". The client holds no token: each
+Specification: ``spec/roost.md``, "Endpoints" and "Tokens". The client holds no token: each
 call takes the credential or approval it presents, and nothing it raises or returns shows a
 token in ``str``/``repr`` (the approval field of :class:`SpawnApproval` is hidden from repr).
 

@@ -1,7 +1,7 @@
 """The spawn envelope: a manifest lowered to what it grants, and the referee of two of them.
 
-Design: seed 000, "Spawn envelope" (the axis table) and contract sheet section 1.2 (network
-entry forms and the coverage rule). Both functions are pure: :func:`lower` reads only the
+Specification: ``spec/roost.md``, "Spawn envelope" (the axis table), and ``spec/manifest.md``,
+"``capabilities``" (the network entry forms). Both functions are pure: :func:`lower` reads only the
 manifest it is given, :func:`referee` only its two envelopes.
 
 Coverage on the network and peer-fetch axes is :func:`murmur.manifest.netallow.covers` (a bare
@@ -26,7 +26,7 @@ _MONOTONE = "a spawned capsule can never hold more capability than the capsule t
 
 @attrs.frozen
 class Envelope:
-    """What one capsule holds, axis by axis (seed 000 spawn-envelope table).
+    """What one capsule holds, axis by axis (spec/roost.md, "Spawn envelope").
 
     Attributes:
         capsule (str): the capsule name (used to name its default state store).
@@ -109,7 +109,7 @@ def lower(manifest: Manifest) -> Envelope:
         manifest (Manifest): the capsule's registry manifest.
 
     Returns:
-        Envelope: every axis of the seed's table, absent blocks lowered to "holds nothing".
+        Envelope: every axis of the spawn-envelope table, absent blocks lowered to "holds nothing".
     """
     caps = manifest.capabilities
     stores = set(_artifact_stores(manifest))
@@ -150,7 +150,7 @@ def _first_missing(parent: tuple[str, ...], child: tuple[str, ...]) -> str | Non
 
 
 def referee(parent: Envelope, child: Envelope) -> EnvelopeRefusal | None:
-    """Judge a child envelope against its parent's, axis by axis in the seed's table order.
+    """Judge a child envelope against its parent's, axis by axis in the spawn-envelope table's order.
 
     Args:
         parent (Envelope): the lowered manifest of the session asking ``POST /spawn``.

@@ -1,7 +1,7 @@
 """The roost ledger: every decision mur-roost makes, pure, synchronous and clock-injected.
 
-Design: seed 000, "Delegation bounds", "Credentials and approvals", "Refusals" and the
-``POST /register`` check-order table. The ledger does no I/O and reads no clock: every
+Specification: ``spec/roost.md``, "Endpoints" (the check order of ``POST /spawn`` and
+``POST /register``), "Tokens" and "Bounds and census". The ledger does no I/O and reads no clock: every
 method that depends on time takes ``now_ms`` (unix milliseconds). Tokens are verified by the
 caller (:mod:`murmur.tokens`) and arrive here as claims, or as ``None`` when they did not
 verify; registry lookups are done by the caller and arrive as :class:`Artifact` values.
@@ -243,7 +243,7 @@ class Ledger:
     # --- POST /spawn -------------------------------------------------------------------
 
     def check_spawn(self, session_id: str | None, name: str, now_ms: int) -> Refusal | None:
-        """Every check ``POST /spawn`` makes before the registry is read, in the seed's order.
+        """Every check ``POST /spawn`` makes before the registry is read, in spec/roost.md's order.
 
         Args:
             session_id (str | None): the session the verified credential names, or None when
@@ -371,7 +371,7 @@ class Ledger:
     def register_delegated(
         self, session_id: str, claims: ApprovalClaims | None, artifact: Artifact, now_ms: int
     ) -> Refusal | None:
-        """Register a session launched under an approval, in the seed's order.
+        """Register a session launched under an approval, in spec/roost.md's order.
 
         Order: the approval verifies (``claims`` not None) and its granting session is
         running, and ``session_id`` is new (identity); not expired; not already redeemed;

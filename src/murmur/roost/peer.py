@@ -1,7 +1,6 @@
 """Which process holds the other end of a loopback TCP connection (Linux ``/proc``).
 
-Design: ``spec/roost.md``, "When a session's process ends" (this project's addition to seed
-000). At ``POST /register`` mur-roost asks which process opened the connection the request
+Specification: ``spec/roost.md``, "When a session's process ends". At ``POST /register`` mur-roost asks which process opened the connection the request
 came on, so that it can learn when that process ends without deregistering.
 
 How: the connection's client-side socket is the row of ``/proc/net/tcp`` (or ``tcp6``) whose
@@ -13,7 +12,7 @@ A process is named together with its start time (``/proc/<pid>/stat`` field 22, 
 since boot), so a pid the kernel has since given to another process is never mistaken for it.
 
 The parsers are pure (table-tested); :func:`find_peer` does the reading. Nothing here raises
-for a connection it cannot place: it answers None, and the caller keeps the seed's behaviour.
+for a connection it cannot place: it answers None, and the caller watches nothing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Where mur-roost reads capsules from: the registry seam and its store-backed implementation.
 
-Design: seed 000 ("The daemon resolves manifests from its registry", "``${VARIABLE}``
-references ... against its own process environment"). The app asks a :class:`Registry` for
-``name@version`` and gets back the artifact's content hash and manifest; :class:`Lowerer` turns
+Specification: ``spec/roost.md``, "Registry" and "Starting it" (``${VAR}`` references).
+The app asks a :class:`Registry` for ``name@version`` and gets back the artifact's content hash and manifest; :class:`Lowerer` turns
 that into the :class:`~murmur.roost.ledger.Artifact` the ledger judges, resolving the manifest's
 ``${VAR}`` references against the daemon's environment and never ``inference.api_key``.
 

@@ -1,7 +1,6 @@
 """Watching the process of each registered session, so a SIGKILLed one gives its slots back.
 
-Design: ``spec/roost.md``, "When a session's process ends" (this project's addition to seed
-000). At ``POST /register`` the daemon finds the process at the client end of the request's
+Specification: ``spec/roost.md``, "When a session's process ends". At ``POST /register`` the daemon finds the process at the client end of the request's
 connection (:class:`murmur.roost.peer.PeerFinder`), opens a pidfd on it and waits, in a task of
 its own, for the pidfd to become readable (the process has ended). Then the session's
 ``on_end`` callback runs -- the app's, which asks the ledger to retire the session as
@@ -9,8 +8,7 @@ its own, for the pidfd to become readable (the process has ended). Then the sess
 first is forgotten (:meth:`ProcessWatch.forget`), its pidfd closed.
 
 Where the process cannot be found (not on this host's loopback, another user's, more than
-one holder, no pidfd support), nothing is watched and the seed's behaviour holds: the
-session stays ``running`` until it deregisters.
+one holder, no pidfd support), nothing is watched: the session stays ``running`` until it deregisters.
 
 Every watcher task lives in the nursery :meth:`ProcessWatch.run` holds; cancelling that task
 ends them all and closes every pidfd.

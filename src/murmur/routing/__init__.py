@@ -1,7 +1,6 @@
 """Capability routing: who can run what, and where a blocked command can be sent.
 
-Design document 003 ("Capability Routing") as mapped by ``design/routing.md``; the contract
-is ``spec/routing.md``. Layers:
+Specification: ``spec/routing.md``. Layers:
 
 * :mod:`murmur.routing.model` — the frozen value types (what is installed and running, the
   formation, holders, routes, the ranking key);

@@ -1,5 +1,8 @@
-"""``mur agent who`` output: the text shape of design document 003 and the ``--json`` schema
-(``spec/routing.md``, schema ``murmur.agent-who/1``). Pure: strings and dicts in, out."""
+"""``mur agent who`` output: its text and its ``--json`` document.
+
+Specification: ``spec/routing.md``, "``mur agent who``" (schema ``murmur.agent-who/1``,
+``spec/agent-who.schema.json``). Pure: strings and dicts in, out.
+"""
 
 from __future__ import annotations
 

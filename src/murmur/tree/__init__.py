@@ -1,4 +1,4 @@
 """The process tree: lineage, spawn sets, the host journal, ``mur ps --tree``, the cascade.
 
-Specification: ``spec/tree.md``; design: ``design/process-tree.md``.
+Specification: ``spec/tree.md``.
 """

@@ -8,8 +8,8 @@ own 20 s guard, and whatever is still alive :data:`murmur.timing.LAUNCHER_KILL` 
 the trigger is killed by whoever triggered.
 
 :func:`plan_cascade` is pure (which nodes, which moment, what deadline). The signalling is in
-:func:`signal_plan` and :func:`kill_left`; the latter is the one call a containment unit will
-take over (issue 11): today it SIGKILLs each recorded process (its process group when it
+:func:`signal_plan` and :func:`kill_left`; the latter (the step the containment unit is to take
+over, spec/tree.md "Cascade") SIGKILLs each recorded process (its process group when it
 leads one), named by pid *and* start time so a reused pid is never touched.
 """
 
@@ -144,7 +144,7 @@ def kill_left(targets: Iterable[Target]) -> list[Target]:
     """SIGKILL what is left of a subtree (the 25 s step); returns what was killed.
 
     Each target's process group is killed when the target leads it (a delegated child and
-    its commands), else the process alone. The containment unit (issue 11) will replace this.
+    its commands), else the process alone.
     """
     killed: list[Target] = []
     for t in targets:
