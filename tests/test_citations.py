@@ -1,0 +1,100 @@
+"""Docstrings and comments under ``src/`` cite this repository's ``spec/`` pages, nothing else.
+
+The design documents behind the spec ("seed 000", the "contract sheet", the Trio pitfall list
+"trio-stack P1") and issue numbers are not in this repository: a reader cannot follow them.
+:data:`NOT_YET_SWEPT` lists the files that still cite them; a swept file leaves the list.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+OUTSIDE = re.compile(
+    r"contract (sheet|§)|seeds? 0\d\d|trio-stack(\.md)?,? ?P\d|issues? #?\d+", re.IGNORECASE
+)
+
+# Files that still cite outside documents (being rewritten in other branches; swept after).
+NOT_YET_SWEPT = frozenset({
+    "murmur/agent/config.py",
+    "murmur/agent/fence.py",
+    "murmur/agent/loop.py",
+    "murmur/agent/members.py",
+    "murmur/agent/tools.py",
+    "murmur/agent/transports/__init__.py",
+    "murmur/agent/transports/http.py",
+    "murmur/cli/cmd_run.py",
+    "murmur/delegation/__init__.py",
+    "murmur/delegation/approval.py",
+    "murmur/delegation/book.py",
+    "murmur/delegation/completion.py",
+    "murmur/delegation/environment.py",
+    "murmur/delegation/launcher.py",
+    "murmur/delegation/release.py",
+    "murmur/delegation/spawner.py",
+    "murmur/delegation/watch.py",
+    "murmur/formation/__init__.py",
+    "murmur/formation/admission.py",
+    "murmur/formation/calls.py",
+    "murmur/formation/channel.py",
+    "murmur/formation/dirs.py",
+    "murmur/formation/envnames.py",
+    "murmur/formation/launcher.py",
+    "murmur/formation/launchplan.py",
+    "murmur/formation/member.py",
+    "murmur/formation/process.py",
+    "murmur/formation/procinfo.py",
+    "murmur/formation/readiness.py",
+    "murmur/formation/retention.py",
+    "murmur/formation/roster.py",
+    "murmur/formation/scaffold.py",
+    "murmur/formation/stop.py",
+    "murmur/formation/supervise.py",
+    "murmur/formation/tokens.py",
+    "murmur/httpserve.py",
+    "murmur/session/auth.py",
+    "murmur/session/console.py",
+    "murmur/session/door.py",
+    "murmur/session/lanes.py",
+    "murmur/session/launch.py",
+    "murmur/session/lifecycle.py",
+    "murmur/session/origin.py",
+    "murmur/session/running.py",
+    "murmur/session/tasks.py",
+    "murmur/session/trace.py",
+    "murmur/session/wire.py",
+})
+
+
+def citing() -> dict[str, list[str]]:
+    """File under src/ -> its lines that cite an outside document."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        hits = [f"{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                if OUTSIDE.search(line)]
+        if hits:
+            found[path.relative_to(SRC).as_posix()] = hits
+    return found
+
+
+def test_no_outside_citations() -> None:
+    """No file outside the not-yet-swept list cites a seed, the contract sheet, trio-stack or an issue."""
+    new = {f: lines for f, lines in citing().items() if f not in NOT_YET_SWEPT}
+    assert new == {}, "cite the spec/ page and section instead"
+
+
+def test_swept_files_leave_the_list() -> None:
+    """A file in the list that cites nothing any more is taken off it."""
+    assert sorted(NOT_YET_SWEPT - set(citing())) == []
+
+
+def test_the_pattern_finds_each_kind() -> None:
+    """The pattern matches the forms found in the code, and not ordinary words."""
+    for text in ("(contract sheet section 1.2)", "(contract §9)", "Design: seed 000,", "seeds 000/004",
+                 "(trio-stack.md, P1)", "trio-stack P7", "(issue 11)", "issue #18"):
+        assert OUTSIDE.search(text), text
+    for text in ("the seeds are the demo's children", "a seed no longer alive", "spec/tree.md \"Cascade\"",
+                 "this issues a request"):
+        assert not OUTSIDE.search(text), text
