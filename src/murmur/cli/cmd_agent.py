@@ -52,9 +52,7 @@ def who(args: argparse.Namespace) -> int:
     from murmur.cli._common import emit
     from murmur.diagnostics import EXIT_USAGE, error
     from murmur.formation.roster import resolve_roster_path
-    from murmur.routing.gather import gather
-    from murmur.routing.index import answer
-    from murmur.routing.render import to_json, to_text
+    from murmur.routing import answer, gather_catalog, to_json, to_text
 
     if args.can is not None and not args.can.strip():
         emit(error("E-CLI-001", "--can needs a binary name", hint="e.g. `mur agent who --can cargo`"))
@@ -62,7 +60,7 @@ def who(args: argparse.Namespace) -> int:
     roster = resolve_roster_path(args.roster) if args.roster is not None else None
     project = Path(args.project).resolve() if args.project else (
         roster.resolve().parent if roster is not None else Path.cwd())
-    got = gather(project_dir=project, roster=roster, display=_shown(roster) if roster else None)
+    got = gather_catalog(project_dir=project, roster=roster, display=_shown(roster) if roster else None)
     for d in got.problems:
         emit(d)
     try:

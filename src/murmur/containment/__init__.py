@@ -8,7 +8,16 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 """
 
 from murmur.containment.context import Containment, Unit, here, reset_for_tests
-from murmur.containment.host import CGROUP, FORCE_ENV, GROUPS, UNIT_ENV, HostClass, detect
+from murmur.containment.host import (
+    CGROUP,
+    FORCE_ENV,
+    GROUPS,
+    UNIT_ENV,
+    HostClass,
+    detect,
+    force_problem,
+    pid_cgroup,
+)
 
 __all__ = [
     "CGROUP",
@@ -19,6 +28,8 @@ __all__ = [
     "HostClass",
     "Unit",
     "detect",
+    "force_problem",
     "here",
+    "pid_cgroup",
     "reset_for_tests",
 ]

@@ -9,4 +9,41 @@ Specification: ``spec/routing.md``. Layers:
 * :mod:`murmur.routing.refusal` — the denied-binary message a capsule is given (pure);
 * :mod:`murmur.routing.gather` — the I/O edge: stores, running records, a roster, and the
   ready routes of a running member.
+
+Other packages import what is in ``__all__`` from here; each name's module is imported on
+first use (a refused binary needs :mod:`~murmur.routing.refusal`, not the index).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from murmur import lazy
+
+if TYPE_CHECKING:
+    from murmur.routing.gather import gather_catalog, member_refusal
+    from murmur.routing.index import answer
+    from murmur.routing.profile import started_profile
+    from murmur.routing.refusal import denied_binary, denied_reason, is_binary_name, plan_hint
+    from murmur.routing.render import to_json, to_text
+
+__all__ = [
+    "answer",
+    "denied_binary",
+    "denied_reason",
+    "gather_catalog",
+    "is_binary_name",
+    "member_refusal",
+    "plan_hint",
+    "started_profile",
+    "to_json",
+    "to_text",
+]
+
+__getattr__ = lazy.face(__name__, {
+    "gather": ["gather_catalog", "member_refusal"],
+    "index": ["answer"],
+    "profile": ["started_profile"],
+    "refusal": ["denied_binary", "denied_reason", "is_binary_name", "plan_hint"],
+    "render": ["to_json", "to_text"],
+})

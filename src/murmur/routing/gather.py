@@ -14,14 +14,13 @@ from pathlib import Path
 import attrs
 
 from murmur.diagnostics import Diagnostic, error
-from murmur.manifest.load import load_manifest
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest, load_manifest
 from murmur.routing.index import Asker, holds, routes_for
 from murmur.routing.model import Capsule, Catalog, Formation, Member, State
 from murmur.routing.profile import edited
 from murmur.routing.refusal import denied_binary
 
-__all__ = ["Gathered", "gather", "member_refusal", "session_capsules"]
+__all__ = ["Gathered", "gather_catalog", "member_refusal", "session_capsules"]
 
 
 @attrs.frozen
@@ -33,7 +32,7 @@ class Gathered:
     edited_why: dict[str, str] = attrs.field(factory=dict)  # session id -> reason
 
 
-def gather(*, project_dir: Path, roster: Path | None = None, display: str | None = None) -> Gathered:
+def gather_catalog(*, project_dir: Path, roster: Path | None = None, display: str | None = None) -> Gathered:
     """Build the catalog from the project and global stores, running records, and a roster.
 
     Args:
@@ -45,7 +44,7 @@ def gather(*, project_dir: Path, roster: Path | None = None, display: str | None
     Raises:
         DiagnosticError: the roster is refused (its admission diagnostic).
     """
-    from murmur.registry.store import scan_installed
+    from murmur.registry import scan_installed
     from murmur.session.running import list_running
 
     listing = scan_installed(project_dir=project_dir)

@@ -1,4 +1,43 @@
 """The process tree: lineage, spawn sets, the host journal, ``mur ps --tree``, the cascade.
 
-Specification: ``spec/tree.md``.
+Specification: ``spec/tree.md``. Other packages import what is in ``__all__`` from here; each
+name's module is imported on first use (a plain session needs the lineage, not the forest).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from murmur import lazy
+
+if TYPE_CHECKING:
+    from murmur.tree.contrib import mark_uncertain, session_lineage
+    from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
+    from murmur.tree.lineage import LINEAGE_ENV, narrowings, refusal_sentence
+    from murmur.tree.snapshot import load_forest
+    from murmur.tree.stop import find_node, stop_node
+
+__all__ = [
+    "LINEAGE_ENV",
+    "Scoped",
+    "find",
+    "find_node",
+    "load_forest",
+    "mark_uncertain",
+    "narrowings",
+    "refusal_sentence",
+    "render_text",
+    "scope",
+    "session_lineage",
+    "short_ids",
+    "stop_node",
+    "to_json",
+]
+
+__getattr__ = lazy.face(__name__, {
+    "contrib": ["mark_uncertain", "session_lineage"],
+    "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
+    "lineage": ["LINEAGE_ENV", "narrowings", "refusal_sentence"],
+    "snapshot": ["load_forest"],
+    "stop": ["find_node", "stop_node"],
+})
