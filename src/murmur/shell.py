@@ -35,7 +35,7 @@ import trio
 
 from murmur import containment, timing
 from murmur.errors import MurmurError
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 __all__ = [
     "DEFAULT_PATH",
@@ -192,7 +192,7 @@ def check_allowed(binary: str, allow: Sequence[str]) -> None:
             f"`{binary}` is a path; shell commands name a bare binary that is looked up on PATH",
         )
     if binary not in allow:
-        from murmur.routing.refusal import denied_reason
+        from murmur.routing import denied_reason
 
         raise ShellRefused(binary, denied_reason(binary), grant=_grant(binary, allow))
 

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     """Build and report the archive."""
     from murmur.cli._common import emit
     from murmur.diagnostics import Diagnostic
-    from murmur.manifest.load import load_manifest
+    from murmur.manifest import load_manifest
     from murmur.registry import build
 
     warnings: list[Diagnostic] = []

@@ -33,12 +33,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from murmur.containment.host import detect, force_problem
+from murmur.containment import detect, force_problem
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.formation.admission import AdmittedRoster, admit_file
 from murmur.formation.roster import ROSTER_FILENAME, resolve_roster_path
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 MANIFEST_FILENAME = "murmur.yaml"
 
@@ -133,7 +133,7 @@ def _shown(path: Path, cwd: Path) -> str:
 def _check_capsule(
     path: Path, cwd: Path, lines: list[str], stderr: list[Diagnostic]
 ) -> tuple[dict[str, object], bool]:
-    from murmur.manifest.load import load_manifest
+    from murmur.manifest import load_manifest
 
     shown = _shown(path, cwd)
     lines.append(f"capsule: {shown}")
@@ -239,7 +239,7 @@ def run_faults(capsule_root: Path, manifest: Manifest, environ: Mapping[str, str
         the containment check, then of the workload (plan faults are all listed); empty
         when ``mur run`` would start the capsule.
     """
-    from murmur.manifest.support import unsupported
+    from murmur.manifest import unsupported
     from murmur.session.launch import check_containment
     from murmur.session.workloads import load_workload
 
@@ -261,7 +261,7 @@ def plan_faults(capsule_root: Path, manifest: Manifest) -> list[Diagnostic]:
         capsule_root (Path): the directory holding ``murmur.yaml`` and its plan file.
         manifest (Manifest): the capsule's validated manifest.
     """
-    from murmur.registry.build import check_plan
+    from murmur.registry import check_plan
 
     try:
         check_plan(capsule_root, manifest)
@@ -276,7 +276,7 @@ def member_plan_faults(admitted: AdmittedRoster) -> list[tuple[str, list[Diagnos
     A member's plan is read from its installed root (``<entry>/root/`` beside the archive);
     members without an installed root on disk are skipped (admission already resolved them).
     """
-    from murmur.registry.store import ROOT_DIR
+    from murmur.registry import ROOT_DIR
 
     out: list[tuple[str, list[Diagnostic]]] = []
     for m in admitted.members:

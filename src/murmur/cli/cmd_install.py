@@ -35,8 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Install and report the entry."""
-    from murmur.registry import install
-    from murmur.registry.lock import Pin, lock_path, write_pin
+    from murmur.registry import Pin, install, lock_path, write_pin
 
     installed = install(args.source, global_=args.global_)
     if args.pin:

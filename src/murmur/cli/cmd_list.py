@@ -42,7 +42,7 @@ def table(rows: Sequence[Sequence[str]]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Print the listing; problems go to stderr (exit 1)."""
     from murmur.cli._common import emit
-    from murmur.registry.store import scan_installed
+    from murmur.registry import scan_installed
 
     scopes = ("global",) if args.global_ else ("project",) if args.project else ("project", "global")
     listing = scan_installed(scopes=scopes)

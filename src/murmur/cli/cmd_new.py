@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         write_roster_scaffold(args.name, dest)
         target = dest / args.name
     else:
-        from murmur.manifest.scaffold import write_capsule_scaffold
+        from murmur.manifest import write_capsule_scaffold
 
         target = write_capsule_scaffold(args.name, dest)
     print(f"created {target}")

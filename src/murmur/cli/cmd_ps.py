@@ -67,8 +67,7 @@ def _parent(lineage: dict[str, object] | None) -> str | None:
 
 def run_tree(args: argparse.Namespace, now_ms: int | None = None) -> int:
     """``mur ps --tree``; returns the exit status."""
-    from murmur.tree.forest import render_text, scope, to_json
-    from murmur.tree.snapshot import load_forest
+    from murmur.tree import load_forest, render_text, scope, to_json
 
     roots = load_forest()
     if args.json:
@@ -128,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     elif not census.live:
         print("no running capsules")
     else:
-        from murmur.tree.forest import short_ids
+        from murmur.tree import short_ids
 
         shorts = short_ids([p for r in census.live if (p := _parent(r.lineage))])
         table = [("SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "PARENT", "REFUSED", "FORMATION", "URL")]

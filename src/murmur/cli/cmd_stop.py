@@ -77,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from murmur import timing
     from murmur.errors import DiagnosticError
     from murmur.formation.stop import resolve_session, stop
-    from murmur.tree.snapshot import load_forest
-    from murmur.tree.stop import find_node, stop_node
+    from murmur.tree import find_node, load_forest, stop_node
 
     name = args.name.strip()
     try:

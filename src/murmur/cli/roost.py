@@ -190,10 +190,14 @@ async def serve_daemon(opts: RoostOptions, *, out: TextIO | None = None) -> int:
     Raises:
         DiagnosticError: ``E-RST-002`` when the port cannot be bound.
     """
-    from murmur.roost.app import create_app, hypercorn_config, serve
-    from murmur.roost.ledger import Bounds
-    from murmur.roost.registry import StoreRegistry
-    from murmur.roost.watch import ProcessWatch
+    from murmur.roost import (
+        Bounds,
+        ProcessWatch,
+        StoreRegistry,
+        create_app,
+        hypercorn_config,
+        serve,
+    )
 
     stream = out if out is not None else sys.stdout
     ceiling = opts.max_live_capsules

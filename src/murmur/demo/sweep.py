@@ -188,7 +188,7 @@ def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float
 
 def _units_of(pids: Iterable[int]) -> set[Path]:
     """The outermost ``murmur-*`` containment unit each of ``pids`` lives in (cgroup class)."""
-    from murmur.containment.host import detect, pid_cgroup
+    from murmur.containment import detect, pid_cgroup
 
     host = detect()
     if host.mount is None:

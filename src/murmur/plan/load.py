@@ -18,7 +18,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 from murmur.plan.condition import Condition, parse_condition
 from murmur.plan.model import (
     Action,
@@ -367,7 +367,7 @@ def _parse_shell(node: CommentedMap, label: str, manifest: Manifest, out: _Colle
     try:
         check_allowed(argv[0].source, manifest.shell_allow)
     except ShellRefused as exc:
-        from murmur.routing.refusal import plan_hint
+        from murmur.routing import plan_hint
 
         hint = plan_hint(exc.binary, exc.grant) if exc.grant else "name a bare binary found on PATH"
         out.add("E-PLN-006", f"{label}: {exc.reason}", where, hint=hint)

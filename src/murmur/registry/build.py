@@ -16,9 +16,7 @@ from pathlib import Path
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.manifest.load import MANIFEST_FILE, load_manifest
-from murmur.manifest.model import Manifest
-from murmur.manifest.refs import has_reference
+from murmur.manifest import MANIFEST_FILE, Manifest, has_reference, load_manifest
 from murmur.registry.archive import (
     ARCHIVE_SUFFIX,
     EXCLUDED_DIRS,

@@ -26,8 +26,7 @@ import attrs
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.manifest.rules import VERSION_RE
-from murmur.manifest.yamltext import YMap, YStr, as_int, parse_located, position
+from murmur.manifest import VERSION_RE, YMap, YStr, as_int, parse_located, position
 from murmur.userfile import UserFileError, read_user_text
 
 LOCK_FILE = "murmur.lock"

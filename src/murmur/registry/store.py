@@ -32,9 +32,14 @@ import attrs
 from murmur import paths
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.manifest.load import MAX_MANIFEST_BYTES, parse_manifest_bytes
-from murmur.manifest.model import Manifest
-from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
+from murmur.manifest import (
+    MAX_MANIFEST_BYTES,
+    RESERVED_VERSIONS,
+    VERSION_RE,
+    Manifest,
+    is_capsule_name,
+    parse_manifest_bytes,
+)
 from murmur.registry import archive
 from murmur.registry.build import archive_name, build, check_plan_text
 from murmur.registry.lock import check_pin, lock_path, read_lock

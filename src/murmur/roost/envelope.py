@@ -16,8 +16,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from murmur.manifest.model import Containment, Manifest
-from murmur.manifest.netallow import covers
+from murmur.manifest import Containment, Manifest, covers
 
 __all__ = ["Envelope", "EnvelopeRefusal", "lower", "referee"]
 

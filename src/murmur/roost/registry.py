@@ -21,8 +21,7 @@ from typing import Protocol
 
 import attrs
 
-from murmur.manifest.model import Manifest
-from murmur.manifest.refs import resolve_refs
+from murmur.manifest import Manifest, resolve_refs
 from murmur.registry import Installed, resolve_in_store
 from murmur.roost.envelope import lower
 from murmur.roost.ledger import Artifact

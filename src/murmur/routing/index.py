@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 
-from murmur.roost.envelope import Envelope, lower, referee
+from murmur.roost import Envelope, lower, referee
 from murmur.routing.model import (
     Answer,
     Capsule,

@@ -10,7 +10,7 @@ import enum
 
 import attrs
 
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 
 class State(enum.Enum):

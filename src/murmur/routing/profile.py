@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from murmur.manifest.load import MANIFEST_FILE
+from murmur.manifest import MANIFEST_FILE
 
 __all__ = ["edited", "file_sha256", "started_profile"]
 
