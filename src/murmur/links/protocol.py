@@ -54,11 +54,12 @@ class LinkRequest:
 
 @attrs.frozen
 class Answer:
-    """What the stub prints and how it exits."""
+    """What the stub prints and how it exits; ``outcome`` is the trace word (not sent)."""
 
     exit: int
     stdout: str = ""
     stderr: str = ""
+    outcome: str = ""
 
     def line(self) -> bytes:
         """The answer as one JSON line."""

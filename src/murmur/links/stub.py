@@ -85,10 +85,18 @@ def main():
     try:
         os.chdir(LINKS)
         s.connect("%(sock)s")
-        s.sendall(json.dumps(req).encode() + b"\n")
+        try:
+            s.sendall(json.dumps(req).encode() + b"\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the runtime answered (a refusal) and closed first: its line is still to read
         data = b""
         while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                if data:
+                    break
+                raise
             if not chunk:
                 break
             data += chunk

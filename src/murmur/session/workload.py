@@ -111,6 +111,8 @@ class TaskContext:
         usage (Usage): counters the workload adds to (turns, tokens, tool and shell calls).
         formation_id (str | None): ``frm_…`` when the session is a formation member
             (plans read it as ``{{ formation_id }}``).
+        links_context (Path | None): the session's ``mur context`` file (``links/context.md``)
+            when its effective spawn set is non-empty; None otherwise (spec/links.md).
     """
 
     session_id: str
@@ -129,6 +131,7 @@ class TaskContext:
     services: TaskServices = attrs.field(factory=TaskServices)
     usage: Usage = attrs.field(factory=Usage)
     formation_id: str | None = None
+    links_context: Path | None = None
 
 
 class Workload(Protocol):
