@@ -215,8 +215,9 @@ class LinkService:
         result = await self.runtime.delegate_call(name, version, req.task, True, context_id=context_id, trust=trust,
                                                   caller=caller)
         launcher = self.runtime.launcher
-        if req.json and isinstance(result.get("delegation_id"), str) and launcher is not None:
-            with trio.move_on_after(launcher.stop_grace + 5.0):  # the child's own completion record
+        settled = req.json or result.get("status") != "completed"  # crashed / terminated need the record
+        if settled and isinstance(result.get("delegation_id"), str) and launcher is not None:
+            with trio.move_on_after(launcher.stop_grace + 5.0):  # the child's (or launcher's) completion record
                 await launcher.wait_finished(result["delegation_id"])
         record = self._record(result)
         record_status = str(record["status"]) if record is not None and "status" in record else None
