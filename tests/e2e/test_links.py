@@ -317,3 +317,69 @@ def test_peer_check_per_containment_class(procs: Procs, tmp_path: Path, klass: s
     outcomes = [r["outcome"] for r in link_records(records)]
     want = ["ok", "caller_refused", "caller_refused" if klass == "groups" else "ok"]
     assert outcomes == want, outcomes
+
+
+# -- an agent whose shell tool runs a link ---------------------------------------------------------
+
+LINKER = """\
+name: linker
+version: 0.1.0
+artifacts:
+  - name: murmur-driver-openai
+    version: 0.2.0
+    runtime: driver
+capabilities:
+  shell:
+    allow: [sh, echo]
+  spawn:
+    allow: [kid]
+inference:
+  driver:
+    artifact: murmur-driver-openai
+  endpoint: {endpoint}
+  model: local-model
+  api_key: ${{API_KEY}}
+  max_tokens: 256
+  max_turns: 4
+  system_prompt: Answer with what the kid said.
+lifecycle:
+  task_acceptance: queue
+  queue_depth: 4
+  after_task: sleep
+"""
+
+
+def test_agent_shell_tool_runs_a_link_and_reads_mur_context(procs: Procs, tmp_path: Path, home: Path) -> None:
+    """A scripted model calls its `sh` tool with `kid hello`: the child runs, its answer comes back
+    into the turn, and the `mur context` text was in the system prompt the model received."""
+    from agent.scripted import oa_text, oa_tools
+
+    from .test_delegation_agent import Provider, tool_results
+
+    provider = Provider([
+        oa_tools(("c1", "sh", {"args": ["-c", "kid hello; echo rc=$?"]})),
+        oa_text("the kid said hello"),
+    ])
+    try:
+        src = tmp_path / "linker"
+        src.mkdir()
+        (src / "murmur.yaml").write_text(LINKER.format(endpoint=provider.url))
+        with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
+            install(src, global_=True)  # the provider's port is this run's: installed here, once
+        roost, url = procs.roost("--spawn-allow", "linker")
+        env = {**procs.env, "API_KEY": "sk-test-key-0000"}
+        b = procs.mur_run("linker", tmp_path / "work", url, env=env)
+        task = send_task(b.ready["url"], "ask the kid")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+        system = provider.requests[0]["messages"][0]
+        assert system["role"] == "system" and system["content"].startswith("Answer with what the kid said.")
+        records = Path(b.ready["records_dir"])
+        context = (records / "links" / "context.md").read_text()
+        assert context.strip() in system["content"] and "capsule `linker`" in context and "  kid" in context
+        (result,) = tool_results(provider.requests[1])
+        assert "kid hello" in result and "rc=0" in result, result
+        (rec,) = link_records(records)
+        assert (rec["outcome"], rec["capsule"]) == ("ok", "kid")
+        assert token_hits([tmp_path / "work", home / "records", tmp_path / "logs"], [roost.pid, b.pid]) == []
+    finally:
+        provider.close()
