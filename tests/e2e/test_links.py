@@ -110,6 +110,12 @@ def test_shell_python_and_cleared_env_reach_the_child(procs: Procs, tmp_path: Pa
     assert sorted(os.listdir(links / "bin")) == ["gated", "greedy", "kid", "mur", "napper"]
     for stub in (links / "bin").iterdir():
         assert b"ms" + b"c1." not in stub.read_bytes() and b"ms" + b"a1." not in stub.read_bytes()
+    inside = json.loads(answer(url, "mur ps --tree --json").splitlines()[0])
+    assert [r["id"] for r in inside["roots"]] == [ready["session_id"]]  # this session's subtree only
+    assert len(inside["roots"][0]["children"]) == 4 and all(
+        c["lineage"]["via"] == "link" for c in inside["roots"][0]["children"]), inside
+    context = answer(url, "mur context")
+    assert "capsule `boss`" in context and "  kid" in context and "  gated" in context, context
     asked = [r for r in trace(records) if r.get("event_type") == "link_request"]
     assert [r["outcome"] for r in asked] == ["ok"] * 4 and all(r["capsule"] == "kid" for r in asked)
     assert any("kid hello" in " ".join(r["caller"]) for r in asked), asked

@@ -80,7 +80,7 @@ def parse_request(raw: bytes) -> LinkRequest:
         raise BadRequest("the request is not a JSON object")
     op = data.get("op")
     if op in ("context", "ps"):
-        return LinkRequest(op)
+        return LinkRequest(op, json=op == "ps" and bool(data.get("json")))
     if op != "link":
         raise BadRequest(f"unknown request {op!r}")
     name, version, task = data.get("name"), data.get("version"), data.get("task")

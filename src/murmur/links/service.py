@@ -187,7 +187,7 @@ class LinkService:
         if req.op == "context":
             return p.Answer(p.EXIT_OK, stdout=self.context())
         if req.op == "ps":
-            return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text))
+            return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text, req.json))
         outcome: list[p.Answer] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on_eof, stream, nursery.cancel_scope)
@@ -242,13 +242,17 @@ class LinkService:
             return None
         return comp.read_record(self.setup.workdir / entry.child_workdir)
 
-    def _tree_text(self) -> str:
-        from murmur.tree.forest import Scoped, find, render_text
+    def _tree_text(self, as_json: bool = False) -> str:
+        """This session's subtree: the ``mur ps --tree`` text, or its ``--json`` document."""
+        from murmur.tree.forest import Scoped, find, render_text, to_json
         from murmur.tree.snapshot import load_forest
 
         node = find(load_forest(), self.setup.session_id)
+        nodes = (node,) if node is not None else ()
+        if as_json:
+            return json.dumps(to_json(nodes)) + "\n"
         now = int(time.time() * 1000)
-        return render_text(Scoped((node,) if node is not None else (), 0), now) + "\n"
+        return render_text(Scoped(nodes, 0), now) + "\n"
 
     def _trace(self, peer: Peer, args: list[str], name: str | None, code: int, outcome: str, detail: str) -> None:
         session = self.runtime.session
