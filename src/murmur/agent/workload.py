@@ -32,9 +32,14 @@ from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_api_key
 from murmur.agent.transports.openai import OpenAIDriver
 from murmur.agent.transports.process import run_process_task
-from murmur.links.context import context_for_prompt, with_context
 from murmur.manifest.model import Manifest
-from murmur.session.workload import TaskContext, TaskOutcome, TaskServices
+from murmur.session.workload import (
+    TaskContext,
+    TaskOutcome,
+    TaskServices,
+    context_for_prompt,
+    with_context,
+)
 from murmur.shell import run_shell
 
 __all__ = ["AgentWorkload", "make_agent_workload", "make_transport"]

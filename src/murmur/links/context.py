@@ -3,24 +3,30 @@
 At most about 60 lines: the capsule's name, its effective spawn set with each capsule's
 description, how to call a link and read its exit status, how to run several at once, the
 bounds, and when not to delegate. Outside a session :func:`general_text` gives the form.
+How a workload reads it (``TaskContext.links_context``, :func:`context_for_prompt`,
+:func:`harness_env`) lives with the workload port, :mod:`murmur.session.workload`, so the agent
+tier reaches it without importing this one; the names are re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import attrs
 
-if TYPE_CHECKING:
-    from murmur.session.workload import TaskContext
+from murmur.session.workload import (
+    CONTEXT_ENV,
+    context_file_for,
+    context_for_prompt,
+    harness_env,
+    with_context,
+)
+
+__all__ = ["CONTEXT_ENV", "CONTEXT_FILE", "ContextFacts", "context_file_for", "context_for_prompt",
+           "context_text", "general_text", "harness_env", "with_context"]
 
 CONTEXT_FILE = "context.md"
 """The file in the links directory holding this session's ``mur context`` text."""
-CONTEXT_ENV = "MURMUR_CONTEXT_FILE"
-"""The variable a ``transport: process`` harness finds the ``mur context`` file by."""
-CONTEXT_LIMIT = 65536  # bytes of the context file read into a system prompt
 
 
 @attrs.frozen
@@ -80,45 +86,3 @@ def general_text() -> str:
             "delegate to, and how to call them. Outside a session there is nothing to delegate to.\n\n"
             + _HOW + "\n\n" + _WHEN_NOT + "\n")
 
-
-# -- the agent's view (spec/links.md "mur context") ----------------------------------------------
-
-
-def context_file_for(ctx: TaskContext) -> Path | None:
-    """The ``mur context`` file of ``ctx``'s session, or None when it delegates to nothing.
-
-    Set only for a session whose effective spawn set is non-empty (the links are installed).
-    """
-    return ctx.links_context
-
-
-def context_for_prompt(ctx: TaskContext) -> str | None:
-    """The ``mur context`` text for an agent's system prompt, or None (no links, or unreadable)."""
-    path = context_file_for(ctx)
-    if path is None:
-        return None
-    try:
-        with path.open("rb") as f:
-            text = f.read(CONTEXT_LIMIT).decode("utf-8", "replace")
-    except OSError:
-        return None
-    return text.strip() or None
-
-
-def with_context(system: str | None, context: str | None) -> str | None:
-    """The system prompt with the ``mur context`` text after it (pure).
-
-    Returns ``system`` unchanged without a context; the context alone without a system prompt.
-    """
-    if not context:
-        return system
-    return f"{system}\n\n{context}" if system else context
-
-
-def harness_env(ctx: TaskContext) -> Mapping[str, str]:
-    """The environment a ``transport: process`` harness runs with: ``ctx.shell_env`` plus
-    :data:`CONTEXT_ENV` naming the ``mur context`` file when the session has links."""
-    path = context_file_for(ctx)
-    if path is None:
-        return ctx.shell_env
-    return {**ctx.shell_env, CONTEXT_ENV: str(path)}
