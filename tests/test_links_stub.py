@@ -80,3 +80,11 @@ def test_cleared_environment_and_the_request_line(tmp_path: Path) -> None:
     t.join(10)
     assert (done.returncode, done.stdout, done.stderr) == (0, "kid a b\n", "kid: ok\n")
     assert json.loads(got[0]) == {"op": "link", "name": "kid", "version": None, "task": "a b", "json": False}
+
+
+def test_scoped_names_get_their_last_segment_as_command(tmp_path: Path) -> None:
+    """`local/kid` is the command `kid` (the stub still asks for `local/kid`); `mur` always exists."""
+    binary = write_links(tmp_path / "links", ["local/kid", "other/kid", "napper"])
+    assert sorted(p.name for p in binary.iterdir()) == ["kid", "mur", "napper"]
+    assert "NAME = 'local/kid'" in (binary / "kid").read_text()
+    assert (binary.stat().st_mode & 0o777) == 0o700 and ((binary / "kid").stat().st_mode & 0o777) == 0o700

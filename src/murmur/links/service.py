@@ -66,12 +66,12 @@ def install(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | No
 
 
 def installed_versions(name: str) -> list[str]:
-    """Versions of ``name`` in the global store, sorted (any scope)."""
+    """Versions of ``name`` in the global store, sorted (any scope; a scoped ``local/kid`` in its own)."""
     store = paths.global_store()
     found: set[str] = set()
     try:
-        for scope in store.iterdir():
-            d = scope / name
+        for scope in [store / name.split("/", 1)[0]] if "/" in name else list(store.iterdir()):
+            d = scope / name.rsplit("/", 1)[-1]
             if d.is_dir():
                 found.update(v.name for v in d.iterdir() if v.is_dir() and not v.name.startswith("."))
     except OSError:
