@@ -1,12 +1,23 @@
-"""The capsule link's own start time beside its floors (issue 13; prints figures, never asserts).
+"""Capsule links: the stub's own start time, and a link beside a plan ``capsule`` step (issue 13).
 
-Runs a generated stub (``NAME --help``: parse, no socket) and, in the same run, the floors
-``sh -c true``, ``python3 -c pass`` and ``python3 -I -S -c pass``; prints medians in ms.
-Usage: ``python benchmarks/links.py [RUNS]``.
+Prints figures, never asserts. Two parts, each measured in the same run as its floor:
+
+* **stub start** — a generated stub (``NAME --help``: parse, no socket) beside ``sh -c true``,
+  ``python3 -c pass`` and ``python3 -I -S -c pass`` (the stub's own interpreter, the floor);
+* **delegation** — a real ``mur-roost`` and two real ``mur run`` sessions over a temporary
+  ``MURMUR_HOME``: ``boss``, whose shell step runs the link ``kid x``, and ``stepper``, whose
+  plan ``capsule`` step delegates the same task to ``kid``. For each, from ``SendMessage`` to
+  the child started (its journal ``start`` event) and to the answer back (the task completed,
+  the link's answer printed by the step). Interleaved runs; medians; link / step ratios.
+
+Usage: ``python benchmarks/links.py [--runs 30] [--e2e-runs 5]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -14,7 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 from murmur.links.stub import interpreter, write_links
+
+BIN = Path(sys.executable).parent
+MUR = str(BIN / "mur")
+ROOST = str(BIN / "mur-roost")
+A2A = {"A2A-Version": "1.0", "content-type": "application/json"}
+LIFE = "lifecycle:\n  task_acceptance: queue\n  queue_depth: 4\n  after_task: sleep\n"
 
 
 def median_ms(argv: list[str], runs: int) -> float:
@@ -26,8 +45,7 @@ def median_ms(argv: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+def stub_start(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         binary = write_links(Path(tmp) / "links", ["kid"])
         py = interpreter()
@@ -39,8 +57,128 @@ def main() -> None:
         ]
         figures = {label: median_ms(argv, runs) for label, argv in rows}
     floor = figures["python3 -I -S -c pass (floor)"]
+    print(f"stub start, {runs} runs each (median):")
     for label, ms in figures.items():
-        print(f"{label:32s} median {ms:6.1f} ms   x{ms / floor:4.2f} of python3 -I -S")
+        print(f"  {label:32s} {ms:7.1f} ms   x{ms / floor:4.2f} of python3 -I -S")
+
+
+# -- delegation: a link beside a plan capsule step ----------------------------------------------
+
+
+def capsule(src: Path, name: str, caps: str, plan: str) -> Path:
+    d = src / name
+    d.mkdir(parents=True)
+    (d / "murmur.yaml").write_text(f"name: {name}\nversion: 0.1.0\nplan: plan.yaml\ncapabilities:\n{caps}{LIFE}")
+    (d / "plan.yaml").write_text(plan)
+    return d
+
+
+def install_all(home: Path) -> None:
+    from murmur.registry import install
+
+    src = home / "src"
+    kid = capsule(src, "kid", "  shell:\n    allow: [echo]\n",
+                  'steps:\n  - id: s\n    shell: [echo, "kid {{ task }}"]\noutput: "{{ steps.s.stdout }}"\n')
+    boss = capsule(src, "boss", "  shell:\n    allow: [sh, echo]\n  spawn:\n    allow: [kid]\n",
+                   'steps:\n  - id: s\n    shell: [sh, -c, "kid {{ task }}"]\noutput: "{{ steps.s.stdout }}"\n')
+    stepper = capsule(src, "stepper", "  shell:\n    allow: [echo]\n  spawn:\n    allow: [kid]\n",
+                      'steps:\n  - id: c\n    capsule: kid\n    version: 0.1.0\n    task: "{{ task }}"\n'
+                      'output: "{{ steps.c.output }}"\n')
+    for d in (kid, boss, stepper):
+        install(d, global_=True)
+
+
+def start(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().decode()
+
+
+def child_starts(home: Path) -> list[int]:
+    """``unix_ms`` of every journaled start of a `kid` child."""
+    path = home / "tree" / "journal.jsonl"
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if ev.get("event") == "start" and str(ev.get("capsule", "")).split("/")[-1].startswith("kid@"):
+            out.append(int(ev["unix_ms"]))
+    return out
+
+
+def one_task(url: str, home: Path, text: str) -> tuple[float, float, str]:
+    """(ms to the child's start, ms to the completed task, the answer) for one SendMessage."""
+    before = len(child_starts(home))
+    t0 = time.time()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": f"m{time.monotonic_ns()}", "role": "ROLE_USER",
+                                   "parts": [{"text": text}]}}}
+    task = httpx.post(url.rstrip("/") + "/", json=body, headers=A2A, timeout=120).json()["result"]["task"]
+    t1 = time.time()
+    starts = child_starts(home)[before:]
+    answer = "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []))
+    started = (starts[0] / 1000 - t0) * 1000 if starts else float("nan")
+    return started, (t1 - t0) * 1000, answer
+
+
+def delegation(runs: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="murmur-bench-links-") as tmp:
+        root = Path(tmp)
+        home = root / "home"
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MURMUR_ROOST_URL", "MURMUR_SPAWNER", "MURMUR_SPAWNER_LIFELINE", "MURMUR_LINEAGE")}
+        env["MURMUR_HOME"] = str(home)
+        os.environ["MURMUR_HOME"] = str(home)
+        install_all(home)
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            roost, line = start([ROOST, "--port", "0", "--registry-path", str(home / "artifacts"),
+                                 "--spawn-allow", "boss", "--spawn-allow", "stepper"], env, root)
+            procs.append(roost)
+            url = "http://127.0.0.1:" + line.strip().rsplit(":", 1)[1]
+            run_env = {**env, "MURMUR_ROOST_URL": url}
+            doors = {}
+            for name in ("boss", "stepper"):
+                work = root / name
+                work.mkdir()
+                p, ready = start([MUR, "run", "--capsule", f"local/{name}", "--capsule-version", "0.1.0", "--json",
+                                  "--workdir", str(work), "--no-env-file"], run_env, work)
+                procs.append(p)
+                doors[name] = json.loads(ready)["url"]
+            figures: dict[str, tuple[list[float], list[float]]] = {"link": ([], []), "capsule step": ([], [])}
+            for i in range(runs):
+                for label, name in (("link", "boss"), ("capsule step", "stepper")):
+                    started, done, answer = one_task(doors[name], home, f"x{i}")
+                    assert f"kid x{i}" in answer, (label, answer)
+                    figures[label][0].append(started)
+                    figures[label][1].append(done)
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    print(f"delegation, {runs} interleaved runs each (median), SendMessage to:")
+    med = {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in figures.items()}
+    for label, (started, done) in med.items():
+        print(f"  {label:14s} child started {started:7.0f} ms   answer back {done:7.0f} ms")
+    link, step = med["link"], med["capsule step"]
+    print(f"  link / capsule step: child started x{link[0] / step[0]:.2f}, answer back x{link[1] / step[1]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="stub start runs per figure")
+    parser.add_argument("--e2e-runs", type=int, default=5, help="delegations per figure")
+    args = parser.parse_args()
+    print(f"host cores: {os.cpu_count()}")
+    stub_start(args.runs)
+    delegation(args.e2e_runs)
 
 
 if __name__ == "__main__":

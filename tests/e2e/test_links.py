@@ -7,6 +7,7 @@ and its exit status.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -21,11 +22,28 @@ import pytest
 
 from murmur.registry import install
 
-from ._delegation import MUR, Procs, plan_capsule, send_task, submit_task, trace, wait_until
+from ._delegation import (
+    MUR,
+    Procs,
+    descendants,
+    pids_naming,
+    plan_capsule,
+    roost_status,
+    send_task,
+    submit_task,
+    token_hits,
+    trace,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
 SHELL_PLAN = ('steps:\n  - id: s\n    shell: [sh, -c, "{{ task }}\\necho rc=$?"]\n'
+              'output: "{{ steps.s.stdout }}"\n')
+# A child that waits (bounded, 60 s) until the file its task names exists: live children the
+# test releases when it has seen them.
+GATED_PLAN = ("steps:\n  - id: s\n    shell: [sh, -c, 'i=0; while [ ! -e \"$0\" ] && [ $i -lt 1200 ]; "
+              "do sleep 0.05; i=$((i+1)); done; echo opened', \"{{ task }}\"]\n"
               'output: "{{ steps.s.stdout }}"\n')
 
 
@@ -40,7 +58,9 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                                                           'output: "slept"\n'),
         plan_capsule(src, "greedy", shell=["grep"], plan='steps:\n  - id: s\n    shell: [grep, -c, x, /dev/null]\n'
                                                          'output: "g"\n'),
-        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper", "greedy"], plan=SHELL_PLAN),
+        plan_capsule(src, "gated", shell=["sh"], plan=GATED_PLAN),
+        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper", "greedy", "gated"],
+                     plan=SHELL_PLAN),
     ]
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
         for d in dirs:
@@ -87,9 +107,15 @@ def test_shell_python_and_cleared_env_reach_the_child(procs: Procs, tmp_path: Pa
     records = Path(ready["records_dir"])
     links = records / "links"
     assert (links.stat().st_mode & 0o777) == 0o700 and ((links / "bin").stat().st_mode & 0o777) == 0o700
-    assert sorted(os.listdir(links / "bin")) == ["greedy", "kid", "mur", "napper"]
+    assert sorted(os.listdir(links / "bin")) == ["gated", "greedy", "kid", "mur", "napper"]
     for stub in (links / "bin").iterdir():
         assert b"ms" + b"c1." not in stub.read_bytes() and b"ms" + b"a1." not in stub.read_bytes()
+    inside = json.loads(answer(url, "mur ps --tree --json").splitlines()[0])
+    assert [r["id"] for r in inside["roots"]] == [ready["session_id"]]  # this session's subtree only
+    assert len(inside["roots"][0]["children"]) == 4 and all(
+        c["lineage"]["via"] == "link" for c in inside["roots"][0]["children"]), inside
+    context = answer(url, "mur context")
+    assert "capsule `boss`" in context and "  kid" in context and "  gated" in context, context
     asked = [r for r in trace(records) if r.get("event_type") == "link_request"]
     assert [r["outcome"] for r in asked] == ["ok"] * 4 and all(r["capsule"] == "kid" for r in asked)
     assert any("kid hello" in " ".join(r["caller"]) for r in asked), asked
@@ -138,3 +164,228 @@ def test_interrupted_link_is_130_and_ends_the_child(procs: Procs, tmp_path: Path
     done = wait_until(lambda: [r for r in trace(records) if r.get("event_type") == "link_request"], timeout=15,
                       what="the link_request record")
     assert done[0]["outcome"] == "interrupted" and done[0]["exit"] == 130
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def tree_children(env: dict[str, str], session_id: str) -> list[dict[str, Any]]:
+    """The children of ``session_id`` in `mur ps --tree --json`."""
+    done = subprocess.run([*MUR, "ps", "--tree", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    roots = [r for r in json.loads(done.stdout)["roots"] if r["id"] == session_id]
+    return list(roots[0]["children"]) if roots else []
+
+
+def link_records(records: Path) -> list[dict[str, Any]]:
+    """The session's `link_request` trace records."""
+    return [r for r in trace(records) if r.get("event_type") == "link_request"]
+
+
+def in_background(url: str, script: str) -> concurrent.futures.Future[str]:
+    """Send ``script`` as a task from a thread; the future holds the step's output."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(answer, url, script)
+    pool.shutdown(wait=False)
+    return future
+
+
+def gated_live(env: dict[str, str], session_id: str, n: int) -> list[dict[str, Any]] | None:
+    """The running `gated` children once there are ``n`` of them with a pid."""
+    kids = [k for k in tree_children(env, session_id)
+            if k["state"] == "running" and k.get("pid") and str(k.get("capsule", "")).startswith("gated")]
+    return kids if len(kids) == n else None
+
+
+# -- several at once, lineage, the token scan ----------------------------------------------------
+
+
+def test_two_links_at_once_are_two_live_children_under_the_parent(procs: Procs, tmp_path: Path, home: Path) -> None:
+    """`a & b & wait`: two delegations live at once (mur-roost /status), both children under their
+    parent in `mur ps --tree` with `via: link` and the calling command; no token anywhere."""
+    roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    sid, records = b.ready["session_id"], Path(b.ready["records_dir"])
+    gate = tmp_path / "gate"
+    future = in_background(b.ready["url"], f"gated {gate} > a.out 2>&1 & gated {gate} > b.out 2>&1 & wait; "
+                                           "cat a.out b.out")
+    kids = wait_until(lambda: gated_live(procs.env, sid, 2), timeout=120, what="two gated children running")
+    assert roost_status(url, sid)["live_children"] == 2
+    for kid in kids:
+        lineage = kid["lineage"]
+        assert lineage["parent"] == f"session:{sid}" and lineage["via"] == "link", lineage
+        caller = lineage["caller"]
+        assert Path(caller[0]).name == "sh" and caller[1] == "-c" and any("gated" in w for w in caller), lineage
+        assert all(len(w) <= 200 for w in lineage["caller"]) and len(lineage["caller"]) <= 16
+    text = subprocess.run([*MUR, "ps", "--tree"], env=procs.env, capture_output=True, text=True, timeout=60).stdout
+    assert text.count(f"via link: {kids[0]['lineage']['caller'][0]} -c") >= 2, text
+    stubs = pids_naming(str(records / "links" / "bin"))
+    child_pids = descendants([int(k["pid"]) for k in kids])
+    scanned = [roost.pid, b.pid, *stubs, *child_pids]
+    assert len(stubs) >= 2 and child_pids
+    assert token_hits([tmp_path / "work", home / "records", tmp_path / "logs"], scanned) == []
+    gate.touch()
+    out = future.result(timeout=120)
+    assert out.count("opened") == 2 and out.count("gated: ok") == 2 and out.rstrip().endswith("rc=0"), out
+    asked = link_records(records)
+    assert [r["outcome"] for r in asked] == ["ok", "ok"] and {r["capsule"] for r in asked} == {"gated"}
+    assert all(r["pid"] in stubs for r in asked)
+    wait_until(lambda: roost_status(url, sid)["live_children"] == 0, timeout=30, what="live_children 0")
+    assert token_hits([tmp_path / "work", home / "records", home / "tree", tmp_path / "logs"], [roost.pid, b.pid]) == []
+
+
+def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path: Path) -> None:
+    """--max-concurrent 4 + 5 at once: four links hold live children, four connections wait inside
+    the session, and the ninth reads exactly the refusal line (exit 125); the four still finish."""
+    _roost, url = procs.roost("--spawn-allow", "boss", "--max-concurrent", "4")
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    sid, records = b.ready["session_id"], Path(b.ready["records_dir"])
+    gate, held = tmp_path / "gate", tmp_path / "held"
+    links = records / "links"
+    hold = (f"import socket, os, time\nos.chdir({str(links)!r})\n"
+            "ss = [socket.socket(socket.AF_UNIX) for _ in range(4)]\n"
+            "[s.connect('cap.sock') for s in ss]\n"
+            f"open({str(held)!r}, 'w').close()\n"
+            f"deadline = time.monotonic() + 60\n"
+            f"while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:\n    time.sleep(0.05)\n")
+    (tmp_path / "hold.py").write_text(hold)
+    script = (" ".join(f"gated {gate} > g{i}.out 2>&1 &" for i in range(4))
+              + f" python3 {tmp_path / 'hold.py'} & "
+              + f"i=0; while [ ! -e {held} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
+              + "kid excess > x.out 2> x.err; echo x=$? >> x.out; "
+              + f"touch {gate}; wait; cat g0.out g1.out g2.out g3.out x.out x.err")
+    future = in_background(b.ready["url"], script)
+    wait_until(lambda: gated_live(procs.env, sid, 4), timeout=180, what="four gated children running")
+    out = future.result(timeout=180)
+    assert "x=125" in out, out
+    assert "murmur: too many concurrent delegation requests in this session\n" in out, out
+    assert out.count("gated: ok") == 4 and "kid excess" not in out, out
+    assert [r["capsule"] for r in link_records(records)].count("gated") == 4
+
+
+# -- how a child ends: crashed, the child watch ---------------------------------------------------
+
+
+def test_child_killed_is_exit_1_crashed(procs: Procs, tmp_path: Path) -> None:
+    """SIGKILL to the child's session: the link prints `napper: crashed` and exits 1."""
+    ready, url = boss(procs, tmp_path)
+    future = in_background(url, "napper 120 2>&1")
+    kid = wait_until(lambda: next((k for k in tree_children(procs.env, ready["session_id"])
+                                   if k["state"] == "running" and k.get("pid")), None),
+                     timeout=120, what="the napper child running")
+    os.kill(int(kid["pid"]), signal.SIGKILL)
+    out = future.result(timeout=120)
+    assert out.rstrip().endswith("rc=1") and "napper: crashed" in out, out
+    (rec,) = link_records(Path(ready["records_dir"]))
+    assert (rec["outcome"], rec["exit"]) == ("crashed", 1)
+
+
+def test_child_watch_bound_3_real_seconds_is_124(procs: Procs, tmp_path: Path) -> None:
+    """MURMUR_DELEGATION_TIMEOUT_SECS=3 (real seconds): the watch ends the child, the link exits 124."""
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url, env={**procs.env, "MURMUR_DELEGATION_TIMEOUT_SECS": "3"})
+    out = answer(b.ready["url"], "napper 60 2>&1")
+    assert out.rstrip().endswith("rc=124") and "napper: terminated" in out, out
+    (rec,) = link_records(Path(b.ready["records_dir"]))
+    assert (rec["outcome"], rec["exit"]) == ("terminated", 124)
+
+
+# -- who may ask, on both containment classes -----------------------------------------------------
+
+ESCAPE = ("(setsid sh -c 'kid escaped > esc.out 2>&1; echo esc=$? >> esc.out' &); "
+          "i=0; while ! grep -q esc= esc.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
+          "cat esc.out")
+
+
+@pytest.mark.parametrize("klass", ["groups", "cgroup"])
+def test_peer_check_per_containment_class(procs: Procs, tmp_path: Path, klass: str) -> None:
+    """A command's descendant is accepted and an outsider refused on both classes; a process that
+    double-forked out of its step is refused on groups and accepted on cgroup (still contained)."""
+    env = {k: v for k, v in procs.env.items() if k != "MURMUR_CONTAINMENT"}
+    if klass == "groups":
+        env["MURMUR_CONTAINMENT"] = "groups"
+    else:  # the host decides; the test runs only where it decides cgroup
+        from murmur.containment.host import CGROUP, detect
+
+        if detect({}).name != CGROUP:
+            pytest.skip("this host gives only the process-group class")
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url, env=env)
+    records = Path(b.ready["records_dir"])
+    out = answer(b.ready["url"], "kid inside 2>&1")
+    assert "kid inside" in out and out.rstrip().endswith("rc=0"), out
+    outside = subprocess.run([str(records / "links" / "bin" / "kid"), "x"], capture_output=True, text=True, timeout=30)
+    assert outside.returncode == 126 and outside.stderr.startswith("murmur: link refused: process "), outside
+    out = answer(b.ready["url"], ESCAPE)
+    if klass == "groups":
+        assert "esc=126" in out and "descends from no command this session started" in out, out
+    else:
+        assert "kid escaped" in out and "esc=0" in out, out
+    outcomes = [r["outcome"] for r in link_records(records)]
+    want = ["ok", "caller_refused", "caller_refused" if klass == "groups" else "ok"]
+    assert outcomes == want, outcomes
+
+
+# -- an agent whose shell tool runs a link ---------------------------------------------------------
+
+LINKER = """\
+name: linker
+version: 0.1.0
+artifacts:
+  - name: murmur-driver-openai
+    version: 0.2.0
+    runtime: driver
+capabilities:
+  shell:
+    allow: [sh, echo]
+  spawn:
+    allow: [kid]
+inference:
+  driver:
+    artifact: murmur-driver-openai
+  endpoint: {endpoint}
+  model: local-model
+  api_key: ${{API_KEY}}
+  max_tokens: 256
+  max_turns: 4
+  system_prompt: Answer with what the kid said.
+lifecycle:
+  task_acceptance: queue
+  queue_depth: 4
+  after_task: sleep
+"""
+
+
+def test_agent_shell_tool_runs_a_link_and_reads_mur_context(procs: Procs, tmp_path: Path, home: Path) -> None:
+    """A scripted model calls its `sh` tool with `kid hello`: the child runs, its answer comes back
+    into the turn, and the `mur context` text was in the system prompt the model received."""
+    from agent.scripted import oa_text, oa_tools
+
+    from .test_delegation_agent import Provider, tool_results
+
+    provider = Provider([
+        oa_tools(("c1", "sh", {"args": ["-c", "kid hello; echo rc=$?"]})),
+        oa_text("the kid said hello"),
+    ])
+    try:
+        src = tmp_path / "linker"
+        src.mkdir()
+        (src / "murmur.yaml").write_text(LINKER.format(endpoint=provider.url))
+        with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
+            install(src, global_=True)  # the provider's port is this run's: installed here, once
+        roost, url = procs.roost("--spawn-allow", "linker")
+        env = {**procs.env, "API_KEY": "sk-test-key-0000"}
+        b = procs.mur_run("linker", tmp_path / "work", url, env=env)
+        task = send_task(b.ready["url"], "ask the kid")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+        system = provider.requests[0]["messages"][0]
+        assert system["role"] == "system" and system["content"].startswith("Answer with what the kid said.")
+        records = Path(b.ready["records_dir"])
+        context = (records / "links" / "context.md").read_text()
+        assert context.strip() in system["content"] and "capsule `linker`" in context and "  kid" in context
+        (result,) = tool_results(provider.requests[1])
+        assert "kid hello" in result and "rc=0" in result, result
+        (rec,) = link_records(records)
+        assert (rec["outcome"], rec["capsule"]) == ("ok", "kid")
+        assert token_hits([tmp_path / "work", home / "records", tmp_path / "logs"], [roost.pid, b.pid]) == []
+    finally:
+        provider.close()

@@ -336,3 +336,28 @@ class TestFuzz:
     def test_line_soup(self, lines: list[str]) -> None:
         """Recombined manifest lines never escape as other exceptions."""
         _never_crashes("".join(lines))
+
+
+class TestLinkShadows:
+    def test_name_in_spawn_and_shell_allow_is_refused(self) -> None:
+        """A spawn.allow name also in shell.allow is E-MAN-003 at the spawn entry (spec/links.md)."""
+        text = ("name: boss\nversion: 0.1.0\ncapabilities:\n  shell:\n    allow: [sh, kid]\n"
+                "  spawn:\n    allow:\n      - other\n      - kid\n")
+        exc = _refusal(text)
+        assert [d.code for d in exc.diagnostics] == ["E-MAN-003"]
+        d = exc.diagnostics[0]
+        assert d.location is not None and d.location.line == 9
+        assert "`kid` is in both capabilities.spawn.allow and capabilities.shell.allow" in d.message
+        assert d.hint is not None and "remove `kid`" in d.hint
+
+    def test_scoped_name_shadows_by_its_last_segment(self) -> None:
+        """`local/kid` gets the link `kid`, so it too collides with a `kid` binary."""
+        exc = _refusal("name: boss\nversion: 0.1.0\ncapabilities:\n  shell:\n    allow: [kid]\n"
+                       "  spawn:\n    allow: [local/kid]\n")
+        assert [d.code for d in exc.diagnostics] == ["E-MAN-003"]
+
+    def test_disjoint_lists_load(self) -> None:
+        """Different names in the two lists load."""
+        m = parse_manifest("name: boss\nversion: 0.1.0\ncapabilities:\n  shell:\n    allow: [sh]\n"
+                           "  spawn:\n    allow: [kid]\n", path="m.yaml")
+        assert m.spawn_allow == ("kid",) or list(m.spawn_allow) == ["kid"]

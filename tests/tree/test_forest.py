@@ -126,3 +126,16 @@ def test_cascade_plan_covers_the_subtree_deepest_first() -> None:
     assert [t.is_target for t in plan.targets] == [False, True]
     assert plan.kill_at_s == 125.0 and [t.session_id for t in plan.descendants] == [KID]
     assert [t.session_id for t in plan_cascade(lead, 0.0, include_self=False).targets] == [KID]
+
+
+def test_a_link_child_shows_its_calling_command() -> None:
+    """A child a capsule link started sits under its parent; COMMAND ends `via link: <command>`."""
+    kid = {"parent": f"session:{ROOT}", "root": ROOT, "depth": 2, "spawn": [], "delegation_id": DLG,
+           "via": "link", "caller": ["sh", "-c", "kid hello"]}
+    events = [start(ROOT, NOW - 10_000, {"parent": None, "root": ROOT, "depth": 1, "spawn": ["kid"]},
+                    "local/boss@0.1.0", 14),
+              start(KID, NOW - 5_000, kid, "kid@0.1.0", 15)]
+    roots = build_forest(events, {ROOT: True, KID: True}, {ROOT: {"started": 1, "refused": 0}})
+    assert [c.id for c in roots[0].children] == [KID]
+    lines = render_text(scope(roots, NOW, show_all=True), NOW).splitlines()
+    assert lines[2].endswith("└─ kid@0.1.0 (dlg_…2f1c) via link: sh -c kid hello"), lines

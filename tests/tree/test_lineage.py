@@ -65,6 +65,34 @@ class TestShapes:
         assert h is not None and h.root == fid and h.formation_id == fid and h.depth == 2
 
 
+class TestViaLink:
+    def test_a_link_child_records_via_and_the_calling_command(self) -> None:
+        """A child a capsule link started records `via: link` and 16 words of 200 characters."""
+        parent = root_lineage(PARENT, ["a"])
+        words = ["sh", "-c", "a " + "x" * 500, *[f"w{i}" for i in range(30)]]
+        h = parse_handed(parent.hand_down(PARENT, DLG, caller=words), spawner_session=PARENT,
+                         spawner_delegation=DLG)
+        assert h is not None
+        child = child_lineage(h, ["a"])
+        shown = child.to_json()
+        assert shown["via"] == "link" and len(shown["caller"]) == 16
+        assert shown["caller"][:2] == ["sh", "-c"] and shown["caller"][2] == ("a " + "x" * 500)[:200]
+        assert lineage_from_json(shown) == child and narrows(parent, child)
+
+    def test_non_ascii_caller_fits_the_bound(self) -> None:
+        """16 words of 200 astral characters (JSON-escaped to 12 bytes each) still parse."""
+        words = ["\U0001F600" * 200] * 16
+        value = root_lineage(PARENT, []).hand_down(PARENT, DLG, caller=words)
+        h = parse_handed(value, spawner_session=PARENT, spawner_delegation=DLG)
+        assert h is not None and h.caller == tuple(words)
+
+    def test_without_a_link_no_via(self) -> None:
+        """A delegate-task / capsule-step child records neither field."""
+        h = parse_handed(root_lineage(PARENT, []).hand_down(PARENT, DLG), spawner_session=PARENT,
+                         spawner_delegation=DLG)
+        assert h is not None and "via" not in child_lineage(h, []).to_json()
+
+
 class TestRefusals:
     @pytest.mark.parametrize(
         ("value", "reason"),
@@ -84,6 +112,12 @@ class TestRefusals:
             (handed(extra=1), "the field `extra` is not a lineage field"),
             (handed(parent=f"session:{new_id('ses')}"), "names another parent than MURMUR_SPAWNER"),
             (handed(delegation_id=new_id("dlg")), "names another delegation than MURMUR_SPAWNER"),
+            (handed(via="shell", caller=["sh"]), "the field `via` is not `link`"),
+            (handed(via="link"), "the fields `via` and `caller` are not given together"),
+            (handed(caller=["sh"]), "the fields `via` and `caller` are not given together"),
+            (handed(via="link", caller=["x"] * 17), "the field `caller` is not a list of at most 16"),
+            (handed(via="link", caller=["x" * 201]), "the field `caller` is not a list of at most 16"),
+            (handed(via="link", caller="sh -c kid"), "the field `caller` is not a list of at most 16"),
         ],
     )
     def test_unreadable_or_inconsistent(self, value: str, reason: str) -> None:

@@ -6,7 +6,8 @@ with a coded diagnostic), it runs each task:
 
 * ``transport: http`` — resolves the provider key from the capsule process's environment
   (now, at inference time, never earlier), opens an HTTP client for the task, picks the
-  built-in driver and runs the :class:`~murmur.agent.loop.TaskLoop`;
+  built-in driver and runs the :class:`~murmur.agent.loop.TaskLoop` (a session with capsule
+  links gets the ``mur context`` text after its system prompt, spec/links.md);
 * ``transport: process`` — runs the agent CLI once
   (:func:`~murmur.agent.transports.process.run_process_task`).
 
@@ -32,7 +33,13 @@ from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_a
 from murmur.agent.transports.openai import OpenAIDriver
 from murmur.agent.transports.process import run_process_task
 from murmur.manifest.model import Manifest
-from murmur.session.workload import TaskContext, TaskOutcome, TaskServices
+from murmur.session.workload import (
+    TaskContext,
+    TaskOutcome,
+    TaskServices,
+    context_for_prompt,
+    with_context,
+)
 from murmur.shell import run_shell
 
 __all__ = ["AgentWorkload", "make_agent_workload", "make_transport"]
@@ -164,7 +171,7 @@ class AgentWorkload:
                 transport=transport,
                 inventory=inventory,
                 dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell),
-                system=self.config.system_prompt,
+                system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
                 max_turns=self.config.max_turns,
                 budget_tokens=self.config.budget_tokens,
                 secret=api_key,

@@ -46,6 +46,8 @@ class Entry:
         opened_at (float): ``time.monotonic()`` at the grant.
         closed (bool): an outcome has been recorded.
         outcome (str | None): the child's outcome word, once closed.
+        caller (tuple[str, ...] | None): the calling command of a capsule link that made this
+            delegation (handed to the child's lineage as ``via: "link"``; spec/links.md).
     """
 
     delegation_id: str
@@ -58,6 +60,7 @@ class Entry:
     opened_at: float = attrs.field(factory=time.monotonic)
     closed: bool = False
     outcome: str | None = None
+    caller: tuple[str, ...] | None = None
 
     def duration_ms(self) -> int:
         """Milliseconds since the grant."""

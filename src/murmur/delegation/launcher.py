@@ -283,7 +283,8 @@ class Launcher:
     # -- the call -------------------------------------------------------------------------
 
     async def delegate(
-        self, capsule: str, version: str, task: str, wait: bool, *, context_id: str, trust: str
+        self, capsule: str, version: str, task: str, wait: bool, *, context_id: str, trust: str,
+        caller: Sequence[str] | None = None,
     ) -> dict[str, Any]:
         """Delegate ``task`` to ``capsule@version``.
 
@@ -295,6 +296,8 @@ class Launcher:
                 child's answer (plan ``capsule`` step).
             context_id (str): the delegating task's context.
             trust (str): the delegating task's trust class.
+            caller (Sequence[str] | None): a capsule link's calling command (kept on the
+                book entry for the child's lineage, spec/links.md); None otherwise.
 
         Returns:
             dict[str, Any]: ``delegation_id``, ``session_id``, ``capsule``, ``version``,
@@ -323,7 +326,8 @@ class Launcher:
         dlg = new_id("dlg")
         rel = Path(".murmur") / "children" / child_dir_name(grant.name)
         entry = self.book.open(
-            Entry(dlg, capsule, version, context_id, trust, rel.as_posix(), opened_at=began)
+            Entry(dlg, capsule, version, context_id, trust, rel.as_posix(), opened_at=began,
+                  caller=tuple(caller) if caller is not None else None)
         )
         base["delegation_id"] = dlg
         child = _Child(entry, self.workdir / rel, grant.name, grant.version, task)

@@ -25,7 +25,7 @@ end hook            in order: end every live child (``terminated``, posted to no
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -303,11 +303,14 @@ class DelegationRuntime:
         return self._session
 
     async def delegate_call(
-        self, capsule: str, version: str, text: str, wait: bool, *, context_id: str, trust: str
+        self, capsule: str, version: str, text: str, wait: bool, *, context_id: str, trust: str,
+        caller: Sequence[str] | None = None,
     ) -> dict[str, Any]:
         """One delegation as ``delegate-task`` makes it (the runtime's refusals, then the launcher).
 
-        Used by the task services and by the capability socket (``murmur.links.service``).
+        Used by the task services and by the capability socket (``murmur.links.service``),
+        which passes ``caller``, the link's calling command, for the child's lineage
+        (``via: "link"``, spec/links.md).
         """
         launcher = self.launcher
         assert launcher is not None
@@ -317,7 +320,8 @@ class DelegationRuntime:
             self.book.call_ended(capsule, version, "refused", reason=refusal, duration_ms=0)
             self._count("refused")
             return {"capsule": capsule, "version": version, "status": "refused", "output": refusal}
-        result = await launcher.delegate(capsule, version, text, wait, context_id=context_id, trust=trust)
+        result = await launcher.delegate(capsule, version, text, wait, context_id=context_id, trust=trust,
+                                         caller=caller)
         if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
             self._count("refused")
             if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
@@ -328,7 +332,9 @@ class DelegationRuntime:
 
     def _tree_env(self, delegation_id: str) -> dict[str, str]:
         """The runtime-owned variables a child gets beside ``MURMUR_SPAWNER``: its lineage."""
-        return {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id)}
+        entry = self.book.get(delegation_id)
+        caller = entry.caller if entry is not None else None
+        return {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id, caller=caller)}
 
     def _refusal(self, capsule: str, spawn_set: tuple[str, ...]) -> str | None:
         """Why the runtime refuses ``capsule`` before mur-roost is asked, or None."""

@@ -3,6 +3,9 @@
 At most about 60 lines: the capsule's name, its effective spawn set with each capsule's
 description, how to call a link and read its exit status, how to run several at once, the
 bounds, and when not to delegate. Outside a session :func:`general_text` gives the form.
+How a workload reads it (``TaskContext.links_context``, :func:`context_for_prompt`,
+:func:`harness_env`) lives with the workload port, :mod:`murmur.session.workload`, so the agent
+tier reaches it without importing this one; the names are re-exported here.
 """
 
 from __future__ import annotations
@@ -10,6 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
+
+from murmur.session.workload import (
+    CONTEXT_ENV,
+    context_file_for,
+    context_for_prompt,
+    harness_env,
+    with_context,
+)
+
+__all__ = ["CONTEXT_ENV", "CONTEXT_FILE", "ContextFacts", "context_file_for", "context_for_prompt",
+           "context_text", "general_text", "harness_env", "with_context"]
+
+CONTEXT_FILE = "context.md"
+"""The file in the links directory holding this session's ``mur context`` text."""
 
 
 @attrs.frozen
@@ -68,3 +85,4 @@ def general_text() -> str:
     return ("`mur context` inside a capsule session prints the capsule's name, the capsules it may\n"
             "delegate to, and how to call them. Outside a session there is nothing to delegate to.\n\n"
             + _HOW + "\n\n" + _WHEN_NOT + "\n")
+

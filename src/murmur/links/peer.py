@@ -95,7 +95,7 @@ def check(peer: Peer, where: Containment, *, session_id: str) -> Verdict:
         if pid is None or pid <= 1:
             break
         found = by_pid.get(pid)
-        if found is not None and found.start and unit.start == _start_time(pid):
+        if found is not None and found.start and found.start == _start_time(pid):
             return Verdict(True, unit=found.label)
         if pid == os.getpid():
             break  # adopted by the runtime itself: it left its command

@@ -54,11 +54,12 @@ class LinkRequest:
 
 @attrs.frozen
 class Answer:
-    """What the stub prints and how it exits."""
+    """What the stub prints and how it exits; ``outcome`` is the trace word (not sent)."""
 
     exit: int
     stdout: str = ""
     stderr: str = ""
+    outcome: str = ""
 
     def line(self) -> bytes:
         """The answer as one JSON line."""
@@ -79,7 +80,7 @@ def parse_request(raw: bytes) -> LinkRequest:
         raise BadRequest("the request is not a JSON object")
     op = data.get("op")
     if op in ("context", "ps"):
-        return LinkRequest(op)
+        return LinkRequest(op, json=op == "ps" and bool(data.get("json")))
     if op != "link":
         raise BadRequest(f"unknown request {op!r}")
     name, version, task = data.get("name"), data.get("version"), data.get("task")

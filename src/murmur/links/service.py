@@ -29,12 +29,12 @@ from murmur import containment, paths
 from murmur.delegation import completion as comp
 from murmur.ids import new_id
 from murmur.links import protocol as p
-from murmur.links.context import ContextFacts, context_text
-from murmur.links.peer import Peer, check, peer_of
+from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
+from murmur.links.peer import Peer, check, parent_of, peer_of
 from murmur.links.stub import write_links
 from murmur.session.trace import TraceWriteError
 from murmur.tree.contrib import session_lineage
-from murmur.tree.lineage import refusal_sentence
+from murmur.tree.lineage import cut_caller, refusal_sentence
 
 if TYPE_CHECKING:
     from murmur.delegation.runtime import DelegationRuntime
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 ROOST_DEFAULT_CONCURRENT = 4  # mur-roost's default --max-concurrent
 CONNECTIONS = ROOST_DEFAULT_CONCURRENT + 4
 READ_BOUND = 30.0  # seconds the request line may take to arrive
-ARGS_SHOWN, ARG_CHARS = 16, 200
+REFUSED_READ_BOUND = 2.0  # seconds a refused caller's request line is waited for before the refusal
 
 
 def install(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | None:
@@ -57,18 +57,21 @@ def install(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | No
         return None
     service = LinkService(setup, runtime, spawn)
     setup.links_bin = write_links(service.links, setup.manifest.spawn_allow)
-    (service.links / "context.md").write_text(service.context(), encoding="utf-8")
+    context_file = service.links / CONTEXT_FILE
+    context_file.write_text(service.context(), encoding="utf-8")
+    os.chmod(context_file, 0o600)
+    setup.links_context = context_file
     setup.watchers.append(service.serve)
     return service
 
 
 def installed_versions(name: str) -> list[str]:
-    """Versions of ``name`` in the global store, sorted (any scope)."""
+    """Versions of ``name`` in the global store, sorted (any scope; a scoped ``local/kid`` in its own)."""
     store = paths.global_store()
     found: set[str] = set()
     try:
-        for scope in store.iterdir():
-            d = scope / name
+        for scope in [store / name.split("/", 1)[0]] if "/" in name else list(store.iterdir()):
+            d = scope / name.rsplit("/", 1)[-1]
             if d.is_dir():
                 found.update(v.name for v in d.iterdir() if v.is_dir() and not v.name.startswith("."))
     except OSError:
@@ -76,16 +79,27 @@ def installed_versions(name: str) -> list[str]:
     return sorted(found)
 
 
-def caller_args(pid: int) -> list[str]:
-    """The command line of the link's caller (the stub's parent): 16 args, 200 chars each."""
+def _cmdline(pid: int) -> list[str] | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        raw = Path(f"/proc/{ppid}/cmdline").read_bytes()
-    except (OSError, ValueError, IndexError):
-        return []
-    args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
-    return [a[:ARG_CHARS] for a in args[:ARGS_SHOWN]]
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def caller_args(pid: int) -> list[str]:
+    """The link's calling command: 16 words, each cut to 200 characters (spec/links.md "Lineage").
+
+    ``pid`` is the peer (the stub). The calling command is the stub's parent — the shell or
+    program that ran the link — read from ``/proc/<ppid>/cmdline``; when that parent is this
+    runtime itself (the stub was the command) or is gone, the peer's own command line
+    (``/proc/<pid>/cmdline``). Empty when neither can be read.
+    """
+    ppid = parent_of(pid)
+    args = _cmdline(ppid) if ppid is not None and ppid not in (os.getpid(), 0, 1) else None
+    if not args:
+        args = _cmdline(pid) or []
+    return cut_caller(args)
 
 
 class LinkService:
@@ -160,6 +174,7 @@ class LinkService:
         verdict = check(peer, containment.here(), session_id=self.setup.session_id)
         if not verdict.allowed:
             self._trace(peer, args, None, p.EXIT_OUTSIDE, "caller_refused", verdict.why)
+            await _drain_request(stream)
             return p.Answer(p.EXIT_OUTSIDE, stderr=f"murmur: link refused: {verdict.why}\n")
         try:
             with trio.fail_after(READ_BOUND):
@@ -172,20 +187,21 @@ class LinkService:
         if req.op == "context":
             return p.Answer(p.EXIT_OK, stdout=self.context())
         if req.op == "ps":
-            return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text))
+            return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text, req.json))
         outcome: list[p.Answer] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on_eof, stream, nursery.cancel_scope)
-            outcome.append(await self._link(req))
+            outcome.append(await self._link(req, args))
             nursery.cancel_scope.cancel()
         if not outcome:  # the caller went away: the call was cancelled, its child ended
             self._trace(peer, args, req.name, p.EXIT_INTERRUPTED, "interrupted", "the link was interrupted")
             return None
         answer = outcome[0]
-        self._trace(peer, args, req.name, answer.exit, p.status_word(answer.exit, None), answer.stderr.strip())
+        self._trace(peer, args, req.name, answer.exit, answer.outcome or p.status_word(answer.exit, None),
+                    answer.stderr.strip())
         return answer
 
-    async def _link(self, req: p.LinkRequest) -> p.Answer:
+    async def _link(self, req: p.LinkRequest, caller: list[str]) -> p.Answer:
         name = req.name
         if name not in self.spawn:
             return p.Answer(p.EXIT_OUTSIDE, stderr=f"{name}: murmur: {refusal_sentence(name)}\n")
@@ -196,10 +212,12 @@ class LinkService:
         context_id = task.context_id if task is not None else new_id("ctx")
         trust = task.trust if task is not None else "trusted"
         began = time.monotonic()
-        result = await self.runtime.delegate_call(name, version, req.task, True, context_id=context_id, trust=trust)
+        result = await self.runtime.delegate_call(name, version, req.task, True, context_id=context_id, trust=trust,
+                                                  caller=caller)
         launcher = self.runtime.launcher
-        if req.json and isinstance(result.get("delegation_id"), str) and launcher is not None:
-            with trio.move_on_after(launcher.stop_grace + 5.0):  # the child's own completion record
+        settled = req.json or result.get("status") != "completed"  # crashed / terminated need the record
+        if settled and isinstance(result.get("delegation_id"), str) and launcher is not None:
+            with trio.move_on_after(launcher.stop_grace + 5.0):  # the child's (or launcher's) completion record
                 await launcher.wait_finished(result["delegation_id"])
         record = self._record(result)
         record_status = str(record["status"]) if record is not None and "status" in record else None
@@ -215,7 +233,7 @@ class LinkService:
         else:
             stdout = output + ("\n" if output and not output.endswith("\n") else "") if code == p.EXIT_OK else ""
         stderr = f"{name}: {word}{where}\n" if code == p.EXIT_OK else f"{name}: {word}{where}: {output}\n"
-        return p.Answer(code, stdout=stdout, stderr=stderr)
+        return p.Answer(code, stdout=stdout, stderr=stderr, outcome=word)
 
     def _record(self, result: dict[str, Any]) -> dict[str, Any] | None:
         dlg = result.get("delegation_id")
@@ -224,13 +242,17 @@ class LinkService:
             return None
         return comp.read_record(self.setup.workdir / entry.child_workdir)
 
-    def _tree_text(self) -> str:
-        from murmur.tree.forest import Scoped, find, render_text
+    def _tree_text(self, as_json: bool = False) -> str:
+        """This session's subtree: the ``mur ps --tree`` text, or its ``--json`` document."""
+        from murmur.tree.forest import Scoped, find, render_text, to_json
         from murmur.tree.snapshot import load_forest
 
         node = find(load_forest(), self.setup.session_id)
+        nodes = (node,) if node is not None else ()
+        if as_json:
+            return json.dumps(to_json(nodes)) + "\n"
         now = int(time.time() * 1000)
-        return render_text(Scoped((node,) if node is not None else (), 0), now) + "\n"
+        return render_text(Scoped(nodes, 0), now) + "\n"
 
     def _trace(self, peer: Peer, args: list[str], name: str | None, code: int, outcome: str, detail: str) -> None:
         session = self.runtime.session
@@ -265,6 +287,16 @@ async def _read_line(stream: trio.SocketStream) -> bytes:
     return bytes(data).split(b"\n", 1)[0]
 
 
+async def _drain_request(stream: trio.SocketStream) -> None:
+    """Read (and drop) a refused caller's request line, bounded, so the refusal is answered to
+    a caller that has finished writing: closing with its request unread would break its write."""
+    with trio.move_on_after(REFUSED_READ_BOUND):
+        try:
+            await _read_line(stream)
+        except (p.BadRequest, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+
 async def _cancel_on_eof(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
     """The caller closed its end (interrupted): cancel the request."""
     try:
@@ -276,6 +308,7 @@ async def _cancel_on_eof(stream: trio.SocketStream, scope: trio.CancelScope) -> 
 
 
 async def _refuse_excess(stream: trio.SocketStream) -> None:
+    await _drain_request(stream)
     with trio.move_on_after(2.0):
         try:
             await stream.send_all((p.TOO_MANY + "\n").encode())

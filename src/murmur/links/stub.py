@@ -85,10 +85,18 @@ def main():
     try:
         os.chdir(LINKS)
         s.connect("%(sock)s")
-        s.sendall(json.dumps(req).encode() + b"\n")
+        try:
+            s.sendall(json.dumps(req).encode() + b"\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the runtime answered (a refusal) and closed first: its line is still to read
         data = b""
         while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                if data:
+                    break
+                raise
             if not chunk:
                 break
             data += chunk
@@ -119,6 +127,11 @@ except KeyboardInterrupt:
        "too_many": TOO_MANY}
 
 
+def command_name(name: str) -> str:
+    """The link's command for a spawn.allow name: a scoped ``local/kid`` is ``kid`` (pure)."""
+    return name.rsplit("/", 1)[-1]
+
+
 def stub_text(name: str, links: Path, python: str) -> str:
     """The stub script for ``name`` (pure): its shebang, its two constants, the shared body."""
     return (f"#!{python} -IS\n# murmur capsule link for {name!r} (generated; holds no secret)\n"
@@ -139,9 +152,14 @@ def write_links(links: Path, names: Iterable[str], *, python: str | None = None)
     for d in (links, binary):
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(d, 0o700)
+    written: set[str] = set()
     for name in [*names, MUR_LINK]:
-        target = binary / name
-        tmp = binary / f".{name}.tmp"
+        command = command_name(name)
+        if command in written:
+            continue  # `a/kid` and `b/kid` are both `kid`: the first listed keeps the command
+        written.add(command)
+        target = binary / command
+        tmp = binary / f".{command}.tmp"
         tmp.write_text(stub_text(name, links, python), encoding="utf-8")
         os.chmod(tmp, 0o700)
         os.replace(tmp, target)

@@ -265,6 +265,23 @@ def _allow_entries(root: YMap, block: str) -> list[Fault]:
     return out
 
 
+def _link_shadows(root: YMap) -> list[Fault]:
+    """A spawn.allow name whose capsule link would shadow a shell.allow binary (spec/links.md)."""
+    binaries = {b for _i, b in _items(root, "capabilities", "shell", "allow")}
+    out = []
+    for i, target in _items(root, "capabilities", "spawn", "allow"):
+        command = target.rsplit("/", 1)[-1]
+        if command in binaries:
+            out.append(Fault(
+                "E-MAN-003",
+                f"`{command}` is in both capabilities.spawn.allow and capabilities.shell.allow: "
+                f"its capsule link would shadow the binary",
+                hint=f"remove `{command}` from one of the two lists (a capsule link is a command "
+                     f"named like the capsule, first on PATH; spec/links.md)",
+                path=("capabilities", "spawn", "allow", i)))
+    return out
+
+
 def _capabilities(root: YMap) -> list[Fault]:
     out = _allow_entries(root, "network") + _allow_entries(root, "peer_fetch")
     caps = _get(root, "capabilities")
@@ -301,6 +318,7 @@ def _capabilities(root: YMap) -> list[Fault]:
                 "E-MAN-003", f"spawn.allow entry `{target}` is not a capsule name",
                 hint="name a capsule such as `worker` or `local/worker`",
                 path=("capabilities", "spawn", "allow", i)))
+    out += _link_shadows(root)
     for i, var in _items(root, "capabilities", "env", "allow"):
         if not _ENV_NAME_RE.fullmatch(var):
             out.append(Fault(

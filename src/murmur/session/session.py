@@ -205,6 +205,7 @@ class SessionSetup:
     wind_down_hooks: list[Callable[[WindDown], None]] = attrs.field(factory=list)
     after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
     links_bin: Path | None = None  # capsule links, first on every command's PATH (spec/links.md)
+    links_context: Path | None = None  # the `mur context` file an agent reads (spec/links.md)
 
 
 def _shell_env(setup: SessionSetup) -> dict[str, str]:
@@ -513,6 +514,7 @@ class Session:
             services=services,
             usage=Usage(),
             formation_id=self.setup.formation_id,
+            links_context=self.setup.links_context,
         )
 
     async def _run_task(self, task: Task) -> None:

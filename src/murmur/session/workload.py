@@ -111,6 +111,8 @@ class TaskContext:
         usage (Usage): counters the workload adds to (turns, tokens, tool and shell calls).
         formation_id (str | None): ``frm_…`` when the session is a formation member
             (plans read it as ``{{ formation_id }}``).
+        links_context (Path | None): the session's ``mur context`` file (``links/context.md``)
+            when its effective spawn set is non-empty; None otherwise (spec/links.md).
     """
 
     session_id: str
@@ -129,6 +131,54 @@ class TaskContext:
     services: TaskServices = attrs.field(factory=TaskServices)
     usage: Usage = attrs.field(factory=Usage)
     formation_id: str | None = None
+    links_context: Path | None = None
+
+
+# -- capsule links: the ``mur context`` text a workload hands its model (spec/links.md) ----------
+
+CONTEXT_ENV = "MURMUR_CONTEXT_FILE"
+"""The variable a ``transport: process`` harness finds the ``mur context`` file by."""
+CONTEXT_LIMIT = 65536  # bytes of the context file read into a system prompt
+
+
+def context_file_for(ctx: TaskContext) -> Path | None:
+    """The ``mur context`` file of ``ctx``'s session, or None when it delegates to nothing.
+
+    Set only for a session whose effective spawn set is non-empty (its links are installed).
+    """
+    return ctx.links_context
+
+
+def context_for_prompt(ctx: TaskContext) -> str | None:
+    """The ``mur context`` text for an agent's system prompt, or None (no links, or unreadable)."""
+    path = context_file_for(ctx)
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as f:
+            text = f.read(CONTEXT_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return None
+    return text.strip() or None
+
+
+def with_context(system: str | None, context: str | None) -> str | None:
+    """The system prompt with the ``mur context`` text after it (pure).
+
+    Returns ``system`` unchanged without a context; the context alone without a system prompt.
+    """
+    if not context:
+        return system
+    return f"{system}\n\n{context}" if system else context
+
+
+def harness_env(ctx: TaskContext) -> Mapping[str, str]:
+    """The environment a ``transport: process`` harness runs with: ``ctx.shell_env`` plus
+    :data:`CONTEXT_ENV` naming the ``mur context`` file when the session has links."""
+    path = context_file_for(ctx)
+    if path is None:
+        return ctx.shell_env
+    return {**ctx.shell_env, CONTEXT_ENV: str(path)}
 
 
 class Workload(Protocol):

@@ -295,7 +295,8 @@ def _cut(text: str) -> str:
 
 def command(node: Node, shorts: Mapping[str, str]) -> str:
     """The COMMAND column: the formation and its size, the member name and capsule, or the
-    capsule and the ``dlg_`` id of a delegated child."""
+    capsule and the ``dlg_`` id of a delegated child (and ``via link: <calling command>`` for a
+    child a capsule link started)."""
     if node.kind == "formation":
         n = len(node.children)
         return f"formation ({n} member{'s' if n != 1 else ''})"
@@ -309,6 +310,9 @@ def command(node: Node, shorts: Mapping[str, str]) -> str:
     dlg = lineage.get("delegation_id")
     if isinstance(dlg, str):
         parts.append(f"({shorts.get(dlg, dlg)})")
+    caller = lineage.get("caller")
+    if lineage.get("via") == "link" and isinstance(caller, list):
+        parts.append(_cut("via link: " + " ".join(str(w) for w in caller)))
     if node.state == "uncertain" and node.reason:
         parts.append(f"[{node.reason}]")
     return " ".join(parts)

@@ -41,14 +41,16 @@ LINEAGE_ENV = "MURMUR_LINEAGE"
 SPAWN_ENV = "MURMUR_SPAWN"
 MAX_DEPTH = 64
 """A handed-down depth beyond this is not a lineage this runtime wrote."""
-_MAX_LEN = 16384
+_MAX_LEN = 65536  # room for a link's caller (16 words of 200 characters, JSON-escaped)
+CALLER_WORDS, CALLER_CHARS = 16, 200
+"""A link's calling command, as lineage records it: at most 16 words, each cut to 200 characters."""
 _MAX_NAMES = 256
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@-]{0,127}$")
 _HINT = (
     "MURMUR_LINEAGE is set by a delegating capsule's runtime on the child it launches, beside "
     "MURMUR_SPAWNER; unset both to run this capsule on its own"
 )
-_HANDED_KEYS = frozenset({"parent", "root", "depth", "spawn", "delegation_id", "formation_id"})
+_HANDED_KEYS = frozenset({"parent", "root", "depth", "spawn", "delegation_id", "formation_id", "via", "caller"})
 
 
 @attrs.frozen
@@ -63,6 +65,10 @@ class Lineage:
         delegation_id (str | None): ``dlg_…`` for a delegated child.
         formation_id (str | None): the formation the tree belongs to, when it does.
         member (str | None): the member name of a formation member.
+        via (str | None): ``link`` for a child started through a capsule link
+            (spec/links.md "Lineage"); None otherwise.
+        caller (tuple[str, ...] | None): with ``via``: the link's calling command, at most
+            16 words of at most 200 characters each (for display).
     """
 
     parent: str | None
@@ -72,6 +78,8 @@ class Lineage:
     delegation_id: str | None = None
     formation_id: str | None = None
     member: str | None = None
+    via: str | None = None
+    caller: tuple[str, ...] | None = None
 
     @property
     def parent_id(self) -> str | None:
@@ -82,18 +90,23 @@ class Lineage:
         """The ``lineage`` object (keys that do not apply left out; ``parent`` always present)."""
         out: dict[str, Any] = {"parent": self.parent, "root": self.root, "depth": self.depth,
                                "spawn": list(self.spawn)}
-        for key in ("delegation_id", "formation_id", "member"):
+        for key in ("delegation_id", "formation_id", "member", "via"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.caller is not None:
+            out["caller"] = list(self.caller)
         return out
 
-    def hand_down(self, session_id: str, delegation_id: str) -> str:
+    def hand_down(self, session_id: str, delegation_id: str, *, caller: Sequence[str] | None = None) -> str:
         """The ``MURMUR_LINEAGE`` value this session's runtime gives a child it launches.
 
         Args:
             session_id (str): this session's id (the child's parent).
             delegation_id (str): the delegation's ``dlg_…`` id.
+            caller (Sequence[str] | None): a link's calling command (a child started through
+                a capsule link): recorded as ``via: "link"`` and ``caller``, cut to
+                :data:`CALLER_WORDS` words of :data:`CALLER_CHARS` characters.
 
         Returns:
             str: compact JSON: the child's parent, root, depth and delegation id, and this
@@ -108,7 +121,15 @@ class Lineage:
         }
         if self.formation_id is not None:
             data["formation_id"] = self.formation_id
+        if caller is not None:
+            data["via"] = "link"
+            data["caller"] = cut_caller(caller)
         return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+
+
+def cut_caller(words: Sequence[str]) -> list[str]:
+    """A link's calling command as lineage keeps it: 16 words, each cut to 200 characters (pure)."""
+    return [str(w)[:CALLER_CHARS] for w in list(words)[:CALLER_WORDS]]
 
 
 @attrs.frozen
@@ -121,6 +142,8 @@ class Handed:
     ceiling: tuple[str, ...]
     delegation_id: str
     formation_id: str | None = None
+    via: str | None = None
+    caller: tuple[str, ...] | None = None
 
 
 def _is_name(value: object) -> bool:
@@ -162,6 +185,16 @@ def handed_problem(data: Any) -> str | None:
     formation = data.get("formation_id")
     if formation is not None and (not isinstance(formation, str) or not is_id(formation, "frm")):
         return "the field `formation_id` is not a formation id (frm_…)"
+    via, caller = data.get("via"), data.get("caller")
+    if via is not None and via != "link":
+        return "the field `via` is not `link`"
+    if (via is None) != (caller is None):
+        return "the fields `via` and `caller` are not given together"
+    if caller is not None and (
+        not isinstance(caller, list) or len(caller) > CALLER_WORDS
+        or not all(isinstance(w, str) and len(w) <= CALLER_CHARS for w in caller)
+    ):
+        return f"the field `caller` is not a list of at most {CALLER_WORDS} words of {CALLER_CHARS} characters"
     return None
 
 
@@ -209,6 +242,8 @@ def parse_handed(value: str | None, *, spawner_session: str | None, spawner_dele
         ceiling=tuple(dict.fromkeys(data["spawn"])),
         delegation_id=data["delegation_id"],
         formation_id=data.get("formation_id"),
+        via=data.get("via"),
+        caller=tuple(data["caller"]) if isinstance(data.get("caller"), list) else None,
     )
 
 
@@ -377,6 +412,8 @@ def child_lineage(handed: Handed, spawn: Sequence[str]) -> Lineage:
         tuple(n for n in spawn if n in ceiling),
         delegation_id=handed.delegation_id,
         formation_id=handed.formation_id,
+        via=handed.via,
+        caller=handed.caller,
     )
 
 
@@ -402,6 +439,7 @@ def lineage_from_json(data: Mapping[str, Any] | None) -> Lineage | None:
         value = data.get(key)
         return value if isinstance(value, str) else None
 
+    caller = data.get("caller")
     return Lineage(
         parent if isinstance(parent, str) else None,
         root,
@@ -410,4 +448,6 @@ def lineage_from_json(data: Mapping[str, Any] | None) -> Lineage | None:
         delegation_id=opt("delegation_id"),
         formation_id=opt("formation_id"),
         member=opt("member"),
+        via=opt("via"),
+        caller=tuple(str(w) for w in caller) if isinstance(caller, list) else None,
     )

@@ -118,3 +118,24 @@ class TestProcessTransport:
                 await work.run_task(ctx)
         assert scope.cancelled_caught
         assert await group_gone(pids[0])
+
+
+class TestLinksContext:
+    async def test_harness_finds_the_context_file_by_its_variable(self, tmp_path: Path) -> None:
+        """With capsule links the harness's environment names the `mur context` file; without, nothing."""
+        bin_dir = tmp_path / "bin"
+        _tool(bin_dir, "fake-agent", '#!/bin/sh\ncat >/dev/null\n'
+                                     'if [ -n "${MURMUR_CONTEXT_FILE-}" ]; then cat "$MURMUR_CONTEXT_FILE"; '
+                                     'else echo no-context; fi\n')
+        manifest = _manifest("fake-agent")
+        context = tmp_path / "links" / "context.md"
+        context.parent.mkdir()
+        context.write_text("You are running inside the capsule `cli-agent` (murmur).\n")
+        ctx = task_context(manifest, tmp_path, FakeTrace(), text="x", env=_env(bin_dir))
+        work = AgentWorkload(manifest, tmp_path, environ=_env(bin_dir))
+        assert (await work.run_task(ctx)).answer == "no-context"
+        ctx = task_context(manifest, tmp_path, FakeTrace(), text="x", env=_env(bin_dir))
+        ctx.links_context = context
+        outcome = await work.run_task(ctx)
+        assert outcome.status == "ok" and outcome.answer == "You are running inside the capsule `cli-agent` (murmur)."
+        assert "MURMUR_CONTEXT_FILE" not in ctx.shell_env  # only the harness gets it, not every command

@@ -6,7 +6,8 @@ The command (``inference.command``, split into words; its first word a bare prog
 * the task on stdin — the system prompt (when one is configured), a blank line, then the
   task text (fenced under ``task:<origin>`` when untrusted) — then EOF;
 * the environment reduced to the session's baseline plus ``capabilities.env.allow``
-  (``TaskContext.shell_env``), nothing else;
+  (``TaskContext.shell_env``), and — for a session with capsule links — ``MURMUR_CONTEXT_FILE``
+  naming its ``mur context`` file (:func:`murmur.session.workload.harness_env`), nothing else;
 * its answer read from stdout (capped like shell output).
 
 Exit 0 ends the task ``ok`` with stdout (surrounding whitespace trimmed) as the answer; any
@@ -23,7 +24,7 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.session.workload import TaskContext, TaskOutcome, harness_env
 from murmur.shell import ShellRefused, ShellResult, run_shell
 
 __all__ = ["run_process_task", "stdin_text"]
@@ -69,7 +70,7 @@ async def run_process_task(
             list(command),
             allow=(binary,),
             cwd=ctx.workdir,
-            env=ctx.shell_env,
+            env=harness_env(ctx),  # + MURMUR_CONTEXT_FILE with links (spec/links.md)
             stdin=stdin_text(system_prompt, task_text).encode("utf-8"),
         )
     except ShellRefused as exc:

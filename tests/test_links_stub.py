@@ -1,0 +1,90 @@
+"""The link stub against a runtime that answers before reading (spec/links.md "Protocol").
+
+The runtime refuses an outside caller — and the connection cap an excess one — with one line and
+closes. A stub whose request write then breaks (EPIPE / ECONNRESET) must still print that line
+and exit with its status, never "socket cannot be reached" (the flaky 125 of issue 13).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from murmur.links.protocol import TOO_MANY, Answer
+from murmur.links.stub import write_links
+
+
+def serve_once(links: Path, reply: bytes) -> threading.Thread:
+    """Listen on ``links/cap.sock``; answer the first connection with ``reply`` unread, close."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(links / "cap.sock"))
+    srv.listen(1)
+    srv.settimeout(30)
+
+    def run() -> None:
+        try:
+            conn, _ = srv.accept()
+            conn.sendall(reply)
+            conn.close()  # the request is never read
+        finally:
+            srv.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize(("reply", "code", "stderr"), [
+    (Answer(126, stderr="murmur: link refused: process 1 is not inside session ses_x (…)\n").line(), 126,
+     "murmur: link refused: process 1 is not inside session ses_x (…)\n"),
+    ((TOO_MANY + "\n").encode(), 125, TOO_MANY + "\n"),
+])
+def test_answer_before_the_request_is_read(tmp_path: Path, reply: bytes, code: int, stderr: str) -> None:
+    """A 4 MiB task on stdin cannot fit the socket buffer: the write breaks, the answer is still read."""
+    links = tmp_path / "links"
+    stub = write_links(links, ["kid"]) / "kid"
+    t = serve_once(links, reply)
+    done = subprocess.run([str(stub)], input=b"x" * (4 << 20), capture_output=True, timeout=30)
+    t.join(10)
+    assert (done.returncode, done.stderr.decode()) == (code, stderr), done
+
+
+def test_cleared_environment_and_the_request_line(tmp_path: Path) -> None:
+    """`env -i stub a b`: the stub finds the socket by its own path and sends one JSON line."""
+    links = tmp_path / "links"
+    stub = write_links(links, ["kid"]) / "kid"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(links / "cap.sock"))
+    srv.listen(1)
+    srv.settimeout(30)
+    got: list[bytes] = []
+
+    def run() -> None:
+        conn, _ = srv.accept()
+        data = b""
+        while not data.endswith(b"\n"):
+            data += conn.recv(65536)
+        got.append(data)
+        conn.sendall(Answer(0, stdout="kid a b\n", stderr="kid: ok\n").line())
+        conn.close()
+        srv.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    done = subprocess.run(["env", "-i", str(stub), "a", "b"], capture_output=True, text=True, timeout=30)
+    t.join(10)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "kid a b\n", "kid: ok\n")
+    assert json.loads(got[0]) == {"op": "link", "name": "kid", "version": None, "task": "a b", "json": False}
+
+
+def test_scoped_names_get_their_last_segment_as_command(tmp_path: Path) -> None:
+    """`local/kid` is the command `kid` (the stub still asks for `local/kid`); `mur` always exists."""
+    binary = write_links(tmp_path / "links", ["local/kid", "other/kid", "napper"])
+    assert sorted(p.name for p in binary.iterdir()) == ["kid", "mur", "napper"]
+    assert "NAME = 'local/kid'" in (binary / "kid").read_text()
+    assert (binary.stat().st_mode & 0o777) == 0o700 and ((binary / "kid").stat().st_mode & 0o777) == 0o700
