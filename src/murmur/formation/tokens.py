@@ -31,16 +31,18 @@ import enum
 import json
 import re
 
+from typing import TYPE_CHECKING
+
 import attrs
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from murmur.formation.roster import MEMBER_NAME_RE
 from murmur.ids import is_id
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+# cryptography is imported where a signature is made or checked, not with this module: a
+# member that no other member calls never pays its import (issue 19)
 
 TAG = "mft1"
 """The first part of every formation token."""
@@ -202,6 +204,9 @@ class VerifyKey:
             raise FormationTokenError(Reason.MALFORMED) from None
         if len(signature) != 64:
             raise FormationTokenError(Reason.BAD_SIGNATURE)
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         try:
             Ed25519PublicKey.from_public_bytes(self.raw).verify(
                 signature, signed_message(payload_b64)
@@ -226,10 +231,14 @@ class FormationKey:
     @classmethod
     def generate(cls) -> FormationKey:
         """A fresh key pair from the OS CSPRNG."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         return cls(Ed25519PrivateKey.generate())
 
     def verify_key(self) -> VerifyKey:
         """The public half."""
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
         raw = self._private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         return VerifyKey(raw)
 
