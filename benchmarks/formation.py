@@ -420,6 +420,17 @@ def janitor_figures(repeat: int) -> tuple[list[float], list[float], list[int], l
     return start, floor_start, rss, floor_rss
 
 
+def janitor_report(repeat: int) -> None:
+    start, floor_start, rss, floor_rss = janitor_figures(max(10, repeat * 2))
+    print("\njanitor:")
+    print(f"  floor: `python -I -S -c pass` spawn to exit   {fmt(floor_start)}")
+    print(f"  spawn, one registration, EOF, exit          {fmt(start)}  "
+          f"({statistics.median(start) / statistics.median(floor_start):.2f}x the floor)")
+    print(f"  floor: bare `python -I -S` on stdin VmRSS    median {statistics.median(floor_rss) / 1024:.1f} MB")
+    print(f"  janitor waiting on its lifeline VmRSS       median {statistics.median(rss) / 1024:.1f} MB  "
+          f"(min {min(rss) / 1024:.1f}, max {max(rss) / 1024:.1f}, n={len(rss)})")
+
+
 def fmt(values: list[float]) -> str:
     return (f"median {statistics.median(values):.3f}s  min {min(values):.3f}s  "
             f"max {max(values):.3f}s  (n={len(values)})")
@@ -432,6 +443,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,4,8")
     ap.add_argument("--busy", default="3,8", help="busy real-member formation sizes ('' for none)")
     ap.add_argument("--busy-repeat", type=int, default=3)
+    ap.add_argument("--no-groups", action="store_true", help="skip the process-group class launches")
+    ap.add_argument("--no-janitor", action="store_true", help="skip the janitor figures")
     opts = ap.parse_args()
     sizes = [int(s) for s in opts.sizes.split(",") if s]
     busy = [int(s) for s in opts.busy.split(",") if s]
@@ -459,34 +472,38 @@ def main() -> int:
             if opts.members == "fake":
                 run_env["MURMUR_MUR_BINARY"] = str(root / "mur-fake")
                 run_env["FAKE_MUR_PLAN"] = json.dumps({"m0": {"task_seconds": 0.05}})
-            launches, launches_groups = [], []
-            for _ in range(opts.repeat):  # interleaved, so drift on a shared machine hits both
+            launches, launches_groups, launches_exec = [], [], []
+            for _ in range(opts.repeat):  # interleaved, so drift on a shared machine hits all
                 launches.append(one_launch(proj, run_env))
-                launches_groups.append(one_launch(proj, dict(run_env, **groups_env)))
+                if opts.members == "real":  # fake members go through MURMUR_MUR_BINARY: exec
+                    launches_exec.append(one_launch(proj, dict(run_env, MURMUR_STARTER="off")))
+                if not opts.no_groups:
+                    launches_groups.append(one_launch(proj, dict(run_env, **groups_env)))
             teardowns = [one_teardown(proj, run_env) for _ in range(opts.repeat)]
             ready = [r for r, _ in launches]
             kill = [g for _, g in launches]
             ratio = statistics.median(ready) / statistics.median(floor_n)
-            print(f"\n{size} member(s):")
+            path = "warm starter" if opts.members == "real" and size > 1 else "exec"
+            print(f"\n{size} member(s):  (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
             print(f"  floor: 1 bare `mur run --json`          {fmt(floor_one)}")
             print(f"  floor: {size} bare `mur run --json` at once  {fmt(floor_n)}")
-            print(f"  launch to entry ready                  {fmt(ready)}  ({ratio:.2f}x the {size}-at-once floor)")
+            print(f"  launch to entry ready ({path})  {fmt(ready)}  ({ratio:.2f}x the {size}-at-once floor)")
+            if launches_exec:
+                ready_x = [r for r, _ in launches_exec]
+                print(f"  launch to entry ready (exec path, MURMUR_STARTER=off)  {fmt(ready_x)}  "
+                      f"({statistics.median(ready_x) / statistics.median(floor_n):.2f}x the floor; "
+                      f"warm/exec {statistics.median(ready) / statistics.median(ready_x):.2f}x)")
             print(f"  entry done to launcher exit            {fmt(teardowns)}")
             print(f"  kill -KILL launcher to last member gone {fmt(kill)}")
-            ready_g = [r for r, _ in launches_groups]
-            grew = statistics.median(ready) / statistics.median(ready_g)
-            print(f"  launch to entry ready, MURMUR_CONTAINMENT=groups {fmt(ready_g)}")
-            print(f"  launch time, {host.name} class / groups class: {grew:.3f}x "
-                  "(groups stands in for 'no cgroup': the pre-containment code is not in this tree)")
+            if launches_groups:
+                ready_g = [r for r, _ in launches_groups]
+                grew = statistics.median(ready) / statistics.median(ready_g)
+                print(f"  launch to entry ready, MURMUR_CONTAINMENT=groups {fmt(ready_g)}")
+                print(f"  launch time, {host.name} class / groups class: {grew:.3f}x "
+                      "(groups stands in for 'no cgroup': the pre-containment code is not in this tree)")
 
-        start, floor_start, rss, floor_rss = janitor_figures(max(10, opts.repeat * 2))
-        print("\njanitor:")
-        print(f"  floor: `python -I -S -c pass` spawn to exit   {fmt(floor_start)}")
-        print(f"  spawn, one registration, EOF, exit          {fmt(start)}  "
-              f"({statistics.median(start) / statistics.median(floor_start):.2f}x the floor)")
-        print(f"  floor: bare `python -I -S` on stdin VmRSS    median {statistics.median(floor_rss) / 1024:.1f} MB")
-        print(f"  janitor waiting on its lifeline VmRSS       median {statistics.median(rss) / 1024:.1f} MB  "
-              f"(min {min(rss) / 1024:.1f}, max {max(rss) / 1024:.1f}, n={len(rss)})")
+        if not opts.no_janitor:
+            janitor_report(opts.repeat)
 
         if busy and host.name != CGROUP:
             print(f"\nbusy formations: skipped, this host gives the process-group class ({host.why}); "

@@ -94,3 +94,40 @@ def test_delegating_manifest_loads_the_delegation_side(tmp_path: Path) -> None:
 def test_names_formation(environ: dict[str, str], named: bool) -> None:
     """The member side is loaded whenever it could refuse or join (blank variables are unset)."""
     assert names_formation(environ) is named
+
+
+MEMBER_PROBE = """\
+import json, sys
+import murmur.cli.mur, murmur.session.launch, murmur.formation.member, murmur.formation.channel
+third = sorted({m.split(".")[0] for m in sys.modules if not m.startswith("_")} - set(sys.stdlib_module_names))
+print(json.dumps(third))
+"""
+
+
+def test_formation_member_side_imports_no_cryptography() -> None:
+    """The member side (joining, the channel, the door's token check) loads no cryptography
+    and no HTTP client until a token is checked or a call is made: only what a plain session
+    loads (issue 19)."""
+    out = subprocess.run([sys.executable, "-c", MEMBER_PROBE], capture_output=True, text=True, timeout=60, check=True)
+    third = json.loads(out.stdout.splitlines()[-1])
+    assert "cryptography" not in third and "httpx" not in third
+    assert set(third) <= set(PLAIN_THIRD_PARTY)
+
+
+def test_a_token_check_loads_cryptography_when_it_runs() -> None:
+    """The lazy import still verifies: a forged token is refused and cryptography is then loaded."""
+    probe = (
+        "import sys\n"
+        "from murmur.formation.tokens import FormationKey, FormationTokenError, VerifyKey\n"
+        "assert 'cryptography' not in sys.modules\n"
+        "key = FormationKey.generate()\n"
+        "fid = 'frm_' + '0' * 32\n"
+        "token = key.mint(formation=fid, caller='a', callee='b')\n"
+        "vk = VerifyKey.from_b64(key.verify_key().to_b64())\n"
+        "assert vk.verify(token, formation=fid, member='b').caller == 'a'\n"
+        "forged = token[:-4] + ('AAAA' if not token.endswith('AAAA') else 'BBBA')\n"
+        "try:\n    vk.verify(forged, formation=fid, member='b')\nexcept FormationTokenError as e:\n"
+        "    print(e.reason.value)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() in (["bad_signature"], ["malformed"])

@@ -229,7 +229,9 @@ class TestRealStubborn:
         hook = tmp_path / "hook"
         hook.mkdir()
         (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        env = dict(os.environ, HANG_CAPSULE="local/r-hang",
+        # the fault is injected at interpreter start-up: each member must be a fresh
+        # interpreter (the warm starter's members share its start-up; spec/formation.md)
+        env = dict(os.environ, HANG_CAPSULE="local/r-hang", MURMUR_STARTER="off",
                    PYTHONPATH=os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
         out = tmp_path / "launcher.out"
         with out.open("wb") as fh:

@@ -553,7 +553,7 @@ async def _launch_main(
     from murmur.cli._common import emit
     from murmur.formation import dirs, procinfo, retention
     from murmur.formation.admission import admit_file
-    from murmur.formation.process import ProcessSpawner, mur_command
+    from murmur.formation.process import ProcessSpawner, mur_command, warm_starter
     from murmur.formation.readiness import HttpProbe
     from murmur.formation.roster import resolve_roster_path
     from murmur.formation.tokens import FormationKey
@@ -602,6 +602,8 @@ async def _launch_main(
             retention.run_pass(project_dir, formation_id, retain)
             return 1
 
+        # the warm starter imports while the plan is built (issue 19; spec/formation.md)
+        spawner = ProcessSpawner(starter=warm_starter(os.environ, peers=bool(admitted.peers)))
         deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
         plan = launchplan.build(
             admitted,
@@ -625,10 +627,10 @@ async def _launch_main(
             if deadline_unix is not None
             else None
         )
-        async with HttpProbe() as probe:
+        async with HttpProbe() as probe, spawner.owning():
             launch = FormationLaunch(
                 plan,
-                spawner=ProcessSpawner(),
+                spawner=spawner,
                 probe=probe,
                 timers=timers,
                 deadline=trio_deadline,

@@ -22,13 +22,14 @@ member stays in the launcher's group and shares its stdout and stderr.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import trio
 
@@ -36,6 +37,9 @@ from murmur import containment
 from murmur.formation.readiness import MAX_READINESS_LINE
 from murmur.formation.supervise import MemberSpec
 from murmur.lines import read_lines
+
+if TYPE_CHECKING:
+    from murmur.starter.client import Starter, WarmProcess
 
 CHANNEL_ENV = "MURMUR_FORMATION_CHANNEL"
 LIFELINE_ENV = "MURMUR_FORMATION_LIFELINE"
@@ -64,6 +68,19 @@ def mur_command(environ: dict[str, str] | None = None) -> list[str]:
     if found and Path(found).parent == Path(sys.executable).parent:
         return [found]
     return [sys.executable, "-m", "murmur.cli.mur"]
+
+
+def warm_starter(environ: Mapping[str, str], *, peers: bool) -> Starter | None:
+    """A warm starter for a launch, started now; None when the exec path is to be used:
+    the formation has no peers (one start-up either way), ``MURMUR_MUR_BINARY`` or
+    ``MURMUR_STARTER=off`` is set, or the starter could not be started."""
+    from murmur import starter
+
+    if not peers or not starter.wanted(environ):
+        return None
+    from murmur.starter.client import Starter
+
+    return Starter.launch(dict(environ))
 
 
 def _prefill(fd: int, data: bytes) -> bytes:
@@ -113,7 +130,7 @@ class ProcessHandle:
     def __init__(
         self,
         name: str,
-        proc: trio.Process,
+        proc: trio.Process | WarmProcess,
         channel_fd: int,
         lifeline_fd: int,
         *,
@@ -229,10 +246,33 @@ class ProcessSpawner:
 
     Args:
         err (BinaryIO | None): where peers' stderr is relayed (default: this process's).
+        starter (Starter | None): a warm starter (``spec/formation.md`` "The warm start
+            path"): while :meth:`owning` runs, members whose command is the default ``mur``
+            are forked by it; any other member, and every member once it is unavailable, is
+            started by exec.
     """
 
-    def __init__(self, err: BinaryIO | None = None) -> None:
+    def __init__(self, err: BinaryIO | None = None, *, starter: Starter | None = None) -> None:
         self._err = err if err is not None else sys.stderr.buffer
+        self._starter = starter
+        self._owned = False
+        self._mur = mur_command()
+
+    @contextlib.asynccontextmanager
+    async def owning(self) -> AsyncIterator[ProcessSpawner]:
+        """Hold the warm starter's owning task for the launch's life (a no-op without one);
+        on the way out the starter is closed, reaped and its unit released."""
+        if self._starter is None:
+            yield self
+            return
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._starter.run)
+            self._owned = True
+            try:
+                yield self
+            finally:
+                self._owned = False
+                nursery.cancel_scope.cancel()
 
     async def spawn(self, spec: MemberSpec, relays: trio.Nursery) -> ProcessHandle:
         """Start ``spec``: pipes made, channel pre-filled, child ends closed here.
@@ -240,6 +280,18 @@ class ProcessSpawner:
         Raises:
             OSError: the process could not be started (every pipe is closed again).
         """
+        starter = self._starter
+        prefix = self._mur
+        if starter is not None and self._owned and starter.alive and list(spec.argv[: len(prefix)]) == prefix:
+            from murmur.starter.client import Unavailable
+
+            try:
+                return await self._spawn_warm(starter, spec, relays)
+            except Unavailable:
+                pass  # the plain path below starts it
+        return await self._spawn_exec(spec, relays)
+
+    async def _spawn_exec(self, spec: MemberSpec, relays: trio.Nursery) -> ProcessHandle:
         chan_r, chan_w = os.pipe()
         life_r, life_w = os.pipe()
         keep: list[int] = [chan_w, life_w]
@@ -271,6 +323,58 @@ class ProcessSpawner:
             _close_quietly(life_r)
             for fd in keep:
                 _close_quietly(fd)
+        return self._started(spec, proc, unit, chan_w, life_w, rest, relays)
+
+    async def _spawn_warm(self, starter: Starter, spec: MemberSpec, relays: trio.Nursery) -> ProcessHandle:
+        """Have the starter fork ``spec``: the same pipes, numbers 3 (channel) and 4
+        (lifeline) in the child, stdout/stderr piped for a peer (the launcher's for the entry).
+
+        Raises:
+            Unavailable: the starter cannot (the caller starts it by exec).
+            OSError: the starter refused it.
+        """
+        from murmur.starter.client import WarmProcess
+
+        chan_r, chan_w = os.pipe()
+        life_r, life_w = os.pipe()
+        out_r, out_w = os.pipe() if spec.peer else (None, None)
+        err_r, err_w = os.pipe() if spec.peer else (None, None)
+        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        keep: list[int | None] = [chan_w, life_w, out_r, err_r]
+        unit = containment.here().new_unit(spec.name)
+        try:
+            rest = _prefill(chan_w, spec.channel)
+            env = dict(spec.env)
+            env[CHANNEL_ENV] = "3"
+            env[LIFELINE_ENV] = "4"
+            env.update(unit.env())
+            fds = [(devnull, 0), (out_w if out_w is not None else 1, 1),
+                   (err_w if err_w is not None else 2, 2), (chan_r, 3), (life_r, 4)]
+            argv = [self._mur[0] if len(self._mur) == 1 else "mur", *spec.argv[len(self._mur):]]
+            pid = await starter.start(
+                argv, env, spec.cwd, fds,
+                session=spec.peer, cgroup=str(unit.path) if unit.path is not None else None,
+            )
+            proc = WarmProcess(starter, pid, out_r, err_r)
+            keep.clear()
+        except BaseException:
+            unit.release()  # a child the starter forked before it went away goes with it
+            raise
+        finally:
+            for fd in (chan_r, life_r, out_w, err_w, devnull, *keep):
+                _close_quietly(fd)
+        return self._started(spec, proc, unit, chan_w, life_w, rest, relays)
+
+    def _started(
+        self,
+        spec: MemberSpec,
+        proc: trio.Process | WarmProcess,
+        unit: containment.Unit,
+        chan_w: int,
+        life_w: int,
+        rest: bytes,
+        relays: trio.Nursery,
+    ) -> ProcessHandle:
         unit.started(proc.pid, own_group=spec.peer, winds_down=True)
         handle = ProcessHandle(
             spec.name, proc, chan_w, life_w, peer=spec.peer, err=self._err, unit=unit

@@ -30,7 +30,6 @@ import binascii
 import enum
 import json
 import re
-
 from typing import TYPE_CHECKING
 
 import attrs

@@ -28,6 +28,8 @@ from ._busy import ROOST, Fifo, Report, write_ready
 from ._tree import Census, Proc, alive, read, unit_dir
 
 CLASSES = ("cgroup", "groups")
+START_PATHS = ("warm", "exec")
+"""How a formation's members start: forked by the warm starter, or a new ``mur run`` each."""
 
 
 class Started:
@@ -86,9 +88,11 @@ class Rig:
         tmp (Path): the test's scratch directory.
         klass (str): ``cgroup`` or ``groups`` (the latter sets ``MURMUR_CONTAINMENT=groups``
             in the environment of every process the rig starts).
+        start_path (str): ``exec`` sets ``MURMUR_STARTER=off`` (members start as new
+            processes); ``warm`` and ``default`` leave the launcher's choice (the starter).
     """
 
-    def __init__(self, tmp: Path, klass: str, nursery: trio.Nursery) -> None:
+    def __init__(self, tmp: Path, klass: str, nursery: trio.Nursery, *, start_path: str = "default") -> None:
         self.tmp = tmp
         self._nursery = nursery
         self.klass = klass
@@ -97,6 +101,9 @@ class Rig:
                if not k.startswith("MURMUR_") or k == "MURMUR_HOME"}
         if klass == "groups":
             env["MURMUR_CONTAINMENT"] = "groups"
+        if start_path == "exec":
+            env["MURMUR_STARTER"] = "off"
+        self.start_path = start_path
         self.env = env
         self.census = Census()
         self.started: list[Started] = []

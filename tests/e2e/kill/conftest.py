@@ -3,7 +3,9 @@
 The rig owns every process the test starts and kills it (and every unit it made) in a
 shielded ``finally``; ``klass`` runs a test once per containment class: ``cgroup`` (skipped
 where this host cannot give it) and ``groups`` (forced with ``MURMUR_CONTAINMENT=groups`` in
-the environment of every process the rig starts).
+the environment of every process the rig starts). ``start_path`` runs a formation test once
+per way a member starts (``warm``: forked by the launcher's warm starter; ``exec``: a new
+``mur run`` with ``MURMUR_STARTER=off``); a module opts in with ``START_PATHS``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import trio
 
 from murmur.containment import CGROUP, detect
 
-from ._rig import CLASSES, Rig
+from ._rig import CLASSES, START_PATHS, Rig
+
+__all__ = ["START_PATHS"]
 
 
 @pytest.fixture(params=CLASSES)
@@ -30,9 +34,15 @@ def klass(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def rig(tmp_path: Path, klass: str) -> AsyncIterator[Rig]:
+def start_path(request: pytest.FixtureRequest) -> str:
+    """``warm`` or ``exec`` where a module parametrizes it (indirect); else ``default``."""
+    return str(getattr(request, "param", "default"))
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, klass: str, start_path: str) -> AsyncIterator[Rig]:
     async with trio.open_nursery() as nursery:  # one owning task per started process
-        r = Rig(tmp_path, klass, nursery)
+        r = Rig(tmp_path, klass, nursery, start_path=start_path)
         try:
             yield r
         finally:

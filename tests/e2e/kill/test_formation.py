@@ -26,10 +26,10 @@ import pytest
 import trio
 
 from ._busy import MUR, VARIANTS, formation_project
-from ._rig import Rig, Started, escaped
+from ._rig import START_PATHS, Rig, Started, escaped
 from ._tree import Proc
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("start_path", START_PATHS, indirect=True)]
 
 PEERS = ("p1", "p2")
 MEMBERS = ("lead", *PEERS)
@@ -68,11 +68,26 @@ async def launch_busy(rig: Rig, variants: tuple[str, ...] = tuple(VARIANTS)) -> 
     rig.record(launcher.pid, *pids.values())
     print(f"\n[kill suite] members: {pids}")
     rig.check_contained(reports)
+    check_start_path(rig, launcher.pid, pids)
     f = Formation(rig, launcher, pids, str(formation["formation_id"]))
     _janitor(f)  # recorded with the launcher's tree: every case waits for it to be gone too
     if rig.klass == "cgroup":
         assert rig.census.units == {f"/murmur-{formation['formation_id']}"}, rig.census.units
     return f
+
+
+def check_start_path(rig: Rig, launcher: int, pids: dict[str, int]) -> None:
+    """Each member started the way the test asked: forked by the launcher's warm starter
+    (its parent, ``mur starter …``) or exec'd by the launcher itself; shown as ``mur run``."""
+    for name, pid in pids.items():
+        p = rig.census.procs[pid]
+        assert p.cmd.startswith(("mur run ", f"{MUR[0]} run ")) or " run --capsule " in p.cmd, p.describe()
+        parent = rig.census.procs.get(p.ppid)
+        if rig.start_path == "warm":
+            assert parent is not None and parent.cmd.startswith("mur starter"), f"{name}: {p.describe()}"
+            assert parent.ppid == launcher
+        elif rig.start_path == "exec":
+            assert p.ppid == launcher, f"{name}: {p.describe()}"
 
 
 def allowed_survivors(f: Formation, sigkilled: set[str]) -> list[Proc]:

@@ -29,10 +29,10 @@ import pytest
 import trio
 
 from ._busy import MUR, formation_project
-from ._rig import Rig, Started
+from ._rig import START_PATHS, Rig, Started
 from ._tree import unit_dir
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("start_path", START_PATHS, indirect=True)]
 
 PEERS = ("p1", "p2")
 
@@ -100,7 +100,7 @@ async def _one(rig: Rig, proj: Path, when: float | str, loop: int) -> tuple[Phas
     launcher.signal(signal.SIGSTOP)  # freeze the moment: it starts nothing more
     tree = rig.record(launcher.pid)
     peers = {p.pid for p in tree
-             if p.ppid == launcher.pid and any(f"local/k-{n} " in p.cmd + " " for n in PEERS)}
+             if launcher.pid in p.chain[:2] and any(f"local/k-{n} " in p.cmd + " " for n in PEERS)}
     ready = _ready_peers(rig.home, peers)
     killed = time.monotonic()
     launcher.signal(signal.SIGKILL)

@@ -1,0 +1,163 @@
+"""What a process forked by the warm starter does before it is a ``mur run``.
+
+Specification: ``spec/formation.md`` "The warm start path". Called in the child right after
+``fork``; never returns (``os._exit``). In this order:
+
+1. **containment** — on the cgroup class it writes its pid to its unit's ``cgroup.procs``
+   before anything else (as the exec path's ``/bin/sh`` trampoline does): if that fails it
+   writes ``murmur: could not join containment unit <path>`` to its stderr (once its
+   descriptors are in place) and exits 125, having run nothing;
+2. **process group** — ``setsid`` (a peer: its own session and group) or ``setpgid`` into the
+   launcher's group (the entry member);
+3. **descriptors** — each passed descriptor is moved to its number (stdin, stdout, stderr, the
+   channel, the lifeline); every other descriptor (the starter's socket included) is closed;
+4. **signals** — the dispositions a fresh interpreter has (the starter ignores SIGINT,
+   SIGTERM and SIGHUP; a member must not);
+5. **working directory, environment, ``sys.argv``, process title** (``mur run --capsule …``;
+   ``/proc/<pid>/cmdline`` shows it through ``setproctitle``);
+6. ``murmur.cli.mur.main(argv[1:])``; the exit status is that of a ``mur`` process: its
+   return value, a ``SystemExit`` code, or 1 with a traceback for anything else; the
+   interpreter's exit handlers run, stdout and stderr are flushed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import NoReturn
+
+from murmur.starter.protocol import StartRequest
+
+_FD_PARK = 256  # passed descriptors are parked above this before they are moved into place
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    try:
+        os.write(2, f"murmur: {message}\n".encode())
+    except OSError:
+        pass
+    os._exit(status)
+
+
+def join_cgroup(path: str) -> bool:
+    """Write this process into unit ``path``; False when it cannot."""
+    try:
+        fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return True
+
+
+def place_fds(received: list[int], targets: tuple[int, ...]) -> None:
+    """Move ``received[i]`` to number ``targets[i]``; close every other descriptor."""
+    parked = [os.dup2(fd, _FD_PARK + i, inheritable=False) for i, fd in enumerate(received)]
+    for src, dst in zip(parked, targets, strict=True):
+        os.dup2(src, dst, inheritable=True)
+    keep = set(targets)
+    for fd in _open_fds():
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
+
+
+def reset_signals() -> None:
+    """The dispositions a fresh interpreter starts with."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def set_title(text: str) -> None:
+    """Make ``ps`` and ``/proc/<pid>/cmdline`` show ``text`` (``comm`` becomes ``mur``)."""
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle(text)
+    except Exception:
+        pass
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, b"mur", 0, 0, 0)  # PR_SET_NAME: what `ps -o comm` and `top` show
+    except (OSError, AttributeError):
+        pass
+
+
+def run(req: StartRequest, received: list[int]) -> NoReturn:
+    """Become ``req``'s ``mur run`` and exit with its status (the forked child only)."""
+    try:
+        joined = req.cgroup is None or join_cgroup(req.cgroup)
+        if req.session:
+            os.setsid()
+        elif req.pgid is not None:
+            os.setpgid(0, req.pgid)
+        place_fds(received, req.fds)
+        if not joined:  # said on its own stderr, as the trampoline says it
+            _fail(f"could not join containment unit {req.cgroup}", 125)
+        reset_signals()
+        os.chdir(req.cwd)
+        os.environ.clear()
+        os.environ.update(req.env)
+        sys.argv = list(req.argv)
+        for stream in (sys.stdout, sys.stderr):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(line_buffering=stream is sys.stderr or os.isatty(stream.fileno()))
+        set_title(req.title)
+    except OSError as exc:
+        _fail(f"could not be started ({exc.strerror or exc})", 127)
+    status = _main(list(req.argv[1:]))
+    _exit(status)
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        from murmur.cli.mur import main
+
+        return int(main(argv))
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        return 1
+
+
+def _exit(status: int) -> NoReturn:
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status & 0xFF)

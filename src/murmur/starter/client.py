@@ -1,0 +1,274 @@
+"""The launcher's side of the warm starter: start it, ask it to fork, learn exit statuses.
+
+Specification: ``spec/formation.md`` "The warm start path". :meth:`Starter.launch` starts the
+starter process (synchronously, from the launcher's main thread, so its
+``PR_SET_PDEATHSIG`` follows the launcher's life and not a worker thread's) in a containment
+unit of its own (``starter-<n>``; the janitor kills it as soon as the launcher is gone);
+:meth:`Starter.run` is its owning task (reads every answer; on the way out closes the socket,
+so the starter exits, then reaps it and releases its unit). :meth:`Starter.start` forks one
+member and returns a :class:`WarmProcess`, which stands where the exec path's
+``trio.Process`` stands: ``pid``, ``returncode``, ``stdout``/``stderr`` streams and
+``wait()``. Killing a member stays its owner's business (its containment unit); the starter
+only reaps and reports.
+
+Errors: :class:`Unavailable` — the starter is gone or never became ready (the caller starts
+that member by exec instead); ``OSError`` — the starter refused this one start (as
+``open_process`` would raise it: the working directory is missing, fork failed).
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any
+
+import trio
+
+from murmur import containment
+from murmur.starter import protocol
+
+READY_BOUND = 30.0
+"""Seconds a start waits for the starter's imports before that member is started by exec."""
+
+_CLOSE_BOUND = 2.0  # seconds the owner waits for the starter to exit after closing its socket
+UNKNOWN_STATUS = -signal.SIGKILL
+"""The exit status of a member whose starter died before it could report one."""
+
+
+class Unavailable(Exception):
+    """The starter cannot start this member (start it by exec)."""
+
+
+class WarmProcess:
+    """A member forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
+    holds in place of a ``trio.Process``).
+
+    Attributes:
+        pid (int): its pid (its process group id too, for a peer).
+        stdout, stderr (trio.lowlevel.FdStream | None): the launcher's read ends of its pipes.
+    """
+
+    def __init__(self, starter: Starter, pid: int, stdout: int | None, stderr: int | None) -> None:
+        self._starter = starter
+        self.pid = pid
+        self.stdout = trio.lowlevel.FdStream(stdout) if stdout is not None else None
+        self.stderr = trio.lowlevel.FdStream(stderr) if stderr is not None else None
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except OSError:
+            self._pidfd = None
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once the starter reported it (``-N`` for signal ``N``)."""
+        return self._starter.exits.get(self.pid)
+
+    async def wait(self) -> int:
+        """Wait until the starter has reaped it; its exit status.
+
+        If the starter dies first, waits for the process itself to end (its ``pidfd``) and
+        gives :data:`UNKNOWN_STATUS`.
+        """
+        try:
+            code = await self._starter.wait_exit(self.pid)
+            if code is None:  # the starter is gone: the member was re-parented
+                if self._pidfd is not None:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                self._starter.exits.setdefault(self.pid, UNKNOWN_STATUS)
+                code = self._starter.exits[self.pid]
+            return code
+        finally:
+            if self.returncode is not None and self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+
+
+class Starter:
+    """One warm starter process and the launcher's socket to it (make one with :meth:`launch`)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket, unit: containment.Unit) -> None:
+        self._popen = popen
+        self._sock = trio.socket.from_stdlib_socket(sock)
+        self._unit = unit
+        self._ready = trio.Event()
+        self._gone = trio.Event()
+        self._lock = trio.Lock()
+        self._ids = 0
+        self._answers: dict[int, dict[str, Any]] = {}
+        self._answered: dict[int, trio.Event] = {}
+        self.exits: dict[int, int] = {}
+        self._exited: dict[int, trio.Event] = {}
+        self.alive = True
+
+    @classmethod
+    def launch(cls, environ: dict[str, str] | None = None) -> Starter | None:
+        """Start the starter process now (no Trio needed); None when it cannot be started."""
+        env = dict(os.environ if environ is None else environ)
+        env.pop(containment.UNIT_ENV, None)
+        unit = containment.here().new_unit("starter")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            argv = [sys.executable, "-m", "murmur.starter.server",
+                    "--socket-fd", str(theirs.fileno()), "--parent", str(os.getpid())]
+            popen = subprocess.Popen(
+                unit.command(argv, env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                process_group=0,
+                env=env,
+                cwd="/",
+            )
+        except OSError:
+            ours.close()
+            unit.release()
+            return None
+        finally:
+            theirs.close()
+        unit.started(popen.pid, own_group=True, winds_down=False)
+        return cls(popen, ours, unit)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    # -- the owning task ---------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read the starter's answers until it ends; on cancellation close it, reap it and
+        release its unit (bounded by ``_CLOSE_BOUND``)."""
+        task_status.started()
+        try:
+            while True:
+                try:
+                    raw = await self._sock.recv(protocol.MAX_MESSAGE)
+                except OSError:
+                    raw = b""
+                if not raw:
+                    return
+                try:
+                    self._take(protocol.decode(raw))
+                except ValueError:
+                    continue
+        finally:
+            self._went_away()
+            with trio.CancelScope(shield=True):
+                await self._end()
+
+    def _take(self, msg: dict[str, Any]) -> None:
+        if "ready" in msg:
+            self._ready.set()
+        elif isinstance(msg.get("started"), int):
+            rid = msg["started"]
+            self._answers[rid] = msg
+            event = self._answered.pop(rid, None)
+            if event is not None:
+                event.set()
+        elif isinstance(msg.get("exited"), int) and isinstance(msg.get("status"), int):
+            pid = msg["exited"]
+            self.exits[pid] = msg["status"]
+            event = self._exited.pop(pid, None)
+            if event is not None:
+                event.set()
+
+    def _went_away(self) -> None:
+        self.alive = False
+        self._gone.set()
+        self._ready.set()
+        for event in [*self._answered.values(), *self._exited.values()]:
+            event.set()
+        self._answered.clear()
+        self._exited.clear()
+
+    async def _end(self) -> None:
+        self._sock.close()  # EOF: the starter exits
+        try:
+            pidfd: int | None = os.pidfd_open(self._popen.pid)
+        except OSError:
+            pidfd = None
+        if pidfd is not None:
+            try:
+                with trio.move_on_after(_CLOSE_BOUND):
+                    await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+        self._unit.release()  # kills it if it is still there
+        try:
+            self._popen.wait(timeout=_CLOSE_BOUND)
+        except subprocess.TimeoutExpired:
+            pass
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def wait_exit(self, pid: int) -> int | None:
+        """The status the starter reported for ``pid``; None when the starter went away first."""
+        while pid not in self.exits and self.alive:
+            event = self._exited.setdefault(pid, trio.Event())
+            await event.wait()
+        return self.exits.get(pid)
+
+    async def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        fds: list[tuple[int, int]],
+        *,
+        session: bool,
+        cgroup: str | None,
+    ) -> int:
+        """Fork one member; its pid.
+
+        Args:
+            argv (list[str]): the ``mur`` command line (``argv[0]`` the program).
+            env (dict[str, str]): its whole environment.
+            cwd (str): its working directory.
+            fds (list[tuple[int, int]]): ``(descriptor here, number in the child)`` pairs; the
+                caller keeps (and closes) its own descriptors.
+            session (bool): a session of its own (a peer); otherwise the launcher's group.
+            cgroup (str | None): its unit's directory (cgroup class).
+
+        Raises:
+            Unavailable: the starter is gone or not ready within :data:`READY_BOUND`.
+            OSError: the starter refused this start (``errno`` from the starter).
+        """
+        if not self.alive:
+            raise Unavailable("the starter is gone")
+        with trio.move_on_after(READY_BOUND):
+            await self._ready.wait()
+        if not self.alive or not self._ready.is_set():
+            raise Unavailable("the starter is not ready")
+        async with self._lock:
+            self._ids += 1
+            rid = self._ids
+            req = protocol.StartRequest(
+                id=rid,
+                argv=tuple(argv),
+                env=env,
+                cwd=cwd,
+                fds=tuple(target for _, target in fds),
+                session=session,
+                pgid=None if session else os.getpgrp(),
+                cgroup=cgroup,
+                title=protocol.title(argv),
+            )
+            event = self._answered[rid] = trio.Event()
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in fds]))]
+            try:
+                await self._sock.sendmsg([req.encode()], ancillary)
+            except OSError as exc:
+                self._answered.pop(rid, None)
+                raise Unavailable(f"the starter cannot be asked ({exc})") from None
+        await event.wait()
+        answer = self._answers.pop(rid, None)
+        if answer is None:
+            raise Unavailable("the starter went away")
+        if isinstance(answer.get("pid"), int):
+            return int(answer["pid"])
+        code = answer.get("errno")
+        raise OSError(code if isinstance(code, int) else 0, str(answer.get("error") or "the starter refused"))

@@ -1,0 +1,200 @@
+"""The warm starter process: imports done, no Trio loop, no thread; forks on request.
+
+Specification: ``spec/formation.md`` "The warm start path". Run by a launcher as::
+
+    python -m murmur.starter.server --socket-fd N --parent PID
+
+It imports what a member's ``mur run`` imports (:data:`PRELOAD`), then answers
+``{"ready": pid}`` on its socket and serves requests (:mod:`murmur.starter.protocol`): each
+``start`` forks one child (:func:`murmur.starter.child.run`), answers its pid, and closes the
+starter's copies of the child's descriptors at once (so EOF on a member's pipes means what it
+means on the exec path). The starter is every child's parent: it reaps each one (a ``pidfd``
+per child, polled beside the socket) and reports ``{"exited": pid, "status": s}``.
+
+It dies with its owner: ``PR_SET_PDEATHSIG`` (SIGKILL) when the launcher dies, and it exits
+when its socket reaches EOF (the launcher closed it, or died). It ignores SIGINT, SIGTERM and
+SIGHUP (a terminal's Ctrl-C must not take the exit statuses of running members with it); its
+children get the ordinary dispositions back. It never forks while another thread runs (it
+answers ``errno`` EAGAIN instead, and the launcher execs that member).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import errno
+import importlib
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+
+from murmur.starter import child, protocol
+
+PRELOAD = (
+    "murmur.cli.mur",
+    "murmur.cli.cmd_run",
+    "murmur.session.launch",
+    "murmur.session.session",
+    "murmur.session.door",
+    "murmur.formation.member",
+    "murmur.formation.calls",
+    "murmur.formation.channel",
+    "murmur.plan.load",
+    "murmur.manifest.load",
+    "hypercorn.trio",
+    "httpx",
+    "cryptography.hazmat.primitives.asymmetric.ed25519",
+)
+"""Imported before ``ready``: a member's ``mur run`` (its session, door, plan, the formation
+member side, the call transport and the token check). A name that is missing is skipped."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent dies; exit now if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+
+
+def title(parent: int) -> None:
+    """Name this process ``mur starter (launcher <pid>)``; this also sets up ``setproctitle``
+    while the environment is still in place, so a forked child can set its own title."""
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle(f"mur starter (launcher {parent})")
+    except ImportError:
+        pass
+
+
+class Server:
+    """The request loop (one per starter process)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.poll = select.poll()
+        self.poll.register(sock.fileno(), select.POLLIN)
+        self.children: dict[int, int] = {}  # pidfd -> pid
+
+    def send(self, msg: dict[str, object]) -> None:
+        try:
+            self.sock.send(protocol.encode(msg))
+        except OSError:
+            pass
+
+    def serve(self) -> None:
+        """Serve until the socket reaches EOF."""
+        while True:
+            try:
+                events = self.poll.poll()
+            except InterruptedError:
+                continue
+            for fd, _ev in events:
+                if fd == self.sock.fileno():
+                    if not self.request():
+                        return
+                else:
+                    self.reap(fd)
+
+    def request(self) -> bool:
+        try:
+            raw, fds, _flags, _addr = socket.recv_fds(self.sock, protocol.MAX_MESSAGE, protocol.MAX_FDS)
+        except InterruptedError:
+            return True
+        except OSError:
+            return False
+        if not raw:
+            for fd in fds:
+                os.close(fd)
+            return False
+        try:
+            req = protocol.StartRequest.decode(raw)
+        except ValueError:
+            for fd in fds:
+                os.close(fd)
+            return True
+        try:
+            pid = self.fork(req, fds)
+        except OSError as exc:
+            self.send({"started": req.id, "errno": exc.errno or errno.EIO, "error": exc.strerror or str(exc)})
+        else:
+            self.send({"started": req.id, "pid": pid})
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return True
+
+    def fork(self, req: protocol.StartRequest, fds: list[int]) -> int:
+        if len(fds) != len(req.fds):
+            raise OSError(errno.EINVAL, "descriptor count does not match the request")
+        if threading.active_count() != 1:
+            raise OSError(errno.EAGAIN, "the starter runs a thread: it does not fork")
+        if not os.path.isdir(req.cwd):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), req.cwd)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child.run(req, fds)
+            finally:
+                os._exit(127)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = -1
+        if pidfd >= 0:
+            self.children[pidfd] = pid
+            self.poll.register(pidfd, select.POLLIN)
+        return pid
+
+    def reap(self, pidfd: int) -> None:
+        pid = self.children.pop(pidfd, None)
+        self.poll.unregister(pidfd)
+        os.close(pidfd)
+        if pid is None:
+            return
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return
+        self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="murmur.starter.server")
+    ap.add_argument("--socket-fd", type=int, required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    a = ap.parse_args(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    die_with_parent(a.parent)
+    sock = socket.socket(fileno=a.socket_fd)
+    sock.set_inheritable(False)
+    preload()
+    title(a.parent)
+    server = Server(sock)
+    server.send({"ready": os.getpid()})
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The warm starter (spec/formation.md "The warm start path"): messages, and real forks.
+
+The real tests start a starter with :meth:`Starter.launch` under its owning task and fork
+real ``mur`` commands through it; every process is reaped by the starter and the starter by
+its owning task, each wait bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from murmur import containment, starter
+from murmur.starter import protocol
+from murmur.starter.client import Starter, Unavailable
+
+pytestmark = [pytest.mark.e2e]
+
+
+def test_request_round_trip() -> None:
+    req = protocol.StartRequest(
+        id=3, argv=("mur", "run", "--capsule", "local/x"), env={"A": "1"}, cwd="/tmp",
+        fds=(0, 1, 2, 3, 4), session=True, pgid=None, cgroup="/sys/fs/cgroup/u", title="mur run --capsule local/x",
+    )
+    assert protocol.StartRequest.decode(req.encode()) == req
+
+
+@pytest.mark.parametrize("raw", [b"[]", b'{"start": "1"}', b'{"start": 1, "argv": []}',
+                                 b'{"start": 1, "argv": ["mur"], "env": {"A": 1}, "fds": []}',
+                                 b'{"start": 1, "argv": ["mur"], "env": {}, "fds": [-1]}'])
+def test_bad_requests_are_refused(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        protocol.StartRequest.decode(raw)
+
+
+def test_title_is_mur_and_the_arguments() -> None:
+    assert protocol.title(["/venv/bin/mur", "run", "--capsule", "local/a"]) == "mur run --capsule local/a"
+
+
+@pytest.mark.parametrize(
+    ("environ", "warm"),
+    [({}, True), ({"MURMUR_STARTER": "off"}, False), ({"MURMUR_STARTER": " No "}, False),
+     ({"MURMUR_STARTER": "on"}, True), ({"MURMUR_MUR_BINARY": "/bin/fake"}, False),
+     ({"MURMUR_MUR_BINARY": "  "}, True)],
+)
+def test_wanted(environ: dict[str, str], warm: bool) -> None:
+    assert starter.wanted(environ) is warm
+
+
+@pytest.fixture
+async def warm() -> AsyncIterator[Starter]:
+    s = Starter.launch(dict(os.environ))
+    assert s is not None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(s.run)
+        try:
+            yield s
+        finally:
+            nursery.cancel_scope.cancel()
+    assert s._popen.poll() is not None, "the starter outlived its owning task"
+
+
+async def _start(s: Starter, argv: list[str], tmp: Path, **kw: object) -> tuple[int, int]:
+    """Fork ``argv`` with stdout on a pipe; (pid, read end)."""
+    r, w = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    chan_r, chan_w = os.pipe()
+    life_r, life_w = os.pipe()
+    try:
+        with trio.fail_after(60):
+            pid = await s.start(argv, {"PATH": os.environ["PATH"], "MARK": "x", **os.environ},
+                                str(kw.get("cwd", tmp)),
+                                [(devnull, 0), (w, 1), (w, 2), (chan_r, 3), (life_r, 4)],
+                                session=True, cgroup=None)
+    finally:
+        for fd in (w, devnull, chan_r, life_r, chan_w, life_w):
+            os.close(fd)
+    return pid, r
+
+
+def _proc(pid: int) -> tuple[list[str], bytes, str]:
+    """(stat fields after the name, cmdline, comm) of ``pid``."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return stat, Path(f"/proc/{pid}/cmdline").read_bytes(), Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def _read_all(fd: int) -> bytes:
+    out = b""
+    while chunk := os.read(fd, 65536):
+        out += chunk
+    os.close(fd)
+    return out
+
+
+async def test_fork_runs_mur_and_reports_the_status(warm: Starter, tmp_path: Path) -> None:
+    """``mur --version`` forked by the starter prints on the pipe it was given; exit 0 is
+    reported; an unknown command exits as ``mur`` does (2)."""
+    pid, r = await _start(warm, ["mur", "--version"], tmp_path)
+    with trio.fail_after(30):
+        assert await warm.wait_exit(pid) == 0
+    assert _read_all(r).startswith(b"mur ")
+    pid, r = await _start(warm, ["mur", "no-such-command"], tmp_path)
+    with trio.fail_after(30):
+        assert await warm.wait_exit(pid) == 2
+    assert b"no-such-command" in _read_all(r)
+
+
+async def test_missing_cwd_is_an_oserror(warm: Starter, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        await _start(warm, ["mur", "--version"], tmp_path, cwd=tmp_path / "gone")
+
+
+async def test_a_forked_process_is_its_own(warm: Starter, tmp_path: Path) -> None:
+    """A forked ``mur run`` session: its own session and group, the title, its cwd and
+    environment, descriptors 3 and 4 as given, and not the starter's socket."""
+    capsule = tmp_path / "c"
+    capsule.mkdir()
+    (capsule / "murmur.yaml").write_text(
+        "name: w\nversion: 0.1.0\nplan: plan.yaml\nlifecycle:\n  task_acceptance: queue\n  after_task: sleep\n")
+    (capsule / "plan.yaml").write_text('steps:\n  - id: s\n    template: "x"\noutput: "x"\n')
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
+    env["MURMUR_HOME"] = str(home)
+    r, w = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    a, b = os.pipe()
+    c, d = os.pipe()
+    try:
+        with trio.fail_after(60):
+            pid = await warm.start(["mur", "run", "--json"], env, str(capsule),
+                                   [(devnull, 0), (w, 1), (devnull, 2), (a, 3), (c, 4)],
+                                   session=True, cgroup=None)
+    finally:
+        for fd in (w, devnull, a, c):
+            os.close(fd)
+    stream = trio.lowlevel.FdStream(r)
+    try:
+        buf = b""
+        with trio.fail_after(60):
+            while b"\n" not in buf:
+                chunk = await stream.receive_some(65536)
+                assert chunk, "the forked session ended before its readiness line"
+                buf += chunk
+        ready = json.loads(buf.split(b"\n")[0])
+        assert ready["pid"] == pid
+        assert ready["records_dir"].startswith(str(home))  # its environment (MURMUR_HOME)
+        stat, cmdline, comm = _proc(pid)
+        assert int(stat[1]) == warm.pid  # the starter is its parent
+        assert int(stat[2]) == pid and int(stat[3]) == pid  # its own group and session
+        assert cmdline.split(b"\0")[0] == b"mur run --json"
+        assert comm == "mur"
+        assert os.readlink(f"/proc/{pid}/cwd") == str(capsule)
+        fds = {int(n): os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")}
+        assert fds[3] == os.readlink(f"/proc/self/fd/{b}")  # the same pipes as given
+        assert fds[4] == os.readlink(f"/proc/self/fd/{d}")
+        starter_ends = {os.readlink(f"/proc/{warm.pid}/fd/{n}") for n in os.listdir(f"/proc/{warm.pid}/fd")}
+        shared = {t for t in fds.values() if t.startswith("socket:")} & starter_ends
+        assert not shared, f"the member holds the starter's socket: {shared}"
+    finally:
+        os.kill(pid, 15)
+        with trio.fail_after(30):
+            code = await warm.wait_exit(pid)
+        await stream.aclose()
+        for fd in (b, d):
+            os.close(fd)
+    assert code == 0  # an idle session SIGTERMed winds down to 0, as an exec'd one does
+
+
+async def test_cgroup_join_first(warm: Starter, tmp_path: Path) -> None:
+    """cgroup class: the forked process is in its unit; a unit it cannot join is status 125
+    with the trampoline's message."""
+    host = containment.detect({}, probe=True)
+    if host.name != containment.CGROUP:
+        pytest.skip(f"no cgroup class here: {host.why}")
+    unit = containment.here().new_unit("starter-test")
+    try:
+        assert unit.path is not None
+        r, w = os.pipe()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        try:
+            with trio.fail_after(60):
+                pid = await warm.start(["mur", "--version"], dict(os.environ), str(tmp_path),
+                                       [(devnull, 0), (w, 1), (w, 2)], session=True, cgroup=str(unit.path / "missing"))
+        finally:
+            os.close(w)
+            os.close(devnull)
+        with trio.fail_after(30):
+            assert await warm.wait_exit(pid) == 125
+        assert b"could not join containment unit" in _read_all(r)
+    finally:
+        unit.release()
+
+
+async def test_owner_gone_starter_goes(tmp_path: Path) -> None:
+    """Closing the socket (what the owner's death does) ends the starter; a start after it
+    is :class:`Unavailable`."""
+    s = Starter.launch(dict(os.environ))
+    assert s is not None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(s.run)
+        nursery.cancel_scope.cancel()
+    assert s._popen.poll() is not None
+    with pytest.raises(Unavailable):
+        await s.start(["mur", "--version"], {}, str(tmp_path), [], session=True, cgroup=None)
