@@ -160,7 +160,8 @@ async def main(runs: int) -> None:
     def ms(values: list[float]) -> str:
         return f"{statistics.median(values) * 1000:8.0f} ms"
 
-    print(f"runs per figure: {runs} (median); host cores: {os.cpu_count()}")
+    print(f"runs per figure: {runs} (median); host cores: {os.cpu_count()}; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"floor: mur run --json to readiness line          {ms(floor)}")
     print(f"floor: readiness + task taken (SendMessage)      {ms(floor_task)}")
     print(f"one child: /spawn to started                     {ms(one)}")

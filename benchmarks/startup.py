@@ -41,6 +41,8 @@ lifecycle:
   after_task: sleep
 """
 PLAN = 'steps:\n  - id: say\n    template: "echo: {{ task }}"\noutput: "{{ steps.say.output }}"\n'
+MEMBER_PACKAGES = ("attrs", "cattrs", "ruamel.yaml", "cryptography.hazmat.primitives.asymmetric.ed25519", "httpx")
+"""Packages whose import cost is reported alone (``-X importtime`` cumulative, fresh interpreter)."""
 HEAVY = ("quart", "quart_trio", "werkzeug", "flask", "jinja2", "cryptography", "httpx", "ruamel", "cattrs", "hypercorn")
 RSS_PROBE = (
     "import time; t=time.perf_counter()\n"
@@ -147,6 +149,23 @@ def one_run(capsule: Path, env: dict[str, str], *, importtime: bool) -> tuple[fl
         return ready, idle, err.read().decode(errors="replace")
 
 
+def cumulative_us(importtime_stderr: str, name: str) -> int | None:
+    """The cumulative microseconds ``-X importtime`` gives the first import of ``name``."""
+    for line in importtime_stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            _, cum, mod = line[len("import time:"):].split("|")
+            if mod.strip() == name:
+                return int(cum)
+    return None
+
+
+def import_cost(name: str) -> int:
+    """Cumulative microseconds of ``import name`` in a fresh interpreter (``-X importtime``)."""
+    out = subprocess.run([PY, "-X", "importtime", "-c", f"import {name}"], check=True, capture_output=True, text=True)
+    us = cumulative_us(out.stderr, name)
+    return us if us is not None else -1
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:7.0f} ms"
 
@@ -156,6 +175,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7, help="tries per figure (median printed)")
     a = ap.parse_args()
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         capsule = root / "bench-start"
@@ -179,6 +199,15 @@ def main() -> None:
         imp_mb: list[float] = []
         _, _, stderr = one_run(capsule, env, importtime=True)  # warm the disk cache; take the import list
         imports = top_level_imports(stderr)
+        alone: dict[str, list[int]] = {n: [] for n in MEMBER_PACKAGES}
+        in_run: dict[str, list[int]] = {n: [] for n in MEMBER_PACKAGES}
+        for _ in range(a.repeat):
+            _, _, timed = one_run(capsule, env, importtime=True)
+            for n in MEMBER_PACKAGES:
+                alone[n].append(import_cost(n))
+                got = cumulative_us(timed, n)
+                if got is not None:
+                    in_run[n].append(got)
         for _ in range(a.repeat):
             for name, args in floors.items():
                 floor_wall[name].append(wall(args))
@@ -192,13 +221,19 @@ def main() -> None:
 
     base = statistics.median(floor_wall["import trio, hypercorn.trio"])
     heavy = sorted({n.split(".")[0] for n in all_imports(stderr) if n.split(".")[0] in HEAVY})
-    print(f"mur run start-up, median of {a.repeat} (this machine, {os.cpu_count()} cores)")
+    print(f"mur run start-up, median of {a.repeat} (this machine, {os.cpu_count()} cores; "
+          f"load average at the start {' '.join(f'{x:.2f}' for x in load0)})")
     for name in floors:
         print(f"  floor: {name:<30} {ms(floor_wall[name])}  {statistics.median(floor_mb[name]):6.1f} MB")
     print(f"  mur run --json start -> readiness     {ms(ready)}  ({statistics.median(ready) / base:.2f}x trio+hypercorn)")
     print(f"  mur run imports (fresh interpreter)   {ms(imp_s)}  {statistics.median(imp_mb):6.1f} MB")
     print(f"  mur run idle RSS (1 s after ready)              {statistics.median(idle):6.1f} MB")
     print(f"  heavy packages mur run imported: {', '.join(heavy) or '(none)'}")
+    print("  import cost (-X importtime cumulative, median): alone in a fresh interpreter | inside mur run")
+    for n in MEMBER_PACKAGES:
+        inside = f"{statistics.median(in_run[n]) / 1000:6.0f} ms" if in_run[n] else "  not imported"
+        print(f"    {n:<52} {statistics.median(alone[n]) / 1000:6.0f} ms | {inside}")
+    print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,8 @@ async def test_a_forked_process_is_its_own(warm: Starter, tmp_path: Path) -> Non
         assert int(stat[2]) == pid and int(stat[3]) == pid  # its own group and session
         assert cmdline.split(b"\0")[0] == b"mur run --json"
         assert comm == "mur"
+        # the title took the argument area only: the environment area is still readable
+        assert b"PATH=" in Path(f"/proc/{pid}/environ").read_bytes()  # noqa: ASYNC240
         assert os.readlink(f"/proc/{pid}/cwd") == str(capsule)
         fds = {int(n): os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")}
         assert fds[3] == os.readlink(f"/proc/self/fd/{b}")  # the same pipes as given

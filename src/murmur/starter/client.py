@@ -34,6 +34,10 @@ from murmur.starter import protocol
 READY_BOUND = 30.0
 """Seconds a start waits for the starter's imports before that member is started by exec."""
 
+TITLE_ROOM = 4096
+"""Bytes of blank argument the starter is given so a member's title (which replaces the
+argument area, never the environment's) fits: a longer title is cut there."""
+
 _CLOSE_BOUND = 2.0  # seconds the owner waits for the starter to exit after closing its socket
 UNKNOWN_STATUS = -signal.SIGKILL
 """The exit status of a member whose starter died before it could report one."""
@@ -113,7 +117,8 @@ class Starter:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             argv = [sys.executable, "-m", "murmur.starter.server",
-                    "--socket-fd", str(theirs.fileno()), "--parent", str(os.getpid())]
+                    "--socket-fd", str(theirs.fileno()), "--parent", str(os.getpid()),
+                    "--title-room", " " * TITLE_ROOM]
             popen = subprocess.Popen(
                 unit.command(argv, env),
                 stdin=subprocess.DEVNULL,
@@ -146,7 +151,7 @@ class Starter:
         try:
             while True:
                 try:
-                    raw = await self._sock.recv(protocol.MAX_MESSAGE)
+                    raw = await self._sock.recv(65536)  # answers are small
                 except OSError:
                     raw = b""
                 if not raw:

@@ -35,7 +35,23 @@ from murmur.starter import child, protocol
 
 PRELOAD = (
     "murmur.cli.mur",
+    "murmur.cli._common",
     "murmur.cli.cmd_run",
+    "murmur.registry",
+    "murmur.registry.build",
+    "murmur.tree.cascade",
+    "murmur.tree.lineage",
+    "murmur.tree.contrib",
+    "murmur.tree.journal",
+    "murmur.tree.snapshot",
+    "murmur.manifest.support",
+    "murmur.session.workloads",
+    "murmur.httpserve",
+    "murmur.delegation.spawner",
+    "encodings.utf_8_sig",
+    "encodings.cp437",
+    "ruamel.yaml.mergevalue",
+    "zipfile",
     "murmur.session.launch",
     "murmur.session.session",
     "murmur.session.door",
@@ -48,8 +64,10 @@ PRELOAD = (
     "httpx",
     "cryptography.hazmat.primitives.asymmetric.ed25519",
 )
-"""Imported before ``ready``: a member's ``mur run`` (its session, door, plan, the formation
-member side, the call transport and the token check). A name that is missing is skipped."""
+"""Imported before ``ready``: what a member's ``mur run`` imports (its session, door, plan,
+registry and tree code, the formation member side, the call transport and the token check;
+the list is what ``PYTHONPROFILEIMPORTTIME=1`` shows a forked member still importing without
+it). A name that is missing is skipped."""
 
 _PR_SET_PDEATHSIG = 1
 
@@ -75,7 +93,13 @@ def preload() -> None:
 
 def title(parent: int) -> None:
     """Name this process ``mur starter (launcher <pid>)``; this also sets up ``setproctitle``
-    while the environment is still in place, so a forked child can set its own title."""
+    while the environment is still in place, so a forked child can set its own title.
+
+    ``SPT_NOENV``: titles use only the argument area (the launcher passes ``--title-room``,
+    blank, to make it large enough), so ``/proc/<pid>/environ`` keeps the environment the
+    starter started with instead of being overwritten by the title.
+    """
+    os.environ["SPT_NOENV"] = "1"
     try:
         import setproctitle
 
@@ -182,14 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="murmur.starter.server")
     ap.add_argument("--socket-fd", type=int, required=True)
     ap.add_argument("--parent", type=int, required=True)
+    ap.add_argument("--title-room", default="", help="blank room for the members' titles")
     a = ap.parse_args(argv)
+    title(a.parent)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     die_with_parent(a.parent)
     sock = socket.socket(fileno=a.socket_fd)
     sock.set_inheritable(False)
     preload()
-    title(a.parent)
     server = Server(sock)
     server.send({"ready": os.getpid()})
     server.serve()
