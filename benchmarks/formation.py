@@ -157,8 +157,24 @@ def member_pids(formation_line: bytes, entry_line: bytes) -> list[int]:
     return [json.loads(entry_line)["pid"], *peers]
 
 
-def one_launch(proj: Path, env: dict[str, str]) -> tuple[float, float]:
-    """(launch to entry ready, kill -KILL of the launcher to last member gone)."""
+def pss_mb(pid: int) -> float:
+    """Proportional set size of ``pid`` in MB (shared pages split among their users)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+MEMBER_PSS: dict[str, list[float]] = {}
+"""Per launch kind: the members' summed PSS at entry ready (MB)."""
+
+
+def one_launch(proj: Path, env: dict[str, str], kind: str = "") -> tuple[float, float]:
+    """(launch to entry ready, kill -KILL of the launcher to last member gone); the members'
+    summed PSS at that moment goes to ``MEMBER_PSS[kind]``."""
     t0 = time.perf_counter()
     proc = launch(proj, env, task=False)
     formation_line, entry_line = read_line(proc), read_line(proc)
@@ -167,6 +183,7 @@ def one_launch(proj: Path, env: dict[str, str]) -> tuple[float, float]:
         raise SystemExit("the formation did not launch (is the member side of formations in mur run?)")
     ready = time.perf_counter() - t0
     pids = member_pids(formation_line, entry_line)
+    MEMBER_PSS.setdefault(kind, []).append(sum(pss_mb(p) for p in pids))
     t1 = time.perf_counter()
     os.kill(proc.pid, signal.SIGKILL)
     while any(alive(p) for p in pids):
@@ -474,9 +491,9 @@ def main() -> int:
                 run_env["FAKE_MUR_PLAN"] = json.dumps({"m0": {"task_seconds": 0.05}})
             launches, launches_groups, launches_exec = [], [], []
             for _ in range(opts.repeat):  # interleaved, so drift on a shared machine hits all
-                launches.append(one_launch(proj, run_env))
-                if opts.members == "real":  # fake members go through MURMUR_MUR_BINARY: exec
-                    launches_exec.append(one_launch(proj, dict(run_env, MURMUR_STARTER="off")))
+                launches.append(one_launch(proj, run_env, f"{size}"))
+                if opts.members == "real" and size > 1:  # fake members, no peers: exec anyway
+                    launches_exec.append(one_launch(proj, dict(run_env, MURMUR_STARTER="off"), f"{size}x"))
                 if not opts.no_groups:
                     launches_groups.append(one_launch(proj, dict(run_env, **groups_env)))
             teardowns = [one_teardown(proj, run_env) for _ in range(opts.repeat)]
@@ -493,6 +510,8 @@ def main() -> int:
                 print(f"  launch to entry ready (exec path, MURMUR_STARTER=off)  {fmt(ready_x)}  "
                       f"({statistics.median(ready_x) / statistics.median(floor_n):.2f}x the floor; "
                       f"warm/exec {statistics.median(ready) / statistics.median(ready_x):.2f}x)")
+                print(f"  members' summed PSS at entry ready: {path} {statistics.median(MEMBER_PSS[str(size)]):.1f} MB, "
+                      f"exec {statistics.median(MEMBER_PSS[f'{size}x']):.1f} MB")
             print(f"  entry done to launcher exit            {fmt(teardowns)}")
             print(f"  kill -KILL launcher to last member gone {fmt(kill)}")
             if launches_groups:

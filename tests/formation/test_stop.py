@@ -16,19 +16,32 @@ from murmur.session.running import RunningRecord, write_running
 
 # A stand-in launcher: exits 143 on SIGTERM (killing its child first), or ignores it.
 LAUNCHER = r"""
-import signal, subprocess, sys, time
+import os, signal, subprocess, sys, time
 mode = sys.argv[1]
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) if mode == "child" else None
+member = child.pid if child else 0
+if mode == "starter":  # a warm starter between the launcher and its member
+    child = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True)
+    member = int(child.stdout.readline())
 def term(*_):
     if mode == "ignore":
         return
+    if member:
+        try: os.kill(member, 9)
+        except OSError: pass
     if child is not None:
         child.kill(); child.wait()
     sys.exit(143)
 signal.signal(signal.SIGTERM, term)
-print(child.pid if child else 0, flush=True)
+print(member, flush=True)
 time.sleep(60)
 """
+STARTER = (
+    "import setproctitle, subprocess, sys, time; setproctitle.setproctitle('mur starter (launcher)'); "
+    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print(c.pid, flush=True); "
+    "time.sleep(60)"
+)
+LAUNCHER = f"STARTER = {STARTER!r}\n" + LAUNCHER
 
 
 @pytest.fixture
@@ -108,6 +121,17 @@ class TestStopFormation:
         p, child = _launcher(procs, "child", "run", "--roster", "x")
         frm = ids.new_id("frm")
         _record(child, formation=frm)
+        report = stop.stop(frm)
+        assert report.lines[1] == f"launcher: pid {p.pid}"
+        assert p.wait(5) == 143
+
+    def test_no_marker_launcher_found_through_its_starter(
+        self, procs: list[subprocess.Popen[str]]
+    ) -> None:
+        """An entry forked by the warm starter: its grandparent is the `run --roster`."""
+        p, member = _launcher(procs, "starter", "run", "--roster", "x")
+        frm = ids.new_id("frm")
+        _record(member, formation=frm)
         report = stop.stop(frm)
         assert report.lines[1] == f"launcher: pid {p.pid}"
         assert p.wait(5) == 143

@@ -602,8 +602,8 @@ async def _launch_main(
             retention.run_pass(project_dir, formation_id, retain)
             return 1
 
-        # the warm starter imports while the plan is built (issue 19; spec/formation.md)
-        spawner = ProcessSpawner(starter=warm_starter(os.environ, peers=bool(admitted.peers)))
+        # the warm starter (started with the launcher) goes in a unit of the formation's
+        spawner = ProcessSpawner(starter=warm_starter(os.environ))
         deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
         plan = launchplan.build(
             admitted,
@@ -701,10 +701,14 @@ def run_roster(
 
     refuse_unknown_containment(os.environ)
     deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None
+    from murmur.starter import client as warm
+
+    warm.prestart(dict(os.environ))  # its imports overlap admission (spec/formation.md)
     try:
         status: int = trio.run(
             _launch_main, roster_arg, options, deadline_unix, timers or Timers(), early
         )
     finally:
+        warm.discard_unused()
         containment.here().close()
     return status

@@ -70,17 +70,25 @@ def mur_command(environ: dict[str, str] | None = None) -> list[str]:
     return [sys.executable, "-m", "murmur.cli.mur"]
 
 
-def warm_starter(environ: Mapping[str, str], *, peers: bool) -> Starter | None:
-    """A warm starter for a launch, started now; None when the exec path is to be used:
-    the formation has no peers (one start-up either way), ``MURMUR_MUR_BINARY`` or
-    ``MURMUR_STARTER=off`` is set, or the starter could not be started."""
+def warm_starter(environ: Mapping[str, str]) -> Starter | None:
+    """The launch's warm starter, in a unit of the formation's: the one started at the
+    launcher's start (``starter.client.prestart``), else one started now; None when the
+    exec path is to be used (``MURMUR_MUR_BINARY`` or ``MURMUR_STARTER=off`` is set, or it
+    could not be started or placed)."""
     from murmur import starter
+    from murmur.starter import client
 
-    if not peers or not starter.wanted(environ):
+    early = client.take()
+    if early is not None:
+        try:
+            early.contain(containment.here().new_unit("starter"))
+        except OSError:
+            early.discard()
+            return None
+        return early
+    if not starter.wanted(environ):
         return None
-    from murmur.starter.client import Starter
-
-    return Starter.launch(dict(environ))
+    return client.Starter.launch(dict(environ))
 
 
 def _prefill(fd: int, data: bytes) -> bytes:

@@ -157,9 +157,23 @@ def _is_roster_launcher(pid: int) -> bool:
     return b"--roster" in argv and b"run" in argv
 
 
+def _owner_pid(pid: int) -> int | None:
+    """The process that started member ``pid``: its parent, or its parent's parent when the
+    parent is the launcher's warm starter (``mur starter …``; spec/formation.md)."""
+    parent = procinfo.parent_pid(pid)
+    if parent and parent > 1:
+        try:
+            title = Path(f"/proc/{parent}/cmdline").read_bytes()
+        except OSError:
+            return parent
+        if title.startswith(b"mur starter "):
+            return procinfo.parent_pid(parent)
+    return parent
+
+
 def _launcher_from_members(formation_id: str, members: Sequence[Target]) -> Target | None:
     for m in members:
-        parent = procinfo.parent_pid(m.pid)
+        parent = _owner_pid(m.pid)
         if parent and parent > 1 and _is_roster_launcher(parent):
             return Target(parent, procinfo.start_time(parent), f"the launcher of {formation_id}")
     return None
@@ -195,7 +209,7 @@ def stop_formation(formation_id: str, *, timeout: float = FORMATION_TIMEOUT) -> 
         for m in _members(formation_id):
             if not wait_gone(m, max(0.0, end - time.monotonic())):
                 # a member no launcher owns (started by hand) is stopped as one session
-                if procinfo.parent_pid(m.pid) == launcher.pid:
+                if _owner_pid(m.pid) == launcher.pid:
                     raise _cannot_end(
                         m, f"it was still running {MEMBERS_WAIT:g}s after its launcher"
                     )

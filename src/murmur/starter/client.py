@@ -94,7 +94,7 @@ class WarmProcess:
 class Starter:
     """One warm starter process and the launcher's socket to it (make one with :meth:`launch`)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket, unit: containment.Unit) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], sock: socket.socket, unit: containment.Unit | None) -> None:
         self._popen = popen
         self._sock = trio.socket.from_stdlib_socket(sock)
         self._unit = unit
@@ -109,18 +109,26 @@ class Starter:
         self.alive = True
 
     @classmethod
-    def launch(cls, environ: dict[str, str] | None = None) -> Starter | None:
-        """Start the starter process now (no Trio needed); None when it cannot be started."""
+    def launch(cls, environ: dict[str, str] | None = None, *, contained: bool = True) -> Starter | None:
+        """Start the starter process now (no Trio needed); None when it cannot be started.
+
+        Args:
+            environ (dict[str, str] | None): its environment (default ``os.environ``).
+            contained (bool): start it in a unit of its own now; otherwise it runs in this
+                process's own cgroup (and group of its own) until :meth:`contain` moves it —
+                for a launcher that starts it before its formation's units exist. Until then
+                it has no child, and ``PR_SET_PDEATHSIG`` ends it with this process.
+        """
         env = dict(os.environ if environ is None else environ)
         env.pop(containment.UNIT_ENV, None)
-        unit = containment.here().new_unit("starter")
+        unit = containment.here().new_unit("starter") if contained else None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             argv = [sys.executable, "-m", "murmur.starter.server",
                     "--socket-fd", str(theirs.fileno()), "--parent", str(os.getpid()),
                     "--title-room", " " * TITLE_ROOM]
             popen = subprocess.Popen(
-                unit.command(argv, env),
+                unit.command(argv, env) if unit is not None else argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -131,12 +139,41 @@ class Starter:
             )
         except OSError:
             ours.close()
-            unit.release()
+            if unit is not None:
+                unit.release()
             return None
         finally:
             theirs.close()
-        unit.started(popen.pid, own_group=True, winds_down=False)
+        if unit is not None:
+            unit.started(popen.pid, own_group=True, winds_down=False)
         return cls(popen, ours, unit)
+
+    def contain(self, unit: containment.Unit) -> None:
+        """Move the (childless) starter into ``unit`` and register it there.
+
+        Raises:
+            OSError: it could not be moved (the caller then discards it).
+        """
+        if unit.path is not None:
+            fd = os.open(unit.path / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, str(self._popen.pid).encode())
+            finally:
+                os.close(fd)
+        unit.started(self._popen.pid, own_group=True, winds_down=False)
+        self._unit = unit
+
+    def discard(self) -> None:
+        """Kill and reap the starter now (synchronous; it forked nothing that is still ours)."""
+        self.alive = False
+        try:
+            os.killpg(self._popen.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self._popen.wait()
+        self._sock.close()
+        if self._unit is not None:
+            self._unit.release()
 
     @property
     def pid(self) -> int:
@@ -202,7 +239,13 @@ class Starter:
                     await trio.lowlevel.wait_readable(pidfd)
             finally:
                 os.close(pidfd)
-        self._unit.release()  # kills it if it is still there
+        if self._unit is not None:
+            self._unit.release()  # kills it if it is still there
+        else:
+            try:
+                os.killpg(self._popen.pid, signal.SIGKILL)
+            except OSError:
+                pass
         try:
             self._popen.wait(timeout=_CLOSE_BOUND)
         except subprocess.TimeoutExpired:
@@ -277,3 +320,31 @@ class Starter:
             return int(answer["pid"])
         code = answer.get("errno")
         raise OSError(code if isinstance(code, int) else 0, str(answer.get("error") or "the starter refused"))
+
+
+_early: Starter | None = None
+
+
+def prestart(environ: dict[str, str]) -> None:
+    """Start a launcher's starter at once, uncontained (:meth:`Starter.contain` places it
+    once the formation's units exist), so its imports overlap the launcher's own start-up;
+    nothing when ``environ`` asks for the exec path."""
+    global _early
+    from murmur import starter
+
+    if _early is None and starter.wanted(environ):
+        _early = Starter.launch(environ, contained=False)
+
+
+def take() -> Starter | None:
+    """The starter :func:`prestart` started, handed to its owner (once)."""
+    global _early
+    got, _early = _early, None
+    return got
+
+
+def discard_unused() -> None:
+    """Kill and reap a prestarted starter nobody took (a launch refused before it started)."""
+    got = take()
+    if got is not None:
+        got.discard()
