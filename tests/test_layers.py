@@ -45,6 +45,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("delegation/child.py", "links"): "the delegation contributor starts the capability socket",
     ("containment/context.py", "session"): "registers kill_all with session.winddown's forced-exit hooks",
     ("registry/build.py", "plan"): "build checks a plan file with the plan parser",
+    ("starter/child.py", "cli"): "a forked member runs mur's own main, as the exec path would",
 }
 
 
