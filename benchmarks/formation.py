@@ -492,7 +492,7 @@ def main() -> int:
             launches, launches_groups, launches_exec = [], [], []
             for _ in range(opts.repeat):  # interleaved, so drift on a shared machine hits all
                 launches.append(one_launch(proj, run_env, f"{size}"))
-                if opts.members == "real" and size > 1:  # fake members, no peers: exec anyway
+                if opts.members == "real":  # fake members go through MURMUR_MUR_BINARY: exec
                     launches_exec.append(one_launch(proj, dict(run_env, MURMUR_STARTER="off"), f"{size}x"))
                 if not opts.no_groups:
                     launches_groups.append(one_launch(proj, dict(run_env, **groups_env)))
@@ -500,7 +500,7 @@ def main() -> int:
             ready = [r for r, _ in launches]
             kill = [g for _, g in launches]
             ratio = statistics.median(ready) / statistics.median(floor_n)
-            path = "warm starter" if opts.members == "real" and size > 1 else "exec"
+            path = "warm starter" if opts.members == "real" else "exec"
             print(f"\n{size} member(s):  (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
             print(f"  floor: 1 bare `mur run --json`          {fmt(floor_one)}")
             print(f"  floor: {size} bare `mur run --json` at once  {fmt(floor_n)}")
