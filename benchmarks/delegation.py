@@ -107,6 +107,7 @@ async def main(runs: int) -> None:
     from murmur.delegation.launcher import Launcher
     from murmur.manifest.load import load_manifest
     from murmur.roost.client import RoostClient
+    from murmur.tree.lineage import LINEAGE_ENV, root_lineage
 
     with tempfile.TemporaryDirectory(prefix="murmur-bench-delegation-") as tmp:
         home = Path(tmp) / "home"
@@ -125,6 +126,9 @@ async def main(runs: int) -> None:
                 door_url=lambda: "http://127.0.0.1:9", book=DelegationBook(lambda *a, **k: None),
                 emit=lambda *a, **k: None, bound=600,
             )
+            # what the delegation runtime adds beside MURMUR_SPAWNER: the child's lineage
+            lineage = root_lineage("ses_" + "b" * 32, manifest.spawn_allow)
+            launcher.child_env = lambda dlg: {LINEAGE_ENV: lineage.hand_down("ses_" + "b" * 32, dlg)}
             one: list[float] = []
             four_wall: list[float] = []
             four_slowest: list[float] = []

@@ -7,6 +7,7 @@ its owning task, each wait bounded.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import AsyncIterator
@@ -16,8 +17,10 @@ import pytest
 import trio
 
 from murmur import containment, starter
+from murmur.formation.process import ProcessSpawner, mur_command
+from murmur.formation.supervise import MemberSpec
 from murmur.starter import protocol
-from murmur.starter.client import Starter, Unavailable
+from murmur.starter.client import Starter, Unavailable, WarmProcess
 
 pytestmark = [pytest.mark.e2e]
 
@@ -209,3 +212,44 @@ async def test_owner_gone_starter_goes(tmp_path: Path) -> None:
     assert s._popen.poll() is not None
     with pytest.raises(Unavailable):
         await s.start(["mur", "--version"], {}, str(tmp_path), [], session=True, cgroup=None)
+
+
+def _spec(tmp: Path) -> MemberSpec:
+    """A peer whose command is the default ``mur`` (``mur --version``: one line, exit 0)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
+    return MemberSpec(name="p1", argv=(*mur_command(env), "--version"), env=env, cwd=str(tmp),
+                      channel=b'{"x": 1}\n', peer=True)
+
+
+async def test_the_seam_forks_through_the_starter(warm: Starter, tmp_path: Path) -> None:
+    """ProcessSpawner under ``owning``: a default-``mur`` peer is forked by the starter (its
+    parent), its first stdout line arrives through the pipe, and its status through the starter."""
+    spawner = ProcessSpawner(err=io.BytesIO(), starter=warm)
+    spawner._owned = True  # the fixture already runs the starter's owning task
+    async with trio.open_nursery() as relays:
+        handle = await spawner.spawn(_spec(tmp_path), relays)
+        assert isinstance(handle._proc, WarmProcess)  # forked: the starter reaps and reports it
+        with trio.fail_after(60):
+            line = await handle.first_line()
+            code = await handle.wait()
+        await handle.aclose()
+    assert line is not None and line.startswith(b"mur ")
+    assert code == 0 and warm.exits[handle.pid] == 0
+
+
+async def test_the_seam_falls_back_to_exec(tmp_path: Path) -> None:
+    """A starter that is gone: the same spawn starts the member by exec (this process is its
+    parent), and it behaves the same."""
+    s = Starter.launch(dict(os.environ))
+    assert s is not None
+    s.discard()
+    spawner = ProcessSpawner(err=io.BytesIO(), starter=s)
+    async with spawner.owning(), trio.open_nursery() as relays:
+        handle = await spawner.spawn(_spec(tmp_path), relays)
+        assert isinstance(handle._proc, trio.Process)
+        with trio.fail_after(60):
+            line = await handle.first_line()
+            code = await handle.wait()
+        await handle.aclose()
+    assert line is not None and line.startswith(b"mur ")
+    assert code == 0
