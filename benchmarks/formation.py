@@ -485,7 +485,7 @@ def main() -> int:
             proj = make_project(sub, size, env)
             floor_one = [floor(proj, env, 1) for _ in range(opts.repeat)]
             floor_n = [floor(proj, env, size) for _ in range(opts.repeat)]
-            run_env = dict(env)
+            run_env = dict(env, MURMUR_STARTER="on")
             if opts.members == "fake":
                 run_env["MURMUR_MUR_BINARY"] = str(root / "mur-fake")
                 run_env["FAKE_MUR_PLAN"] = json.dumps({"m0": {"task_seconds": 0.05}})

@@ -47,9 +47,9 @@ def test_title_is_mur_and_the_arguments() -> None:
 
 @pytest.mark.parametrize(
     ("environ", "warm"),
-    [({}, True), ({"MURMUR_STARTER": "off"}, False), ({"MURMUR_STARTER": " No "}, False),
-     ({"MURMUR_STARTER": "on"}, True), ({"MURMUR_MUR_BINARY": "/bin/fake"}, False),
-     ({"MURMUR_MUR_BINARY": "  "}, True)],
+    [({}, False), ({"MURMUR_STARTER": "off"}, False), ({"MURMUR_STARTER": " Yes "}, True),
+     ({"MURMUR_STARTER": "on"}, True), ({"MURMUR_STARTER": "on", "MURMUR_MUR_BINARY": "/bin/fake"}, False),
+     ({"MURMUR_STARTER": "on", "MURMUR_MUR_BINARY": "  "}, True)],
 )
 def test_wanted(environ: dict[str, str], warm: bool) -> None:
     assert starter.wanted(environ) is warm

@@ -73,7 +73,7 @@ def mur_command(environ: dict[str, str] | None = None) -> list[str]:
 def warm_starter(environ: Mapping[str, str]) -> Starter | None:
     """The launch's warm starter, in a unit of the formation's: the one started at the
     launcher's start (``starter.client.prestart``), else one started now; None when the
-    exec path is to be used (``MURMUR_MUR_BINARY`` or ``MURMUR_STARTER=off`` is set, or it
+    exec path is to be used (``MURMUR_STARTER=on`` is not set, ``MURMUR_MUR_BINARY`` is, or it
     could not be started or placed)."""
     from murmur import starter
     from murmur.starter import client

@@ -7,9 +7,9 @@ forks one process per request (:mod:`murmur.starter.child` is what the fork does
 runs ``mur run``'s own ``main``). :mod:`murmur.starter.client` is the launcher's side, and
 :mod:`murmur.starter.protocol` the messages between them.
 
-The plain path (exec a new ``mur run``) stays: it is used when ``MURMUR_MUR_BINARY`` names
-another binary, when ``MURMUR_STARTER=off``, and whenever the starter cannot be started or
-has gone away.
+The plain path (exec a new ``mur run``) is the default: the warm path is used only with
+``MURMUR_STARTER=on``, never when ``MURMUR_MUR_BINARY`` names another binary, and a member
+the starter cannot take (it is gone, or not ready) is started by exec.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 STARTER_ENV = "MURMUR_STARTER"
-"""``off`` (or ``0``/``no``/``false``) makes a launcher start every member by exec; anything
-else (unset included) lets it use the warm starter where it can."""
+"""``on`` (or ``1``/``yes``/``true``) lets a launcher fork its members from a warm starter;
+anything else (unset included) starts every member by exec. Off by default: a forked
+member's ``/proc/<pid>/environ`` shows the starter's environment, not its own (see
+spec/formation.md), and tools that find a formation's processes by their environment miss it."""
 
 MUR_BINARY_ENV = "MURMUR_MUR_BINARY"  # the same name as murmur.formation.process's
 
@@ -27,4 +29,4 @@ def wanted(environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` allows the warm path (pure)."""
     if environ.get(MUR_BINARY_ENV, "").strip():
         return False
-    return environ.get(STARTER_ENV, "").strip().lower() not in ("off", "0", "no", "false")
+    return environ.get(STARTER_ENV, "").strip().lower() in ("on", "1", "yes", "true")

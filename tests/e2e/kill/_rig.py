@@ -88,8 +88,8 @@ class Rig:
         tmp (Path): the test's scratch directory.
         klass (str): ``cgroup`` or ``groups`` (the latter sets ``MURMUR_CONTAINMENT=groups``
             in the environment of every process the rig starts).
-        start_path (str): ``exec`` sets ``MURMUR_STARTER=off`` (members start as new
-            processes); ``warm`` and ``default`` leave the launcher's choice (the starter).
+        start_path (str): ``warm`` sets ``MURMUR_STARTER=on`` (members forked by the warm
+            starter), ``exec`` sets it ``off`` (new processes); ``default`` leaves it unset.
     """
 
     def __init__(self, tmp: Path, klass: str, nursery: trio.Nursery, *, start_path: str = "default") -> None:
@@ -101,8 +101,8 @@ class Rig:
                if not k.startswith("MURMUR_") or k == "MURMUR_HOME"}
         if klass == "groups":
             env["MURMUR_CONTAINMENT"] = "groups"
-        if start_path == "exec":
-            env["MURMUR_STARTER"] = "off"
+        if start_path in ("exec", "warm"):
+            env["MURMUR_STARTER"] = "on" if start_path == "warm" else "off"
         self.start_path = start_path
         self.env = env
         self.census = Census()

@@ -4,8 +4,8 @@ The rig owns every process the test starts and kills it (and every unit it made)
 shielded ``finally``; ``klass`` runs a test once per containment class: ``cgroup`` (skipped
 where this host cannot give it) and ``groups`` (forced with ``MURMUR_CONTAINMENT=groups`` in
 the environment of every process the rig starts). ``start_path`` runs a formation test once
-per way a member starts (``warm``: forked by the launcher's warm starter; ``exec``: a new
-``mur run`` with ``MURMUR_STARTER=off``); a module opts in with ``START_PATHS``.
+per way a member starts (``warm``: forked by the launcher's warm starter, ``MURMUR_STARTER=on``;
+``exec``: a new ``mur run``, ``MURMUR_STARTER=off``); a module opts in with ``START_PATHS``.
 """
 
 from __future__ import annotations
