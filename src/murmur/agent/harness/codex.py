@@ -1,0 +1,389 @@
+"""The Codex protocol: ``codex exec --json`` run once per task (issue 20).
+
+Chosen when ``inference.command``'s program is ``codex``. Relied on (checked against
+``@openai/codex`` 0.171.0; spec/agent.md, "Codex protocol"):
+
+* **Start.** ``<command…> exec --json --color never --skip-git-repo-check --ephemeral
+  --sandbox <mode> -``: the task is read from stdin (``-``), JSON Lines events go to stdout,
+  no session files are kept (``--ephemeral``).
+* **Configuration.** Everything else is one ``config.toml`` in ``CODEX_HOME`` =
+  ``<home>/.codex`` (the CLI's own home, never ``~/.codex``): the model, a provider
+  ``murmur`` (``base_url`` = the endpoint, ``wire_api = "responses"``, ``env_key`` naming
+  :data:`KEY_ENV`), ``developer_instructions`` = the system prompt then the ``mur context``
+  text, ``approval_policy = "never"``, the sandbox's network switch, the shell tool's
+  environment (the key variable excluded) and the offline switches. The key itself is only
+  in the CLI's environment (:data:`KEY_ENV`): never argv, stdin or a file.
+* **Shell grant.** Codex cannot limit *which* programs its shell tool runs. An empty
+  ``capabilities.shell.allow`` removes the tool (``features.shell_tool = false``: the model
+  is offered no shell at all); a non-empty one offers Codex's ``exec_command`` under its own
+  ``workspace-write`` sandbox (writes only in the workdir and the temporary directories), and
+  that sandbox is the only guard: the listed names are not enforced one by one.
+* **Events.** ``item.completed`` of type ``command_execution`` / ``file_change`` /
+  ``mcp_tool_call`` / ``web_search`` → :class:`ToolUse`; ``agent_message`` items are held and
+  the turn's last one is the answer; ``turn.completed`` (usage for the whole ``exec`` run:
+  Codex reports neither per-call usage nor per-call boundaries) → one :class:`InferenceTurn`
+  with the totals, then :class:`Answer`; ``turn.failed`` → :class:`HarnessFailure`.
+  Top-level ``error`` events are retries and warnings (the last one is kept for a stream that
+  ends without a turn result); ``error`` items (e.g. missing model metadata) are warnings.
+
+Design: spec/agent.md, "Codex protocol".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from murmur.agent.harness.protocol import (
+    Answer,
+    Event,
+    HarnessFailure,
+    HarnessRequest,
+    InferenceTurn,
+    Invocation,
+    ToolUse,
+)
+
+__all__ = [
+    "CONFIG_PATH",
+    "DEFAULT_BASE_URL",
+    "KEY_ENV",
+    "PROTOCOL",
+    "Codex",
+    "CodexParser",
+    "config_toml",
+    "events_of",
+    "provider_base_url",
+    "toml_string",
+]
+
+KEY_ENV = "MURMUR_CODEX_API_KEY"
+"""The variable holding the provider key in the CLI's environment (provider ``env_key``)."""
+
+CONFIG_PATH = ".codex/config.toml"
+"""Where the configuration goes, relative to ``request.home`` (``CODEX_HOME`` = ``home/.codex``)."""
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""The provider base URL when the manifest names no endpoint."""
+
+PROVIDER_ID = "murmur"
+REQUEST_MAX_RETRIES = 5  # six attempts, like the http transport's RetryPolicy
+STREAM_MAX_RETRIES = 1
+_MESSAGE_CAP = 500  # characters of a Codex error quoted in a failure
+_TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+_REJECTED = re.compile(r"\bstatus (401|403)\b")
+
+
+# --- invocation (pure) -------------------------------------------------------------------
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string, quotes included (every control character escaped)."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def provider_base_url(endpoint: str | None) -> str:
+    """The provider ``base_url`` for ``endpoint`` (Codex appends ``/responses`` itself).
+
+    A base URL (``http://127.0.0.1:8080/v1``) is kept; a full ``…/responses`` URL loses that
+    suffix; a trailing ``/`` is dropped; None → :data:`DEFAULT_BASE_URL`.
+    """
+    if not endpoint:
+        return DEFAULT_BASE_URL
+    base = endpoint.rstrip("/")
+    if base.endswith("/responses"):
+        base = base[: -len("/responses")]
+    return base
+
+
+def sandbox_mode(request: HarnessRequest) -> str:
+    """``workspace-write`` when the capsule has a shell grant, else ``read-only``."""
+    return "workspace-write" if request.shell_allow else "read-only"
+
+
+def config_toml(request: HarnessRequest) -> str:
+    """The ``config.toml`` for one task (pure; never holds the key).
+
+    Shape: root keys (model, provider, approvals, instructions, offline switches), then the
+    tables ``history``, ``analytics``, ``feedback``, ``features``,
+    ``shell_environment_policy``, ``sandbox_workspace_write``, ``model_providers.murmur``.
+    """
+    root: dict[str, object] = {}
+    if request.model:
+        root["model"] = request.model
+    root["model_provider"] = PROVIDER_ID
+    root["approval_policy"] = "never"
+    root["check_for_update_on_startup"] = False
+    root["web_search"] = "disabled"
+    instructions = request.instructions()
+    if instructions is not None:
+        root["developer_instructions"] = instructions
+    provider: dict[str, object] = {
+        "name": PROVIDER_ID,
+        "base_url": provider_base_url(request.endpoint),
+        "wire_api": "responses",
+        "request_max_retries": REQUEST_MAX_RETRIES,
+        "stream_max_retries": STREAM_MAX_RETRIES,
+    }
+    if request.api_key is not None:
+        provider["env_key"] = KEY_ENV
+    tables: list[tuple[str, Mapping[str, object]]] = [
+        ("history", {"persistence": "none"}),
+        ("analytics", {"enabled": False}),
+        ("feedback", {"enabled": False}),
+        ("features", {"shell_tool": bool(request.shell_allow)}),
+        # Commands see the session's environment as given (capabilities.env.allow included:
+        # no default *KEY*/*TOKEN* filter), minus the provider key.
+        ("shell_environment_policy",
+         {"inherit": "all", "ignore_default_excludes": True, "exclude": [KEY_ENV]}),
+        # Links (`mur context`) reach the session's door over loopback.
+        ("sandbox_workspace_write", {"network_access": request.context_text is not None}),
+        (f"model_providers.{PROVIDER_ID}", provider),
+    ]
+    lines = ['# Written by murmur for one task (spec/agent.md, "Codex protocol").']
+    lines += [f"{k} = {_toml_value(v)}" for k, v in root.items()]
+    for name, table in tables:
+        lines += ["", f"[{name}]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def argv(request: HarnessRequest) -> tuple[str, ...]:
+    """``request.command`` then ``exec`` (unless already its second word) and the flags."""
+    words = tuple(request.command)
+    head = words if words[1:2] in (("exec",), ("e",)) else (*words, "exec")
+    return (
+        *head,
+        "--json",
+        "--color",
+        "never",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "--sandbox",
+        sandbox_mode(request),
+        "-",
+    )
+
+
+# --- the event stream ---------------------------------------------------------------------
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _cap(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= _MESSAGE_CAP else message[: _MESSAGE_CAP - 1] + "…"
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def tool_use(item: Mapping[str, object], *, finished: bool = True) -> ToolUse | None:
+    """The :class:`ToolUse` for one Codex tool item (None for any other item type).
+
+    ``finished=False`` is for an item that started and never completed (the CLI was
+    ended): it is reported failed with no output.
+    """
+    kind = item.get("type")
+    call_id = _text(item.get("id"))
+    status = item.get("status")
+    ok = finished and status == "completed"
+    if kind == "command_execution":
+        exit_code = item.get("exit_code")
+        return ToolUse(
+            call_id=call_id,
+            name="command_execution",
+            input={"command": _text(item.get("command"))},
+            output=_text(item.get("aggregated_output")) if finished else "",
+            ok=ok and exit_code == 0,
+            shell=True,
+        )
+    if kind == "file_change":
+        changes = item.get("changes")
+        return ToolUse(call_id, "file_change",
+                       {"changes": changes if isinstance(changes, list) else []}, "", ok)
+    if kind == "mcp_tool_call":
+        result = item.get("result")
+        error = item.get("error")
+        output = json.dumps(result) if result is not None else ""
+        if isinstance(error, dict):
+            output = _text(error.get("message"))
+        return ToolUse(
+            call_id,
+            "mcp_tool_call",
+            {"server": _text(item.get("server")), "tool": _text(item.get("tool")),
+             "arguments": item.get("arguments")},
+            output if finished else "",
+            ok and error is None,
+        )
+    if kind == "web_search":
+        return ToolUse(call_id, "web_search", {"query": _text(item.get("query"))}, "",
+                       finished and status in (None, "completed"))
+    return None
+
+
+def failure(message: str) -> HarnessFailure:
+    """A failed Codex turn: ``credential_rejected`` when the provider answered 401/403."""
+    cause = "credential_rejected" if _REJECTED.search(message) else "driver_error"
+    return HarnessFailure(f"codex: {_cap(message)}" if message else "codex: the turn failed",
+                          cause=cause)
+
+
+@attrs.define
+class CodexParser:
+    """Reads ``codex exec --json`` output line by line (one instance per task).
+
+    State: the agent messages and tool names of the turn in progress, the tool items that
+    started and did not complete yet (by id), the last top-level ``error`` message, and
+    whether a turn ended (``turn.completed`` / ``turn.failed``).
+    """
+
+    _messages: list[str] = attrs.field(factory=list)
+    _tools: list[str] = attrs.field(factory=list)
+    _running: dict[str, Mapping[str, object]] = attrs.field(factory=dict)
+    _last_error: str = ""
+    _ended: bool = False
+
+    def feed(self, line: bytes) -> list[Event]:
+        """Events for one stdout line (``[]`` for anything not understood)."""
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return []
+        if not isinstance(event, dict):
+            return []
+        kind = event.get("type")
+        item = event.get("item")
+        if kind == "item.started" and isinstance(item, dict):
+            if item.get("type") in _TOOL_ITEMS:
+                self._running[_text(item.get("id"))] = item
+            return []
+        if kind == "item.completed" and isinstance(item, dict):
+            return self._completed(item)
+        if kind == "turn.completed":
+            return self._turn_completed(event.get("usage"))
+        if kind == "turn.failed":
+            self._ended = True
+            error = event.get("error")
+            message = _text(error.get("message")) if isinstance(error, dict) else ""
+            return [failure(message or self._last_error)]
+        if kind == "error":
+            self._last_error = _text(event.get("message"))
+        return []
+
+    def finish(self) -> list[Event]:
+        """After stdout ended: tools that never completed, then a failure if no turn ended."""
+        events: list[Event] = []
+        for item in self._running.values():
+            use = tool_use(item, finished=False)
+            if use is not None:
+                events.append(use)
+        self._running.clear()
+        if not self._ended and self._last_error:
+            events.append(failure(self._last_error))
+        return events
+
+    def _completed(self, item: Mapping[str, object]) -> list[Event]:
+        kind = item.get("type")
+        if kind == "agent_message":
+            self._messages.append(_text(item.get("text")))
+            return []
+        use = tool_use(item)
+        if use is None:
+            return []
+        self._running.pop(use.call_id, None)
+        self._tools.append(use.name)
+        return [use]
+
+    def _turn_completed(self, usage: object) -> list[Event]:
+        self._ended = True
+        usage = usage if isinstance(usage, dict) else {}
+        text = self._messages[-1] if self._messages else ""
+        events: list[Event] = [
+            InferenceTurn(
+                input_tokens=_int(usage.get("input_tokens")),
+                output_tokens=_int(usage.get("output_tokens")),
+                stop_reason="",
+                tool_names=tuple(self._tools),
+                text=text,
+            )
+        ]
+        if self._messages:
+            events.append(Answer(text))
+        self._messages = []
+        self._tools = []
+        return events
+
+
+@attrs.frozen
+class Codex:
+    """The Codex protocol (:class:`murmur.agent.harness.protocol.HarnessProtocol`)."""
+
+    name: str = "codex"
+    install_hint: str = "npm install -g @openai/codex"
+
+    def invocation(self, request: HarnessRequest) -> Invocation:
+        """``codex exec --json`` for ``request`` (pure): argv, environment, stdin, config file.
+
+        The environment adds ``HOME`` = ``request.home``, ``CODEX_HOME`` =
+        ``request.home/.codex`` and, when there is a key, :data:`KEY_ENV`.
+        """
+        env = {"HOME": str(request.home), "CODEX_HOME": str(request.home / ".codex")}
+        if request.api_key is not None:
+            env[KEY_ENV] = request.api_key
+        return Invocation(
+            argv=argv(request),
+            env=env,
+            stdin=request.task_text.encode("utf-8"),
+            files={CONFIG_PATH: config_toml(request).encode("utf-8")},
+        )
+
+    def parser(self) -> CodexParser:
+        """A fresh :class:`CodexParser`."""
+        return CodexParser()
+
+
+PROTOCOL = Codex()
+
+
+def events_of(lines: Iterable[bytes]) -> list[Event]:
+    """Every event of a whole recorded stream (feed each line, then finish)."""
+    parser = CodexParser()
+    out: list[Event] = []
+    for line in lines:
+        out += parser.feed(line)
+    return out + parser.finish()

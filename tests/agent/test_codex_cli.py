@@ -1,0 +1,181 @@
+"""The real Codex CLI (``@openai/codex``, installed from npm) started with the Codex
+protocol's invocation against the scripted Responses server on loopback.
+
+Each test writes the invocation's files, runs ``argv`` through :func:`murmur.shell.run_shell`
+(its own containment unit, killed as a whole when the CLI exits or the test fails), feeds
+stdout to the protocol's parser and checks the events and what the model endpoint received.
+Skipped only when the npm registry is unreachable (:mod:`tests.agent.npm_cli`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from murmur.agent.harness.codex import KEY_ENV, PROTOCOL
+from murmur.agent.harness.protocol import (
+    Answer,
+    Event,
+    HarnessFailure,
+    HarnessRequest,
+    InferenceTurn,
+    ToolUse,
+)
+from murmur.shell import ShellResult, run_shell
+
+from .npm_cli import CODEX, npm_cli
+from .scripted_openai import (
+    ModelReply,
+    ScriptedResponses,
+    exec_call,
+    function_outputs,
+    input_texts,
+    message,
+)
+
+KEY = "sk-codex-test-3c1f0e9b"
+RUN_BOUND = 120.0  # seconds for one CLI run (a cold start is ~2 s here)
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    return npm_cli(CODEX)
+
+
+@pytest.fixture
+async def model(nursery: trio.Nursery) -> AsyncIterator[ScriptedResponses]:
+    server = ScriptedResponses()
+    await nursery.start(server.serve)
+    yield server
+
+
+@attrs.frozen
+class Run:
+    result: ShellResult
+    events: list[Event]
+    request: HarnessRequest
+
+
+def _request(tmp: Path, model: ScriptedResponses, codex_bin: Path, **over: object) -> HarnessRequest:
+    home, work = tmp / "records" / "home", tmp / "work"
+    home.mkdir(parents=True, mode=0o700)
+    work.mkdir()
+    node = shutil.which("node")
+    assert node is not None, "node is needed to run the npm-installed codex"
+    path = os.pathsep.join([str(codex_bin.parent), str(Path(node).parent), "/usr/bin", "/bin"])
+    fields: dict[str, object] = dict(
+        command=("codex",),
+        task_text="Run the command and tell me what it printed.",
+        system_prompt="You are the fixer capsule.",
+        context_text=None,
+        model="test-model",
+        endpoint=model.base_url,
+        api_key=KEY,
+        max_turns=10,
+        shell_allow=("echo", "env"),
+        home=home,
+        workdir=work,
+        shell_env={"PATH": path, "HOME": str(tmp / "session-home"), "LANG": "C.UTF-8",
+                   "TMPDIR": str(tmp)},
+    )
+    fields.update(over)
+    return HarnessRequest(**fields)  # type: ignore[arg-type]
+
+
+async def _run(req: HarnessRequest) -> Run:
+    inv = PROTOCOL.invocation(req)
+    for rel, data in inv.files.items():
+        path = req.home / rel
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_bytes(data)
+        path.chmod(0o600)
+    env = {**req.shell_env, **inv.env}
+    with trio.fail_after(RUN_BOUND):
+        result = await run_shell(list(inv.argv), allow=("codex",), cwd=req.workdir, env=env,
+                                 stdin=inv.stdin)
+    parser = PROTOCOL.parser()
+    events: list[Event] = []
+    for line in result.stdout.splitlines():
+        events += parser.feed(line.rstrip(b"\r"))
+    return Run(result, events + parser.finish(), req)
+
+
+def _uses(events: list[Event]) -> list[ToolUse]:
+    return [e for e in events if isinstance(e, ToolUse)]
+
+
+async def test_a_shell_command_then_the_answer(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    model.add(
+        ModelReply([message("Let me run it."), exec_call("echo murmur-$((6*7)) && env")],
+                   input_tokens=120, output_tokens=7, cached_tokens=20),
+        ModelReply([message("It printed murmur-42.")], input_tokens=150, output_tokens=9),
+    )
+    req = _request(tmp_path, model, codex_bin, context_text="Links: reviewer.")
+    run = await _run(req)
+    assert run.result.exit_code == 0, run.result.stderr_text[-2000:]
+
+    (use,) = _uses(run.events)
+    assert (use.name, use.ok, use.shell) == ("command_execution", True, True)
+    assert use.input == {"command": "/bin/bash -lc 'echo murmur-$((6*7)) && env'"}
+    assert use.output.startswith("murmur-42\n")
+    # The command's environment: the session's plus the CLI's home, never the key.
+    assert f"HOME={req.home}\n" in use.output
+    assert KEY not in use.output and KEY_ENV not in use.output
+    assert run.events[1:] == [
+        InferenceTurn(270, 16, "", ("command_execution",), "It printed murmur-42."),
+        Answer("It printed murmur-42."),
+    ]
+
+    first, second = model.model_calls
+    assert len(model.requests) == 2
+    assert first.path == "/v1/responses" and first.headers["authorization"] == f"Bearer {KEY}"
+    assert "You are the fixer capsule.\n\nLinks: reviewer." in input_texts(first.body, "developer")
+    assert input_texts(first.body, "user")[-1] == "Run the command and tell me what it printed."
+    (output,) = function_outputs(second.body).values()
+    assert "Process exited with code 0" in output and "murmur-42" in output
+    # Nothing was written into the project: no AGENTS.md, no .codex.
+    assert list(req.workdir.iterdir()) == []
+
+
+async def test_no_shell_grant_offers_no_shell_tool(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    model.add(
+        ModelReply([exec_call("echo should-not-run")]),
+        ModelReply([message("I cannot run commands here.")], input_tokens=50, output_tokens=5),
+    )
+    run = await _run(_request(tmp_path, model, codex_bin, shell_allow=()))
+    assert run.result.exit_code == 0, run.result.stderr_text[-2000:]
+    assert run.events == [
+        InferenceTurn(150, 15, "", (), "I cannot run commands here."),
+        Answer("I cannot run commands here."),
+    ]
+    first, second = model.model_calls
+    assert isinstance(first.body, dict)
+    assert "exec_command" not in [t.get("name") for t in first.body["tools"]]
+    assert function_outputs(second.body) == {"call_1": "unsupported call: exec_command"}
+
+
+async def test_a_refused_key_is_a_credential_failure(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    refused = ModelReply(status=401, error={"message": "Incorrect API key provided",
+                                            "type": "invalid_request_error"})
+    model.add(*[refused] * 3)
+    run = await _run(_request(tmp_path, model, codex_bin))
+    assert run.result.exit_code == 1
+    (failure,) = run.events
+    assert isinstance(failure, HarnessFailure)
+    assert failure.cause == "credential_rejected"
+    assert failure.message.startswith("codex: unexpected status 401 Unauthorized: "
+                                      "Incorrect API key provided")
+    assert KEY not in failure.message
+    assert len(model.model_calls) == 2  # Codex 0.171 tries a 401 twice, whatever the retry budget
