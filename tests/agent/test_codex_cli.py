@@ -88,8 +88,11 @@ def _request(tmp: Path, model: ScriptedResponses, codex_bin: Path, **over: objec
     return HarnessRequest(**fields)  # type: ignore[arg-type]
 
 
-async def _run(req: HarnessRequest) -> Run:
+async def _run(req: HarnessRequest, *, strict: bool = False) -> Run:
     inv = PROTOCOL.invocation(req)
+    argv = list(inv.argv)
+    if strict:  # refuse config keys this Codex does not know
+        argv.insert(argv.index("exec") + 1, "--strict-config")
     for rel, data in inv.files.items():
         path = req.home / rel
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -97,7 +100,7 @@ async def _run(req: HarnessRequest) -> Run:
         path.chmod(0o600)
     env = {**req.shell_env, **inv.env}
     with trio.fail_after(RUN_BOUND):
-        result = await run_shell(list(inv.argv), allow=("codex",), cwd=req.workdir, env=env,
+        result = await run_shell(argv, allow=("codex",), cwd=req.workdir, env=env,
                                  stdin=inv.stdin)
     parser = PROTOCOL.parser()
     events: list[Event] = []
@@ -179,3 +182,16 @@ async def test_a_refused_key_is_a_credential_failure(
                                       "Incorrect API key provided")
     assert KEY not in failure.message
     assert len(model.model_calls) == 2  # Codex 0.171 tries a 401 twice, whatever the retry budget
+
+
+async def test_every_config_key_is_known_to_this_codex(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    """``--strict-config`` fails on a key the pinned Codex does not recognise; the only
+    warning item left is the scripted model's missing metadata."""
+    model.add(ModelReply([message("ok")], input_tokens=11, output_tokens=2))
+    run = await _run(_request(tmp_path, model, codex_bin, context_text="Links."), strict=True)
+    assert run.result.exit_code == 0, run.result.stderr_text[-2000:]
+    assert run.events == [InferenceTurn(11, 2, "", (), "ok"), Answer("ok")]
+    warnings = [line for line in run.result.stdout_text.splitlines() if '"type":"error"' in line]
+    assert len(warnings) == 1 and "Model metadata for `test-model` not found" in warnings[0]

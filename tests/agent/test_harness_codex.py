@@ -104,14 +104,15 @@ def test_config_names_the_provider_model_and_instructions() -> None:
     assert cfg["shell_environment_policy"] == {
         "inherit": "all", "ignore_default_excludes": True, "exclude": [KEY_ENV]}
     assert cfg["sandbox_workspace_write"] == {"network_access": True}
-    assert cfg["features"] == {"shell_tool": True}
+    assert cfg["features"] == {"shell_tool": True, "goals": False}
+    assert cfg["agents"] == {"enabled": False}
     assert cfg["web_search"] == "disabled"
     assert cfg["history"] == {"persistence": "none"}
 
 
 def test_no_shell_grant_removes_the_shell_tool_and_reads_only() -> None:
     req = request(shell_allow=())
-    assert config(req)["features"] == {"shell_tool": False}
+    assert config(req)["features"] == {"shell_tool": False, "goals": False}
     assert PROTOCOL.invocation(req).argv[-2] == "read-only"
 
 

@@ -136,7 +136,7 @@ def config_toml(request: HarnessRequest) -> str:
     """The ``config.toml`` for one task (pure; never holds the key).
 
     Shape: root keys (model, provider, approvals, instructions, offline switches), then the
-    tables ``history``, ``analytics``, ``feedback``, ``features``,
+    tables ``history``, ``analytics``, ``feedback``, ``features``, ``agents``,
     ``shell_environment_policy``, ``sandbox_workspace_write``, ``model_providers.murmur``.
     """
     root: dict[str, object] = {}
@@ -162,7 +162,9 @@ def config_toml(request: HarnessRequest) -> str:
         ("history", {"persistence": "none"}),
         ("analytics", {"enabled": False}),
         ("feedback", {"enabled": False}),
-        ("features", {"shell_tool": bool(request.shell_allow)}),
+        # No sub-agents or goals: every model call is this task's, counted in its usage.
+        ("features", {"shell_tool": bool(request.shell_allow), "goals": False}),
+        ("agents", {"enabled": False}),
         # Commands see the session's environment as given (capabilities.env.allow included:
         # no default *KEY*/*TOKEN* filter), minus the provider key.
         ("shell_environment_policy",
