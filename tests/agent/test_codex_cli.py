@@ -195,3 +195,18 @@ async def test_every_config_key_is_known_to_this_codex(
     assert run.events == [InferenceTurn(11, 2, "", (), "ok"), Answer("ok")]
     warnings = [line for line in run.result.stdout_text.splitlines() if '"type":"error"' in line]
     assert len(warnings) == 1 and "Model metadata for `test-model` not found" in warnings[0]
+
+
+async def test_a_server_error_is_retried_six_times_then_fails(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    broken = ModelReply(status=500, error={"message": "upstream broke", "type": "server_error"})
+    model.add(*[broken] * 8)
+    run = await _run(_request(tmp_path, model, codex_bin))
+    assert run.result.exit_code == 1
+    (failure,) = run.events
+    assert isinstance(failure, HarnessFailure) and failure.cause == "driver_error"
+    # Codex 0.171's own words for a 5xx (the provider's message is not passed on).
+    assert failure.message == ("codex: We\u2019re currently experiencing high demand, which may "
+                               "cause temporary errors.")
+    assert len(model.model_calls) == 6  # (1 + request_max_retries) x (1 + stream_max_retries)

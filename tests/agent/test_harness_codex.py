@@ -100,7 +100,7 @@ def test_config_names_the_provider_model_and_instructions() -> None:
     assert cfg["developer_instructions"] == "You are the fixer.\n\nLinks: reviewer, mur."
     assert cfg["model_providers"] == {"murmur": {
         "name": "murmur", "base_url": "http://127.0.0.1:8080/v1", "wire_api": "responses",
-        "request_max_retries": 5, "stream_max_retries": 1, "env_key": KEY_ENV}}
+        "request_max_retries": 2, "stream_max_retries": 1, "env_key": KEY_ENV}}
     assert cfg["shell_environment_policy"] == {
         "inherit": "all", "ignore_default_excludes": True, "exclude": [KEY_ENV]}
     assert cfg["sandbox_workspace_write"] == {"network_access": True}

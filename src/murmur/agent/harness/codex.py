@@ -70,7 +70,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The provider base URL when the manifest names no endpoint."""
 
 PROVIDER_ID = "murmur"
-REQUEST_MAX_RETRIES = 5  # six attempts, like the http transport's RetryPolicy
+# A 5xx / 429 is retried at two levels, (1 + request) x (1 + stream) requests in all: six,
+# like the http transport's RetryPolicy.max_attempts.
+REQUEST_MAX_RETRIES = 2
 STREAM_MAX_RETRIES = 1
 _MESSAGE_CAP = 500  # characters of a Codex error quoted in a failure
 _TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
