@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 import trio
 
+from murmur import containment
 from murmur.agent.harness.codex import KEY_ENV, PROTOCOL
 from murmur.agent.harness.protocol import (
     Answer,
@@ -30,6 +32,7 @@ from murmur.agent.harness.protocol import (
 from murmur.shell import ShellResult, run_shell
 
 from .npm_cli import CODEX, npm_cli
+from .scripted import live_in_group
 from .scripted_openai import (
     ModelReply,
     ScriptedResponses,
@@ -210,3 +213,97 @@ async def test_a_server_error_is_retried_six_times_then_fails(
     assert failure.message == ("codex: We\u2019re currently experiencing high demand, which may "
                                "cause temporary errors.")
     assert len(model.model_calls) == 6  # (1 + request_max_retries) x (1 + stream_max_retries)
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return None if not fields or fields[0] == "Z" else fields[19]
+
+
+def _tree(root: int) -> dict[int, str]:
+    """``root`` and its live descendants: pid → start time (from /proc)."""
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        start = _start_time(pid)
+        if start is None:
+            continue
+        found[pid] = start
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.fixture(params=["host", "groups"])
+def containment_class(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The host's containment class, then the process-group class forced."""
+    if request.param == "groups":
+        monkeypatch.setenv(containment.FORCE_ENV, "groups")
+    containment.reset_for_tests()
+    try:
+        yield containment.here().class_name
+    finally:
+        containment.reset_for_tests()
+
+
+async def test_cancel_while_a_command_runs_leaves_nothing(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path, containment_class: str
+) -> None:
+    """Cancelling the run while Codex's command sleeps ends every process of the tree:
+    the CLI, its sandbox helpers and the command (which Codex puts in a session of its own,
+    in a PID namespace: in the groups class it dies through Codex's parent-death signals,
+    not the group kill)."""
+    model.add(ModelReply([exec_call("echo started > marker && exec sleep 300")]))
+    req = _request(tmp_path, model, codex_bin, shell_allow=("sleep",))
+    inv = PROTOCOL.invocation(req)
+    for rel, data in inv.files.items():
+        (req.home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (req.home / rel).write_bytes(data)
+    recorded: dict[int, str] = {}
+    try:
+        with trio.fail_after(RUN_BOUND):
+            async with trio.open_nursery() as nursery:
+                top = await nursery.start(
+                    lambda task_status: run_shell(
+                        list(inv.argv), allow=("codex",), cwd=req.workdir,
+                        env={**req.shell_env, **inv.env}, stdin=inv.stdin,
+                        task_status=task_status))
+                sleeper = None
+                while sleeper is None:  # bounded by fail_after: the command starts in ~1 s
+                    await trio.sleep(0.05)
+                    if (req.workdir / "marker").exists():
+                        recorded = _tree(top)
+                        sleeper = next((p for p in recorded
+                                        if _cmdline(p).startswith(b"sleep\x00300")), None)
+                assert len(model.model_calls) == 1  # the CLI is still waiting on its command
+                assert os.getsid(sleeper) != os.getsid(top)  # Codex's own session for it
+                nursery.cancel_scope.cancel()
+        for _ in range(250):  # SIGKILL and parent-death signals land asynchronously
+            if not any(_start_time(p) == s for p, s in recorded.items()):
+                break
+            await trio.sleep(0.02)
+        survivors = [p for p, s in recorded.items() if _start_time(p) == s]
+        assert survivors == [], [_cmdline(p) for p in survivors]
+        assert live_in_group(top) == []
+    finally:
+        for pid, start in recorded.items():
+            if _start_time(pid) == start:
+                os.kill(pid, signal.SIGKILL)
