@@ -8,11 +8,12 @@ scripted model cannot make Codex produce them offline).
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from murmur.agent.harness.codex import (
@@ -292,3 +293,31 @@ def test_long_failure_messages_are_cut() -> None:
     (failure,) = CodexParser().feed(line)
     assert isinstance(failure, HarnessFailure)
     assert len(failure.message) == len("codex: ") + 500
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+_ITEMS = st.fixed_dictionaries(
+    {"type": st.sampled_from(["command_execution", "file_change", "mcp_tool_call", "web_search",
+                              "agent_message", "error", "reasoning"])},
+    optional={k: _json for k in ("id", "command", "aggregated_output", "exit_code", "status",
+                                 "changes", "result", "error", "arguments", "text", "query")},
+)
+_USAGE = st.fixed_dictionaries({}, optional={"input_tokens": _json, "output_tokens": _json})
+_TYPES = st.sampled_from(["item.started", "item.completed", "turn.completed", "turn.failed",
+                          "error", "thread.started", "turn.started"])
+
+
+@given(st.lists(st.one_of(
+    st.binary(max_size=40),
+    st.builds(lambda t, item, usage: json.dumps({"type": t, "item": item, "usage": usage,
+                                                 "error": item, "message": usage}).encode(),
+              _TYPES, _json | _ITEMS, _json | _USAGE),
+), max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_the_parser_never_raises(lines: list[bytes]) -> None:
+    for event in events_of(lines):
+        assert isinstance(event, (ToolUse, InferenceTurn, Answer, HarnessFailure))
