@@ -4,7 +4,7 @@ protocol's invocation against the scripted Responses server on loopback.
 Each test writes the invocation's files, runs ``argv`` through :func:`murmur.shell.run_shell`
 (its own containment unit, killed as a whole when the CLI exits or the test fails), feeds
 stdout to the protocol's parser and checks the events and what the model endpoint received.
-Skipped only when the npm registry is unreachable (:mod:`tests.agent.npm_cli`).
+Skipped only when the npm registry is unreachable (``tests/agent/npm_cli.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.shell import ShellResult, run_shell
 
-from .npm_cli import CODEX, npm_cli
+from .npm_cli import npm_bin
 from .scripted import live_in_group
 from .scripted_openai import (
     ModelReply,
@@ -48,7 +48,8 @@ RUN_BOUND = 120.0  # seconds for one CLI run (a cold start is ~2 s here)
 
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
-    return npm_cli(CODEX)
+    """The real ``codex`` (``@openai/codex`` from npm, pinned in .ci/npm-clis.txt)."""
+    return npm_bin("@openai/codex", "codex") / "codex"
 
 
 @pytest.fixture
