@@ -201,19 +201,19 @@ ECHO = "/bin/bash -lc 'echo hello-from-shell'"
 
 @pytest.mark.parametrize(("lines", "expected"), [
     pytest.param(OK_STREAM, [
+        InferenceTurn(270, 16, "", ("command_execution",), "The shell said hello-from-shell."),
         ToolUse("item_2", "command_execution", {"command": ECHO}, "hello-from-shell\n",
                 ok=True, shell=True),
-        InferenceTurn(270, 16, "", ("command_execution",), "The shell said hello-from-shell."),
         Answer("The shell said hello-from-shell."),
     ], id="shell-then-answer"),
     pytest.param(FAILED_COMMAND_STREAM, [
+        InferenceTurn(270, 16, "", ("command_execution",), "There is no such file."),
         ToolUse("item_2", "command_execution", {"command": "/bin/bash -lc 'ls no-such-file'"},
                 "ls: cannot access 'no-such-file': No such file or directory\n",
                 ok=False, shell=True),
-        InferenceTurn(270, 16, "", ("command_execution",), "There is no such file."),
         Answer("There is no such file."),
     ], id="non-zero-exit"),
-    pytest.param(UNAUTHORIZED_STREAM, [
+    pytest.param(UNAUTHORIZED_STREAM, [  # at the first retry notice: a refused key stays refused
         HarnessFailure("codex: unexpected status 401 Unauthorized: Incorrect API key provided, "
                        "url: http://127.0.0.1:45069/v1/responses", cause="credential_rejected"),
     ], id="401"),
@@ -227,8 +227,24 @@ def test_recorded_streams(lines: list[bytes], expected: list[object]) -> None:
 
 
 def test_tool_input_is_reported() -> None:
-    (use, *_) = events_of(OK_STREAM)
+    (_, use, _) = events_of(OK_STREAM)
     assert isinstance(use, ToolUse) and use.input == {"command": ECHO}
+
+
+def test_tool_uses_wait_for_the_turn_and_nothing_follows_its_end() -> None:
+    parser = CodexParser()
+    assert [e for line in OK_STREAM[:-1] for e in parser.feed(line)] == []
+    assert len(parser.feed(OK_STREAM[-1])) == 3
+    assert parser.feed(OK_STREAM[-1]) == [] and parser.finish() == []
+
+
+def test_a_failed_turn_reports_its_completed_tools_first() -> None:
+    lines = [*OK_STREAM[:6],
+             b'{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}',
+             b'{"type":"turn.failed","error":{"message":"again"}}']
+    events = events_of(lines)
+    assert [type(e) for e in events] == [ToolUse, HarnessFailure]
+    assert events[1] == HarnessFailure("codex: stream disconnected before completion")
 
 
 def test_a_command_cut_off_by_the_end_of_stdout_is_reported_failed_at_finish() -> None:
@@ -240,10 +256,12 @@ def test_a_command_cut_off_by_the_end_of_stdout_is_reported_failed_at_finish() -
 
 
 def test_a_stream_that_stops_after_errors_fails_with_the_last_one() -> None:
-    lines = UNAUTHORIZED_STREAM[:4]  # no turn.failed: the CLI was ended
-    assert events_of(lines) == [HarnessFailure(
-        "codex: unexpected status 401 Unauthorized: Incorrect API key provided, "
-        "url: http://127.0.0.1:45069/v1/responses", cause="credential_rejected")]
+    lines = [*OK_STREAM[:6],
+             b'{"type":"error","message":"Reconnecting... 1/1 (stream disconnected)"}',
+             b'{"type":"error","message":"stream disconnected"}']  # then the CLI was ended
+    events = events_of(lines)
+    assert [type(e) for e in events] == [ToolUse, HarnessFailure]
+    assert events[1] == HarnessFailure("codex: stream disconnected")
 
 
 def test_no_message_means_no_answer() -> None:

@@ -22,9 +22,11 @@ Chosen when ``inference.command``'s program is ``codex``. Relied on (checked aga
   ``mcp_tool_call`` / ``web_search`` → :class:`ToolUse`; ``agent_message`` items are held and
   the turn's last one is the answer; ``turn.completed`` (usage for the whole ``exec`` run:
   Codex reports neither per-call usage nor per-call boundaries) → one :class:`InferenceTurn`
-  with the totals, then :class:`Answer`; ``turn.failed`` → :class:`HarnessFailure`.
-  Top-level ``error`` events are retries and warnings (the last one is kept for a stream that
-  ends without a turn result); ``error`` items (e.g. missing model metadata) are warnings.
+  with the totals, then the turn's :class:`ToolUse` events, then :class:`Answer`;
+  ``turn.failed``, or an ``error`` naming status 401/403 → :class:`HarnessFailure`, and
+  nothing after it. Other top-level ``error`` events are retries (the last one is kept for a
+  stream that ends without a turn result); ``error`` items (e.g. missing model metadata) are
+  warnings.
 
 Design: spec/agent.md, "Codex protocol".
 """
@@ -77,6 +79,7 @@ STREAM_MAX_RETRIES = 1
 _MESSAGE_CAP = 500  # characters of a Codex error quoted in a failure
 _TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
 _REJECTED = re.compile(r"\bstatus (401|403)\b")
+_RETRY_NOTICE = re.compile(r"^Reconnecting\.\.\. \d+/\d+ \((.*)\)$", re.DOTALL)
 
 
 # --- invocation (pure) -------------------------------------------------------------------
@@ -261,7 +264,13 @@ def tool_use(item: Mapping[str, object], *, finished: bool = True) -> ToolUse | 
 
 
 def failure(message: str) -> HarnessFailure:
-    """A failed Codex turn: ``credential_rejected`` when the provider answered 401/403."""
+    """A failed Codex turn: ``credential_rejected`` when the provider answered 401/403.
+
+    A retry notice (``Reconnecting... 1/2 (<error>)``) is reported as its ``<error>``.
+    """
+    notice = _RETRY_NOTICE.match(message)
+    if notice:
+        message = notice.group(1)
     cause = "credential_rejected" if _REJECTED.search(message) else "driver_error"
     return HarnessFailure(f"codex: {_cap(message)}" if message else "codex: the turn failed",
                           cause=cause)
@@ -271,13 +280,18 @@ def failure(message: str) -> HarnessFailure:
 class CodexParser:
     """Reads ``codex exec --json`` output line by line (one instance per task).
 
-    State: the agent messages and tool names of the turn in progress, the tool items that
-    started and did not complete yet (by id), the last top-level ``error`` message, and
-    whether a turn ended (``turn.completed`` / ``turn.failed``).
+    Codex reports one turn per ``exec`` and its usage only when the turn ends, so the tool
+    uses of the turn are held until then and come after its :class:`InferenceTurn` (as the
+    http transport writes a turn's ``inference`` record before its ``tool_call`` records).
+    A turn that never ends (the CLI was ended) or fails yields the held uses first.
+
+    State: the turn's agent messages and completed tool uses, the tool items that started
+    and did not complete yet (by id), the last top-level ``error`` message, and whether the
+    turn ended (``turn.completed``, ``turn.failed``, or a rejected key).
     """
 
     _messages: list[str] = attrs.field(factory=list)
-    _tools: list[str] = attrs.field(factory=list)
+    _uses: list[ToolUse] = attrs.field(factory=list)
     _running: dict[str, Mapping[str, object]] = attrs.field(factory=dict)
     _last_error: str = ""
     _ended: bool = False
@@ -288,7 +302,7 @@ class CodexParser:
             event = json.loads(line)
         except ValueError:
             return []
-        if not isinstance(event, dict):
+        if not isinstance(event, dict) or self._ended:
             return []
         kind = event.get("type")
         item = event.get("item")
@@ -297,59 +311,65 @@ class CodexParser:
                 self._running[_text(item.get("id"))] = item
             return []
         if kind == "item.completed" and isinstance(item, dict):
-            return self._completed(item)
+            self._completed(item)
+            return []
         if kind == "turn.completed":
             return self._turn_completed(event.get("usage"))
         if kind == "turn.failed":
-            self._ended = True
             error = event.get("error")
             message = _text(error.get("message")) if isinstance(error, dict) else ""
-            return [failure(message or self._last_error)]
+            return self._failed(message or self._last_error)
         if kind == "error":
             self._last_error = _text(event.get("message"))
+            if _REJECTED.search(self._last_error):  # a refused key: Codex would only retry
+                return self._failed(self._last_error)
         return []
 
     def finish(self) -> list[Event]:
-        """After stdout ended: tools that never completed, then a failure if no turn ended."""
-        events: list[Event] = []
-        for item in self._running.values():
-            use = tool_use(item, finished=False)
-            if use is not None:
-                events.append(use)
+        """After stdout ended: held and unfinished tool uses, then a failure if one was seen
+        and the turn did not end."""
+        if self._ended:
+            return []
+        events = self._flush()
+        events += [u for u in (tool_use(i, finished=False) for i in self._running.values()) if u]
         self._running.clear()
-        if not self._ended and self._last_error:
+        if self._last_error:
+            self._ended = True
             events.append(failure(self._last_error))
         return events
 
-    def _completed(self, item: Mapping[str, object]) -> list[Event]:
-        kind = item.get("type")
-        if kind == "agent_message":
+    def _flush(self) -> list[Event]:
+        events: list[Event] = list(self._uses)
+        self._uses = []
+        return events
+
+    def _completed(self, item: Mapping[str, object]) -> None:
+        if item.get("type") == "agent_message":
             self._messages.append(_text(item.get("text")))
-            return []
+            return
         use = tool_use(item)
-        if use is None:
-            return []
-        self._running.pop(use.call_id, None)
-        self._tools.append(use.name)
-        return [use]
+        if use is not None:
+            self._running.pop(use.call_id, None)
+            self._uses.append(use)
+
+    def _failed(self, message: str) -> list[Event]:
+        self._ended = True
+        return [*self._flush(), failure(message)]
 
     def _turn_completed(self, usage: object) -> list[Event]:
         self._ended = True
         usage = usage if isinstance(usage, dict) else {}
         text = self._messages[-1] if self._messages else ""
-        events: list[Event] = [
-            InferenceTurn(
-                input_tokens=_int(usage.get("input_tokens")),
-                output_tokens=_int(usage.get("output_tokens")),
-                stop_reason="",
-                tool_names=tuple(self._tools),
-                text=text,
-            )
-        ]
+        turn = InferenceTurn(
+            input_tokens=_int(usage.get("input_tokens")),
+            output_tokens=_int(usage.get("output_tokens")),
+            stop_reason="",
+            tool_names=tuple(u.name for u in self._uses),
+            text=text,
+        )
+        events: list[Event] = [turn, *self._flush()]
         if self._messages:
             events.append(Answer(text))
-        self._messages = []
-        self._tools = []
         return events
 
 
