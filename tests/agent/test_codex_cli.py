@@ -131,10 +131,13 @@ async def test_a_shell_command_then_the_answer(
 
     turn, use, answer = run.events
     assert (use.name, use.ok, use.shell) == ("command_execution", True, True)
-    assert use.input == {"command": "/bin/bash -lc 'echo murmur-$((6*7)) && env'"}
+    assert use.input == {"command": "/bin/bash -c 'echo murmur-$((6*7)) && env'"}
     assert use.output.startswith("murmur-42\n")
     # The command's environment: the session's plus the CLI's home, never the key.
     assert f"HOME={req.home}\n" in use.output
+    # Not a login shell: the session's PATH is kept (behind Codex's own helper directory).
+    (path,) = [line for line in use.output.splitlines() if line.startswith("PATH=")]
+    assert path.endswith(":" + req.shell_env["PATH"]), path
     assert KEY not in use.output and KEY_ENV not in use.output
     assert turn == InferenceTurn(270, 16, "", ("command_execution",), "It printed murmur-42.")
     assert answer == Answer("It printed murmur-42.")

@@ -108,7 +108,18 @@ def test_config_names_the_provider_model_and_instructions() -> None:
     assert cfg["features"] == {"shell_tool": True, "goals": False}
     assert cfg["agents"] == {"enabled": False}
     assert cfg["web_search"] == "disabled"
+    assert cfg["allow_login_shell"] is False
     assert cfg["history"] == {"persistence": "none"}
+
+
+def test_the_key_is_withheld_from_commands_under_every_name_holding_it() -> None:
+    env = {"PATH": "/usr/bin", "OPENAI_API_KEY": KEY, "ZZ_COPY": KEY, "OTHER": "x"}
+    cfg = config(request(shell_env=env))
+    policy = cfg["shell_environment_policy"]
+    assert isinstance(policy, dict)
+    assert policy["exclude"] == [KEY_ENV, "OPENAI_API_KEY", "ZZ_COPY"]
+    keyless = config(request(shell_env={"EMPTY": ""}, api_key=None))["shell_environment_policy"]
+    assert isinstance(keyless, dict) and keyless["exclude"] == [KEY_ENV]
 
 
 def test_no_shell_grant_removes_the_shell_tool_and_reads_only() -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "CodexParser",
     "config_toml",
     "events_of",
+    "key_names",
     "provider_base_url",
     "toml_string",
 ]
@@ -132,6 +133,15 @@ def provider_base_url(endpoint: str | None) -> str:
     return base
 
 
+def key_names(request: HarnessRequest) -> list[str]:
+    """The variables Codex withholds from its commands: :data:`KEY_ENV`, then every variable
+    of the session's shell environment that holds the key itself (an ``env.allow``-listed
+    ``OPENAI_API_KEY``, say)."""
+    same = sorted(k for k, v in request.shell_env.items()
+                  if request.api_key and v == request.api_key and k != KEY_ENV)
+    return [KEY_ENV, *same]
+
+
 def sandbox_mode(request: HarnessRequest) -> str:
     """``workspace-write`` when the capsule has a shell grant, else ``read-only``."""
     return "workspace-write" if request.shell_allow else "read-only"
@@ -151,6 +161,9 @@ def config_toml(request: HarnessRequest) -> str:
     root["approval_policy"] = "never"
     root["check_for_update_on_startup"] = False
     root["web_search"] = "disabled"
+    # `bash -c`, not `bash -lc`: a login shell's /etc/profile would reset PATH (and with it
+    # the links' bin/ the session put first).
+    root["allow_login_shell"] = False
     instructions = request.instructions()
     if instructions is not None:
         root["developer_instructions"] = instructions
@@ -171,9 +184,9 @@ def config_toml(request: HarnessRequest) -> str:
         ("features", {"shell_tool": bool(request.shell_allow), "goals": False}),
         ("agents", {"enabled": False}),
         # Commands see the session's environment as given (capabilities.env.allow included:
-        # no default *KEY*/*TOKEN* filter), minus the provider key.
+        # no default *KEY*/*TOKEN* filter), minus the provider key under any name.
         ("shell_environment_policy",
-         {"inherit": "all", "ignore_default_excludes": True, "exclude": [KEY_ENV]}),
+         {"inherit": "all", "ignore_default_excludes": True, "exclude": key_names(request)}),
         # Links (`mur context`) reach the session's door over loopback.
         ("sandbox_workspace_write", {"network_access": request.context_text is not None}),
         (f"model_providers.{PROVIDER_ID}", provider),
