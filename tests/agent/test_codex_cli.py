@@ -32,7 +32,7 @@ from murmur.agent.harness.protocol import (
 from murmur.shell import ShellResult, run_shell
 
 from .npm_cli import npm_bin
-from .scripted import live_in_group
+from .scripted import files_under, live_in_group
 from .scripted_openai import (
     ModelReply,
     ScriptedResponses,
@@ -113,10 +113,6 @@ async def _run(req: HarnessRequest, *, strict: bool = False) -> Run:
     return Run(result, events + parser.finish(), req)
 
 
-def _uses(events: list[Event]) -> list[ToolUse]:
-    return [e for e in events if isinstance(e, ToolUse)]
-
-
 async def test_a_shell_command_then_the_answer(
     tmp_path: Path, model: ScriptedResponses, codex_bin: Path
 ) -> None:
@@ -130,6 +126,7 @@ async def test_a_shell_command_then_the_answer(
     assert run.result.exit_code == 0, run.result.stderr_text[-2000:]
 
     turn, use, answer = run.events
+    assert isinstance(use, ToolUse)
     assert (use.name, use.ok, use.shell) == ("command_execution", True, True)
     assert use.input == {"command": "/bin/bash -c 'echo murmur-$((6*7)) && env'"}
     assert use.output.startswith("murmur-42\n")
@@ -151,6 +148,11 @@ async def test_a_shell_command_then_the_answer(
     assert "Process exited with code 0" in output and "murmur-42" in output
     # Nothing was written into the project: no AGENTS.md, no .codex.
     assert list(req.workdir.iterdir()) == []
+    # Codex's own state (sqlite logs, caches) under its home holds no key either.
+    written = files_under(tmp_path)
+    assert any(p.name.endswith(".sqlite") for p in written)  # the scan does see Codex's state
+    for path in written:
+        assert KEY.encode() not in path.read_bytes(), path
 
 
 async def test_no_shell_grant_offers_no_shell_tool(
