@@ -25,6 +25,9 @@ NOT_YET_SWEPT = frozenset({
     "murmur/agent/tools.py",
     "murmur/agent/transports/__init__.py",
     "murmur/agent/transports/http.py",
+    "murmur/agent/harness/__init__.py",
+    "murmur/agent/harness/codex.py",
+    "murmur/agent/harness/protocol.py",
     "murmur/cli/cmd_run.py",
     "murmur/delegation/__init__.py",
     "murmur/delegation/approval.py",
@@ -65,6 +68,7 @@ NOT_YET_SWEPT = frozenset({
     "murmur/session/tasks.py",
     "murmur/session/trace.py",
     "murmur/session/wire.py",
+    "murmur/starter/__init__.py",
 })
 
 
