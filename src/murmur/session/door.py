@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from murmur import jsonbody, timing
-from murmur.session import wire
+from murmur.session import held, wire
 from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
 from murmur.session.origin import Classification, classify
 from murmur.session.states import TaskState
@@ -202,6 +202,8 @@ class Reply:
 
 
 MAX_BODY = 16 * 1024 * 1024  # bytes of one JSON-RPC request
+MAX_LIST_BYTES = 8 * 1024 * 1024
+"""Bytes of tasks one ``ListTasks`` page carries; a page always has at least one task."""
 MAX_NESTING = 100  # deepest array/object nesting of a request (data parts included)
 
 
@@ -230,6 +232,7 @@ class Door:
         self.auth = authenticator
         self.keepalive = keepalive
         self.log = logger or logging.getLogger("murmur.session.door")
+        self.max_list_bytes = MAX_LIST_BYTES
         self.app = shield_send(self)
 
     # -- ASGI -----------------------------------------------------------------------------
@@ -396,9 +399,11 @@ class Door:
             task = _visible(self.backend.get_task(tid), principal)
             if task is None:
                 raise _not_found(tid)
+            task = await self._served(task)
             return self._json(wire.rpc_result(req.id, wire.task_json(task, history_length=hist)))
         if m == "ListTasks":
-            return self._json(wire.rpc_result(req.id, self._list(wire.parse_list_params(req.params), principal)))
+            listed = await self._list(wire.parse_list_params(req.params), principal)
+            return self._json(wire.rpc_result(req.id, listed))
         if m == "CancelTask":
             tid, _ = wire.parse_task_id(req.params)
             task = _visible(self.backend.get_task(tid), principal)
@@ -458,9 +463,27 @@ class Door:
                     break
                 await changed.wait()
         hist = config.get("historyLength")
+        task = await self._served(task)
         return self._json(wire.rpc_result(req.id, {"task": wire.task_json(task, history_length=hist)}))
 
-    def _list(self, q: wire.ListQuery, principal: Principal) -> dict[str, Any]:
+    async def _served(self, task: Task) -> Task:
+        """``task`` as it is served: a spilled answer read back from the records directory.
+
+        Raises:
+            RpcError: ``-32603`` when the records file no longer holds the answer.
+        """
+        if task.spilled is None:
+            return task
+        try:
+            answer = await trio.to_thread.run_sync(held.load_answer, task.spilled)
+        except held.AnswerUnavailable as exc:
+            self.log.error("the answer of %s could not be read back: %s", task.id, exc)
+            raise RpcError(
+                wire.INTERNAL_ERROR, f"the answer of task {task.id} could not be read back from the session's records"
+            ) from None
+        return held.restored(task, answer)
+
+    async def _list(self, q: wire.ListQuery, principal: Principal) -> dict[str, Any]:
         tasks = [t for t in self.backend.all_tasks() if _visible(t, principal) is not None]
         if q.context_id is not None:
             tasks = [t for t in tasks if t.context_id == q.context_id]
@@ -470,12 +493,17 @@ class Door:
             after = q.after
             tasks = [t for t in tasks if t.timestamp > after]
         tasks.sort(key=lambda t: t.timestamp, reverse=True)
-        page = tasks[q.offset : q.offset + q.page_size]
-        nxt = q.offset + q.page_size
+        page: list[dict[str, Any]] = []
+        size = 0
+        for t in tasks[q.offset : q.offset + q.page_size]:
+            shown = wire.task_json(await self._served(t), history_length=q.history_length, include_artifacts=q.include_artifacts)
+            size += len(_dumps(shown))
+            if page and size > self.max_list_bytes:
+                break  # the page is full by bytes: the next page starts at this task
+            page.append(shown)
+        nxt = q.offset + len(page)
         return {
-            "tasks": [
-                wire.task_json(t, history_length=q.history_length, include_artifacts=q.include_artifacts) for t in page
-            ],
+            "tasks": page,
             "nextPageToken": str(nxt) if nxt < len(tasks) else "",
             "pageSize": q.page_size,
             "totalSize": len(tasks),
@@ -489,9 +517,15 @@ class Door:
     async def _follow(self, task: Task, request_id: object, first: bytes, seen: int) -> AsyncIterator[bytes]:
         yield first
         while True:
-            while seen < len(task.events):
-                yield _sse_frame(wire.rpc_result(request_id, wire.stream_event_json(task, task.events[seen])))
-                seen += 1
+            if seen < len(task.events):
+                try:
+                    shown = await self._served(task)
+                except RpcError as err:
+                    yield _sse_frame(wire.rpc_error(request_id, err))
+                    return
+                while seen < len(shown.events):
+                    yield _sse_frame(wire.rpc_result(request_id, wire.stream_event_json(shown, shown.events[seen])))
+                    seen += 1
             if task.terminal:
                 return
             changed = task.changed()

@@ -183,19 +183,23 @@ class RecordWriter:
 
     def __init__(self, on_error: Callable[[Path, OSError], None]) -> None:
         self._on_error = on_error
-        self._latest: dict[Path, str] = {}
+        self._latest: dict[Path, tuple[str, Callable[[], None] | None]] = {}
         self._order: deque[Path] = deque()
         self._busy = False
         self._closing = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def write(self, path: Path, text: str) -> None:
-        """Queue ``text`` to become the content of ``path`` (returns at once)."""
+    def write(self, path: Path, text: str, *, then: Callable[[], None] | None = None) -> None:
+        """Queue ``text`` to become the content of ``path`` (returns at once).
+
+        ``then`` is called (on the writer thread) once this text is on disk; a text replaced
+        by a later write of the same path before it was written never calls its ``then``.
+        """
         with self._cond:
             if path not in self._latest:
                 self._order.append(path)
-            self._latest[path] = text
+            self._latest[path] = (text, then)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="murmur-records", daemon=True)
                 self._thread.start()
@@ -208,10 +212,13 @@ class RecordWriter:
                 if not self._order:
                     return
                 path = self._order.popleft()
-                text = self._latest.pop(path)
+                text, then = self._latest.pop(path)
                 self._busy = True
             try:
                 write_private(path, text)
+                del text  # a large answer is not held here once it is on disk
+                if then is not None:
+                    then()
             except OSError as exc:
                 self._on_error(path, exc)
             finally:

@@ -61,6 +61,7 @@ from murmur.session.door import (
     default_completion_handler,
     serve_door,
 )
+from murmur.session.held import answer_recorded
 from murmur.session.lanes import LaneQueue
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.origin import LOCAL_USER, Classification
@@ -472,7 +473,8 @@ class Session:
         body = result_text(state, text)
         if task.launch and state == "completed":
             self._answer = body
-        self._records.write(self.setup.records.task_result(task.id), body)
+        path = self.setup.records.task_result(task.id)
+        self._records.write(path, body, then=answer_recorded(self.book, task, path, body))
         if task.started or task.launch:  # a task that never ran leaves result.txt alone
             self._records.write(self.setup.records.result, body)
             self._result_written = True

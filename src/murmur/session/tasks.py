@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
 from murmur.ids import new_id
+from murmur.session import held
 from murmur.session.states import TaskEvent, TaskState, step
 
 MAX_KEPT_TASKS = 1000  # finished tasks kept for GetTask/ListTasks; older ones are forgotten
@@ -61,6 +63,9 @@ class Task:
             (formation tokens ``member:<name>``); None otherwise.
         launch (bool): the ``--task`` task or the idle run (a deciding task).
         metadata (dict[str, Any]): wire ``metadata``.
+        spilled (held.Spilled | None): where the answer is read from once it left memory
+            (:mod:`murmur.session.held`); the door serves :func:`held.restored` copies.
+        held_bytes (int): bytes a finished task holds, counted when it ended.
     """
 
     id: str
@@ -83,6 +88,8 @@ class Task:
     cancel_reason: str | None = None
     scope: trio.CancelScope | None = None
     start_event_id: str | None = None
+    spilled: held.Spilled | None = None
+    held_bytes: int = 0
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
@@ -105,16 +112,47 @@ TerminalCallback = Callable[[Task], None]
 class TaskBook:
     """Every task of one session, by id, in arrival order.
 
+    Finished tasks are kept for ``GetTask``/``ListTasks`` within two bounds: ``keep`` tasks
+    and ``max_held`` bytes of what they hold (:func:`held.held_bytes`); past either, the oldest
+    finished tasks are forgotten (never the one that has just ended). A large answer leaves
+    memory once its records file is written (:meth:`answer_recorded`).
+
     Args:
         now (Callable[[], str]): RFC 3339 clock for status timestamps (injectable).
         keep (int): finished tasks kept before the oldest are forgotten.
+        max_held (int): bytes finished tasks may hold before the oldest are forgotten.
     """
 
-    def __init__(self, *, now: Callable[[], str] = rfc3339_now, keep: int = MAX_KEPT_TASKS) -> None:
+    def __init__(
+        self,
+        *,
+        now: Callable[[], str] = rfc3339_now,
+        keep: int = MAX_KEPT_TASKS,
+        max_held: int = held.MAX_HELD_BYTES,
+    ) -> None:
         self._tasks: dict[str, Task] = {}
         self._now = now
         self._keep = keep
+        self._max_held = max_held
+        self._held = 0
         self._on_terminal: list[TerminalCallback] = []
+
+    @property
+    def held_total(self) -> int:
+        """Bytes the finished tasks kept hold (the sum of their ``held_bytes``)."""
+        return self._held
+
+    def answer_recorded(self, task: Task, path: Path, nbytes: int) -> None:
+        """``path`` now holds ``nbytes`` bytes of ``task``'s outcome: drop a large answer.
+
+        Called once the records writer has written ``out/result_<tsk>.txt``; a task already
+        forgotten, not completed, or with a small answer is left alone.
+        """
+        if self._tasks.get(task.id) is not task or not held.should_spill(task, nbytes):
+            return
+        held.spill(task, path)
+        before, task.held_bytes = task.held_bytes, held.held_bytes(task)
+        self._held += task.held_bytes - before
 
     def on_terminal(self, callback: TerminalCallback) -> None:
         """Call ``callback(task)`` once for every task that reaches a terminal state."""
@@ -203,13 +241,21 @@ class TaskBook:
         task.events.append(StreamEvent("status", nxt, message, now))
         task._notify()
         if nxt.terminal:
+            task.held_bytes = held.held_bytes(task)
+            self._held += task.held_bytes
             for cb in list(self._on_terminal):
                 cb(task)
+            self._forget_old(spare=task)
         return True
 
-    def _forget_old(self) -> None:
+    def _forget_old(self, spare: Task | None = None) -> None:
+        """Forget the oldest finished tasks beyond ``keep`` tasks or ``max_held`` bytes."""
         excess = len(self._tasks) - self._keep
-        if excess <= 0:
+        if excess <= 0 and self._held <= self._max_held:
             return
-        for tid in [t.id for t in self._tasks.values() if t.terminal][:excess]:
-            del self._tasks[tid]
+        for task in [t for t in self._tasks.values() if t.terminal and t is not spare]:
+            if excess <= 0 and self._held <= self._max_held:
+                break
+            del self._tasks[task.id]
+            self._held -= task.held_bytes
+            excess -= 1
