@@ -114,3 +114,45 @@ async def test_client_eof_on_idle_keepalive_closes_promptly(tmp_path: Path) -> N
             while await stream.receive_some(65536):
                 pass
         await stream.aclose()
+
+
+def _close_wait_sockets(port: int) -> int:
+    """Sockets whose local port is ``port`` in CLOSE-WAIT (``/proc/net/tcp`` state 08)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "08":
+                count += 1
+    return count
+
+
+async def test_fifty_clients_closing_idle_keepalive_leave_no_close_wait(tmp_path: Path) -> None:
+    """50 clients each take the card on a keep-alive connection and close it: the door's
+    sockets leave CLOSE-WAIT within 5 s (hypercorn alone keeps them until its 30 s timer)."""
+    setup = make_setup(tmp_path, manifest(), BigAnswer(), no_idle_timeout=True)
+    async with running(setup) as h:
+        port = int(h.url.rsplit(":", 1)[1])
+        clients = []
+        try:
+            with trio.fail_after(30):
+                for _ in range(50):
+                    stream = await trio.open_tcp_stream("127.0.0.1", port)
+                    clients.append(stream)
+                    await stream.send_all(f"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: x:{port}\r\n\r\n".encode())
+                    got = b""
+                    while not got.endswith(b"}"):  # the whole card: the connection is idle now
+                        got += await stream.receive_some(65536)
+        finally:
+            for stream in clients:
+                await stream.aclose()
+        counts = [_close_wait_sockets(port)]
+        with trio.fail_after(5):  # a bounded poll of the kernel's table; the bug held them 30 s
+            while counts[-1]:
+                await trio.sleep(0.05)
+                counts.append(_close_wait_sockets(port))
+    assert counts[-1] == 0
