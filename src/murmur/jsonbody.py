@@ -22,7 +22,7 @@ import decimal
 import json
 import sys
 
-__all__ = ["MAX_DEPTH", "BodyError", "decode", "decode_object"]
+__all__ = ["ECHO_LIMIT", "MAX_DEPTH", "BodyError", "decode", "decode_object", "echo"]
 
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects a roost body may have (the top-level object is depth 1)."""
@@ -130,3 +130,12 @@ def decode_object(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> dict[str, 
     if not isinstance(body, dict):
         raise BodyError("request body must be a JSON object")
     return body
+
+
+ECHO_LIMIT = 200
+"""Characters of client input an error message repeats (the door and mur-roost)."""
+
+
+def echo(value: str, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as an error message may repeat it: at most ``limit`` characters, cut with ``…``."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"

@@ -105,3 +105,13 @@ class TestDecodeObject:
 
     def test_long_integer_decodes(self) -> None:
         assert str(decode_object(b'{"a":' + b"9" * 5000 + b"}")["a"]) == "9" * 5000
+
+
+async def test_echoed_name_is_cut(start_roost: StartRoost) -> None:
+    """A 60,000-character name (under the 64 KiB cap) comes back cut at 200 characters with `…`."""
+    roost = await start_roost(spawn_allow=["orch"])
+    name = "n" * 60_000
+    body = json.dumps({"name": name, "version": "0.1.0", "session_id": "ses_y"}).encode()
+    r = await roost.client.post("/register", content=body)
+    assert r.status_code == 403
+    assert r.json() == {"error": "capsule '" + "n" * 199 + "…' is not in --spawn-allow"}

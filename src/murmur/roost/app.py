@@ -34,7 +34,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from murmur.errors import DiagnosticError
-from murmur.jsonbody import BodyError, decode_object
+from murmur.jsonbody import BodyError, decode_object, echo
 from murmur.roost.ledger import (
     IDENTITY_MESSAGE,
     Artifact,
@@ -140,7 +140,7 @@ class _Roost:
 
     def resolve(self, name: str, version: str) -> Artifact | Response:
         """The judged artifact, or the 500 the daemon answers when it cannot be resolved."""
-        coordinates = f"{name}@{version}"
+        coordinates = f"{echo(name)}@{echo(version)}"
         try:
             resolved = self.registry.resolve(name, version)
             if resolved is None:

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from murmur.jsonbody import echo
 from murmur.roost.envelope import Envelope, referee
 from murmur.timing import APPROVAL_LIFETIME
 from murmur.tokens import ApprovalClaims
@@ -260,7 +261,7 @@ class Ledger:
             return IDENTITY
         s = self._sessions[session_id]
         if name not in s.artifact.envelope.spawn_allow:
-            return Refusal(RefusalKind.NAME_LIST, f"capsule '{name}' is not in parent's spawn_allow")
+            return Refusal(RefusalKind.NAME_LIST, f"capsule '{echo(name)}' is not in parent's spawn_allow")
         b = self.bounds
         if s.depth_remaining <= 0:
             return Refusal(
@@ -340,7 +341,7 @@ class Ledger:
         """The first check of a registration with no approval: ``name`` in ``--spawn-allow``."""
         if name in self.spawn_allow:
             return None
-        return Refusal(RefusalKind.NAME_LIST, f"capsule '{name}' is not in --spawn-allow")
+        return Refusal(RefusalKind.NAME_LIST, f"capsule '{echo(name)}' is not in --spawn-allow")
 
     def register_top_level(
         self, session_id: str, name: str, artifact: Artifact, now_ms: int

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from murmur.jsonbody import ECHO_LIMIT as ECHO_LIMIT  # re-exported: the door cuts echoed input
+from murmur.jsonbody import echo as echo
 from murmur.session.tasks import StreamEvent, Task
 
 # --- JSON-RPC / A2A error codes (a2a-wire.md section 9, contract sheet section 6.3) -----------
@@ -85,12 +87,6 @@ class RpcError(Exception):
         return {"code": self.code, "message": self.message, "data": [info]}
 
 
-ECHO_LIMIT = 200  # characters of client input an error message repeats
-
-
-def echo(value: str, limit: int = ECHO_LIMIT) -> str:
-    """``value`` as an error message may repeat it: at most ``limit`` characters, cut with ``…``."""
-    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 def rpc_result(request_id: object, result: object) -> dict[str, Any]:
