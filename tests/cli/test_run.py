@@ -66,6 +66,9 @@ class TestParser:
         assert main(["run", "--help"]) == 0
         out = capsys.readouterr().out
         assert "RFC 3339" in out and "90s" in out and "143" in out
+        statuses = out[out.index("exit status:") :]
+        for status in ("0 ok", "1 the deciding task", "2 command-line", "70 an internal", "130 interrupted", "143 forced"):
+            assert status in " ".join(statuses.split()), status
 
     def test_roster_refuses_other_flags(self) -> None:
         """--roster with a flag it does not combine with is a usage error (exit 2)."""

@@ -18,8 +18,11 @@ When it falls the session winds down, ends `deadline_reached` and exits 1 (E-RUN
 session (and everything it delegates to) may start. They only narrow the manifest's
 capabilities.spawn.allow; a delegation outside the set is refused before mur-roost is asked.
 
-exit status: 0 ok; 1 the deciding task did not complete (E-RUN-040) or a launch refusal;
-2 command-line misuse; 143 forced exit (a second SIGTERM, or 20 s after the first).
+exit status: 0 ok; 1 the deciding task did not complete (E-RUN-040), a launch refusal, or
+records that could not be written (E-RUN-007); 2 command-line misuse; 70 an internal error
+(the message names its log file); 130 interrupted (Ctrl-C before the session was up; a
+formation's SIGINT, 129 its SIGHUP); 143 forced exit (a second SIGTERM, or 20 s after the
+first; a formation's SIGTERM).
 """
 
 
