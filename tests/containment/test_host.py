@@ -172,3 +172,36 @@ def test_force_problem_names_the_accepted_values() -> None:
         assert force_problem(usable) is None
     problem = force_problem({"MURMUR_CONTAINMENT": "cgroups"})
     assert problem is not None and "'cgroups'" in problem and "`groups` or `auto`" in problem
+
+
+def test_mount_read_only_reads_mount_and_super_options() -> None:
+    """`ro` in the per-mount options or the super options is read-only; other mounts do not count."""
+    unified = Path("/sys/fs/cgroup/unified")
+    assert not host.mount_read_only(HYBRID, unified)
+    assert host.mount_read_only(HYBRID.replace("/sys/fs/cgroup/unified rw,", "/sys/fs/cgroup/unified ro,"), unified)
+    assert host.mount_read_only(HYBRID.replace("cgroup2 cgroup2 rw", "cgroup2 cgroup2 ro"), unified)
+    assert not host.mount_read_only(HYBRID.replace("/sys/fs/cgroup/cpu rw,", "/sys/fs/cgroup/cpu ro,"), unified)
+    assert not host.mount_read_only("", unified)
+
+
+def test_detect_names_a_read_only_mount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only cgroup2 mount is named as such, not as "cannot be written by this user"."""
+    real = Path("/proc/self/mountinfo").read_text()
+    mount, own = host.cgroup2_mount(real), host.own_cgroup()
+    if mount is None or own is None or not (mount / own.lstrip("/") / "cgroup.procs").exists():
+        pytest.skip("no visible cgroup v2 group on this host")
+    lines = []
+    for line in real.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if sep and right.split()[:1] == ["cgroup2"]:
+            fields[5] = ",".join(["ro", *(o for o in fields[5].split(",") if o != "rw")])
+            line = " ".join(fields) + sep + right
+        lines.append(line)
+    fake = tmp_path / "mountinfo"
+    fake.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(host, "_MOUNTINFO", fake)
+    got = detect({})
+    assert got.name == GROUPS
+    assert got.why == f"the cgroup v2 mount {mount} is read-only"
+    assert "read-only" in got.doctor_line()

@@ -99,6 +99,28 @@ def cgroup2_mount(mountinfo: str) -> Path | None:
     return None
 
 
+def mount_read_only(mountinfo: str, mount: Path) -> bool:
+    """Whether ``mountinfo`` lists ``mount`` as mounted read-only (its mount or super options; pure)."""
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 6 or Path(unescape_mount_field(fields[4])) != mount:
+            continue
+        options = fields[5].split(",") + (tail[2].split(",") if len(tail) >= 3 else [])
+        return "ro" in options
+    return False
+
+
+def _read_only(mountinfo: str, mount: Path) -> bool:
+    """``mount`` is read-only here: per ``mountinfo``, or its ``statvfs`` says ``ST_RDONLY``."""
+    if mount_read_only(mountinfo, mount):
+        return True
+    try:
+        return bool(os.statvfs(mount).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def v2_path(proc_cgroup: str) -> str | None:
     """The unified-hierarchy path from ``/proc/<pid>/cgroup`` text (the ``0::`` line; pure)."""
     for line in proc_cgroup.splitlines():
@@ -148,9 +170,10 @@ def detect(environ: Mapping[str, str] | None = None, *, probe: bool = False) -> 
     if env.get(FORCE_ENV, "").strip().lower() == GROUPS:
         return HostClass(GROUPS, None, None, f"{FORCE_ENV}=groups asks for it")
     try:
-        mount = cgroup2_mount(_MOUNTINFO.read_text(encoding="utf-8", errors="replace"))
+        mountinfo = _MOUNTINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        mount = None
+        mountinfo = ""
+    mount = cgroup2_mount(mountinfo)
     if mount is None:
         return HostClass(GROUPS, None, None, "no cgroup v2 hierarchy is mounted")
     own = own_cgroup()
@@ -159,6 +182,8 @@ def detect(environ: Mapping[str, str] | None = None, *, probe: bool = False) -> 
     base = mount / own.lstrip("/")
     if not (base / "cgroup.procs").exists():
         return HostClass(GROUPS, mount, own, f"{base} is not visible here")
+    if _read_only(mountinfo, mount):
+        return HostClass(GROUPS, mount, own, f"the cgroup v2 mount {mount} is read-only")
     if not os.access(base, os.W_OK) or not os.access(base / "cgroup.procs", os.W_OK):
         return HostClass(GROUPS, mount, own, f"cgroup {own} cannot be written by this user")
     if probe:
