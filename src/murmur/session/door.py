@@ -641,6 +641,27 @@ async def serve_door(
 
     install()  # bounded sends, prompt close on EOF
     cfg = hypercorn_config(bind=bind, logger=door.log)
-    async with trio.open_nursery() as n:
-        binds = await n.start(partial(serve, door.app, cfg, shutdown_trigger=stop.wait, mode="asgi"))
-        task_status.started(str(binds[0]))
+    up = False
+    try:
+        async with trio.open_nursery() as n:
+            binds = await n.start(partial(serve, door.app, cfg, shutdown_trigger=stop.wait, mode="asgi"))
+            up = True
+            task_status.started(str(binds[0]))
+    except BaseExceptionGroup as group:
+        cause = None if up else _lone_os_error(group)
+        if cause is None:
+            raise
+        raise cause from None  # the address could not be bound: the caller's E-RUN-001
+
+
+def _lone_os_error(group: BaseExceptionGroup[BaseException]) -> OSError | None:
+    """The one ``OSError`` a (nested) exception group holds, or None when it holds anything else."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], OSError) else None
