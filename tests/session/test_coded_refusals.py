@@ -16,7 +16,8 @@ from murmur.session import running
 from murmur.tree.forest import Node
 from murmur.tree.stop import find_node
 
-from .helpers import EchoWorkload, make_setup, manifest, running as running_session
+from .helpers import EchoWorkload, make_setup, manifest
+from .helpers import running as running_session
 
 
 def test_running_record_removal_denied_is_e_io_002(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
