@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
-from murmur.diagnostics import CATALOGUE, Diagnostic, Location, error
+from murmur.diagnostics import CATALOGUE, RESERVED, Diagnostic, Location, error
 
-SPEC = Path(__file__).resolve().parents[1] / "spec" / "diagnostics.md"
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "spec" / "diagnostics.md"
+_CODE = re.compile(r"[EW]-[A-Z]{2,3}-\d{3}")
+
+
+def _code_literals(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Codes in the string literals of every ``.py`` under ``root`` (docstrings left out), with
+    the files they occur in: a code named only in prose is neither emitted nor asserted."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name in skip:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+                first = node.body[0]
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                    docstrings.add(id(first.value))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                for code in _CODE.findall(node.value):
+                    found.setdefault(code, []).append(str(path.relative_to(ROOT)))
+    return found
 
 
 class TestRender:
@@ -46,3 +70,22 @@ class TestCatalogue:
         """spec/diagnostics.md documents exactly the catalogue's codes."""
         documented = set(re.findall(r"^\| `([EW]-[A-Z]{2,3}-\d{3})` \|", SPEC.read_text(), re.M))
         assert documented == set(CATALOGUE)
+
+    def test_every_code_is_emitted_and_asserted_or_reserved(self) -> None:
+        """Each catalogued code is emitted in src/ and asserted by a test, or reserved with why."""
+        emitted = _code_literals(ROOT / "src" / "murmur", skip=("diagnostics.py",))
+        asserted = _code_literals(ROOT / "tests", skip=("test_diagnostics.py",))
+        live = set(CATALOGUE) - set(RESERVED)
+        assert sorted(live - set(emitted)) == [], "emitted nowhere: reserve them with a reason, or emit them"
+        assert sorted(live - set(asserted)) == [], "asserted by no test"
+        assert sorted(set(RESERVED) & set(emitted)) == [], "reserved but emitted: remove from RESERVED"
+        assert set(RESERVED) <= set(CATALOGUE)
+        assert sorted(set(emitted) - set(CATALOGUE)) == [], "emitted but not catalogued"
+
+    def test_spec_marks_exactly_the_reserved_codes(self) -> None:
+        """spec/diagnostics.md says *reserved* with the catalogue's reason on exactly those rows."""
+        rows = dict(re.findall(r"^\| `([EW]-[A-Z]{2,3}-\d{3})` \| (.*) \|$", SPEC.read_text(), re.M))
+        marked = {code: row.split(" — *reserved*: ", 1)[1] for code, row in rows.items() if "*reserved*" in row}
+        assert marked == RESERVED
+        for code, row in rows.items():
+            assert row.split(" — *reserved*: ", 1)[0] == CATALOGUE[code], code

@@ -222,3 +222,17 @@ CATALOGUE: dict[str, str] = {
     "E-TRE-003": "the id given to `mur stop` names no node of the tree, or more than one",
     "W-TRE-001": "a spawn-set narrowing names a capsule outside the manifest (or the parent's set)",
 }
+
+RESERVED: dict[str, str] = {
+    "E-CAP-015": "a child's env.allow beyond its parent's is refused at spawn by mur-roost's referee "
+    "(the env.allow axis of the 403); the contract's `mur doctor` check that would print this code is not built",
+    "E-RUN-008": "`mur run --capsule` of a capsule that is not installed is the registry's E-REG-001",
+    "W-SEC-001": "no kernel sandbox is built, so every run is advisory by design; `mur doctor`'s "
+    "teardown line and `--containment`'s help say so instead of a warning on every run",
+    "W-SEC-024": "env.allow only governs what a parent may pass to a delegated child here (there are no "
+    "WASM components reading variables by name); the credential-shaped-name check is not built",
+}
+"""Catalogued codes nothing emits yet, each with why (spec/diagnostics.md marks them reserved).
+
+Every other code is emitted somewhere in ``src/`` and asserted by a test (``tests/test_diagnostics.py``
+scans both)."""
