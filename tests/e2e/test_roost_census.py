@@ -319,9 +319,14 @@ async def pidfd_exit(pid: int, timeout: float = 30.0) -> None:
         os.close(fd)
 
 
-def child_mur(tree: dict[int, str], parent: int, capsule: str) -> int:
-    """The pid of the delegated `mur run` of ``capsule`` in a recorded tree."""
-    (pid,) = [p for p, cmd in tree.items() if p != parent and f"--capsule local/{capsule} " in cmd]
+def child_mur(rig: Rig, tree: dict[int, str], csid: str) -> int:
+    """The pid of the delegated session ``csid``: its running record's pid and start time,
+    which must be a process of the parent's recorded tree (never a command-line match, which
+    another test's processes, or a fork not yet exec'd, can also satisfy)."""
+    record = json.loads((Path(rig.env["MURMUR_HOME"]) / "running" / f"{csid}.json").read_text())
+    pid = int(record["pid"])
+    assert pid in tree, f"the child {csid} (pid {pid}) is not in the parent's tree {sorted(tree)}"
+    assert start_ticks_of(pid) == record["start_time"], "the child's pid was reused"
     return pid
 
 
@@ -339,7 +344,7 @@ class TestSigkill:
         start = await delegation_started(parent)
         csid = start["child_session_id"]
         tree = rig.record_tree(parent.pid)
-        child = child_mur(tree, parent.pid, "sleeper")
+        child = child_mur(rig, tree, csid)
         assert (await rig.status(psid))["live_capsules"] == 2
         # what the issue reproduced, while both are alive: the ceiling is reached
         async with RoostClient(rig.roost_url) as client:
@@ -384,7 +389,7 @@ class TestSigkill:
         first = await submit(parent.ready["url"], "60")
         start = await delegation_started(parent)
         csid = start["child_session_id"]
-        child = child_mur(rig.record_tree(parent.pid), parent.pid, "sleeper")
+        child = child_mur(rig, rig.record_tree(parent.pid), csid)
         assert (await rig.status(psid))["live_children"] == 1
         os.killpg(child, signal.SIGKILL)
         assert await rig.notice(csid) == NOTICE.format(sid=csid, pid=child)
