@@ -13,6 +13,7 @@ import trio
 from murmur.errors import DiagnosticError
 from murmur.formation import stop as formation_stop
 from murmur.session import running
+from murmur.session.workload import TaskContext, TaskOutcome
 from murmur.tree.forest import Node
 from murmur.tree.stop import find_node
 
@@ -89,3 +90,60 @@ def test_a_process_that_refuses_the_signal_is_e_run_024(monkeypatch: pytest.Monk
     assert d.code == "E-RUN-024"
     assert d.message == "the launcher (pid 4242) could not be ended: the signal was refused (permission denied)"
     assert sent == [signal.SIGTERM]
+
+
+class _RefusingFile:
+    """A trace file whose writes fail as on a file made immutable mid-run (EPERM)."""
+
+    def write(self, text: str) -> int:
+        raise PermissionError(1, "Operation not permitted")
+
+    def flush(self) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    def close(self) -> None:
+        pass
+
+
+class TraceInCancel:
+    """A workload whose steps run in its own nursery and trace again when cancelled (as the
+    plan executor does)."""
+
+    def __init__(self) -> None:
+        self.started = trio.Event()
+        self.emitted_in_cancel = False
+
+    async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+        async def step() -> None:
+            try:
+                self.started.set()
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                ctx.trace.emit("plan_step", parent_id=ctx.task_event_id, status="canceled")
+                self.emitted_in_cancel = True
+                raise
+
+        async with trio.open_nursery() as n:
+            n.start_soon(step)
+        return TaskOutcome("ok", "unreachable")
+
+
+async def test_trace_that_fails_mid_task_is_e_run_007(tmp_path: Path) -> None:
+    """EPERM on trace.jsonl while a task runs: the session ends failed with E-RUN-007 (it was
+    exit 70: the workload's own trace write, in its cancellation handler, raised the error
+    out of its nursery)."""
+    work = TraceInCancel()
+    setup = make_setup(tmp_path, manifest(), work, task_text="go")
+    with trio.fail_after(30):
+        async with running_session(setup) as h:
+            await work.started.wait()
+            file = h.session.trace._file
+            assert file is not None
+            file.close()
+            h.session.trace._file = _RefusingFile()  # type: ignore[assignment]
+            with pytest.raises(DiagnosticError):
+                h.session.trace.emit("probe", parent_id=None)
+            summary = await h.wait(timeout=20)
+    assert work.emitted_in_cancel
+    assert summary.status == "failed"
+    assert summary.diagnostic is not None and summary.diagnostic.code == "E-RUN-007"

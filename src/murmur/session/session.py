@@ -76,7 +76,7 @@ from murmur.session.records import (
 from murmur.session.running import RunningRecord, process_start_time, remove_running, write_running
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
-from murmur.session.trace import TraceWriteError, TraceWriter
+from murmur.session.trace import TraceWriteError, TraceWriter, WorkloadTrace
 from murmur.session.winddown import (
     Guard,
     WindDown,
@@ -510,7 +510,7 @@ class Session:
             capsule_root=self.setup.capsule_root,
             workdir=self.setup.workdir,
             records_dir=self.setup.records.root,
-            trace=self.trace,
+            trace=WorkloadTrace(self.trace),
             task_event_id=event_id,
             shell_env=self._shell_env,
             services=services,

@@ -37,6 +37,29 @@ class TraceWriteError(DiagnosticError):
         )
 
 
+class WorkloadTrace:
+    """The trace as a workload sees it: a failed write never raises into the workload.
+
+    The first failure has already been handed to the writer's ``on_failure`` (the session
+    winds down and ends ``failed`` with ``E-RUN-007``); a workload that raised it instead --
+    from a cancellation handler, inside its own nursery -- would turn that coded end into an
+    internal error. After a failure :meth:`emit` writes nothing and returns a fresh ``evt_`` id.
+
+    Args:
+        writer (TraceWriter): the session's trace.
+    """
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self._writer = writer
+
+    def emit(self, event_type: str, /, *, parent_id: str | None, **fields: object) -> str:
+        """:meth:`TraceWriter.emit`, except that a write failure returns an unwritten id."""
+        try:
+            return self._writer.emit(event_type, parent_id=parent_id, **fields)
+        except TraceWriteError:
+            return new_id("evt")
+
+
 class TraceWriter:
     """Appends records to one session's ``trace.jsonl`` (implements ``workload.TraceSink``).
 
