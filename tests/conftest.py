@@ -14,3 +14,30 @@ def murmur_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     home = tmp_path_factory.mktemp("murmur-home")
     monkeypatch.setenv("MURMUR_HOME", str(home))
     yield home
+
+
+# Tests that start real `mur` / `mur-roost` processes (or a formation, or a kill) and wait on
+# them: `slow`, so `python -m pytest -m "not slow and not soak"` is a fast loop for development
+# (CI runs everything but soak). Measured on the loaded 2-core machine (issue 16): each of
+# these takes seconds (the two searches below, minutes); the rest of the suite tenths of a
+# second. A test marked `e2e` is slow too.
+SLOW_TESTS = (
+    "tests/e2e/",
+    "tests/agent/test_e2e_run.py",
+    "tests/cli/test_doctor.py",
+    "tests/cli/test_new_build_install.py",
+    "tests/cli/test_roost.py::TestBinary",
+    "tests/cli/test_startup_imports.py",
+    "tests/containment/test_context.py",
+    "tests/containment/test_janitor.py",
+    "tests/formation/test_launcher_properties.py",  # hypothesis over whole launches: minutes when loaded
+    "tests/model/",  # the protocol model's breadth-first search (about 10 s idle)
+    "tests/test_demo_",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the multi-process tests of :data:`SLOW_TESTS` (and every ``e2e`` test) ``slow``."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None or item.nodeid.startswith(SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
