@@ -309,7 +309,18 @@ class TestWait:
     async def test_step_bound_ends_the_child(self, rig: Any, tmp_path: Path) -> None:
         """The waiting caller's bound passes: timed_out recorded, the child ended, posted to nobody."""
         r: Rig = await rig("serve-hang")
-        with pytest.raises(trio.TooSlowError), trio.fail_after(1.0):
+
+        emit = r.launcher._emit
+        bounds: list[trio.CancelScope] = []  # the caller's scope, its deadline set at the start
+
+        def watching(event: str, **fields: Any) -> None:
+            emit(event, **fields)
+            if event == "delegation_start":  # the caller's bound: 0.5 s from the start of the wait,
+                bounds[0].deadline = trio.current_time() + 0.5  # however long the launch took
+
+        r.launcher._emit = watching
+        with pytest.raises(trio.TooSlowError), trio.fail_after(60) as bound:
+            bounds.append(bound)
             await r.delegate(wait=True)
         child_dir = next((tmp_path / "work" / ".murmur" / "children").iterdir())
         data = await completion_record(child_dir)
