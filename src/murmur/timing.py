@@ -24,3 +24,5 @@ BUSY_MAX_WAIT = 8.0  # busy member: waits double up to this
 BUSY_JITTER = 0.25  # busy member: up to this much jitter per wait
 SHELL_OUTPUT_CAP = 1 << 20  # bytes of stdout/stderr kept per shell command
 SHELL_DRAIN_AFTER_EXIT = 1.0  # after a command's main process exits and its unit is killed, output still in flight is read this long
+A2A_REQUEST = 10.0  # one loopback A2A request (a member call, a child's task delivery and polls, a completion post)
+READINESS_PROBE_REQUEST = 2.0  # one door probe request during readiness

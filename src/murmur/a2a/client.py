@@ -1,0 +1,104 @@
+"""The one HTTP client for the runtime's own A2A calls to loopback doors.
+
+Specification: ``spec/a2a-client.md`` "The client". Every call the runtime makes to a door —
+a formation member calling another, a launcher handing a child its task and reading its
+answer, a child posting its completion, the readiness probe — goes through
+:func:`loopback_client`:
+
+* ``trust_env=False``: ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` and
+  ``.netrc`` are never read, so a loopback call never goes through a user's proxy;
+* no redirects (a door never redirects; following one could leave loopback);
+* httpx's own request log held at WARNING, so no door URL reaches a log line;
+* ``transport``: tests pass ``httpx.MockTransport`` (and drive the caller under MockClock).
+
+:class:`A2AClient` adds one rule on top: a request is bounded as a whole by its timeout
+(httpx's timeouts bound each read and write, not the request), and a request that got no HTTP
+answer in time is ``None``, never an exception naming the URL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+
+import httpx
+import trio
+
+from murmur import timing
+from murmur.a2a.replies import Reply
+
+
+def loopback_client(
+    *, timeout: float = timing.A2A_REQUEST, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """A fresh ``httpx.AsyncClient`` for loopback A2A calls (the caller closes it).
+
+    Args:
+        timeout (float): httpx's connect / read / write / pool timeout, seconds.
+        transport (httpx.AsyncBaseTransport | None): None for real HTTP; a test's transport.
+    """
+    quiet = logging.getLogger("httpx")
+    quiet.setLevel(max(logging.WARNING, quiet.level))
+    return httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout, transport=transport)
+
+
+class A2AClient:
+    """Sends requests to doors over one :func:`loopback_client` (an async context manager).
+
+    Args:
+        timeout (float): the default bound of one request, seconds.
+        transport (httpx.AsyncBaseTransport | None): for tests.
+    """
+
+    def __init__(
+        self, *, timeout: float = timing.A2A_REQUEST, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.timeout = timeout
+        self._http = loopback_client(timeout=timeout, transport=transport)
+
+    async def __aenter__(self) -> A2AClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections (shielded, so it also runs in a cancelled scope)."""
+        with trio.CancelScope(shield=True):
+            await self._http.aclose()
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float | None = None
+    ) -> Reply | None:
+        """POST ``body`` to ``url``.
+
+        Args:
+            url (str): the door's JSON-RPC endpoint (:func:`murmur.a2a.requests.rpc_url`).
+            body (bytes): the encoded request (:func:`murmur.a2a.requests.encode`).
+            headers (Mapping[str, str]): :func:`murmur.a2a.requests.headers`.
+            timeout (float | None): bound of the whole request, seconds (default: the client's).
+
+        Returns:
+            Reply | None: the HTTP reply, or None when nothing answered in time (connection
+            refused or reset, timed out, not HTTP).
+        """
+        return await self._send("POST", url, body, headers, timeout)
+
+    async def get(self, url: str, headers: Mapping[str, str] | None = None, *, timeout: float | None = None) -> Reply | None:
+        """GET ``url`` (an agent card); like :meth:`post`."""
+        return await self._send("GET", url, None, headers or {}, timeout)
+
+    async def _send(
+        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float | None
+    ) -> Reply | None:
+        bound = self.timeout if timeout is None else timeout
+        with trio.move_on_after(bound):
+            try:
+                resp = await self._http.request(method, url, content=body, headers=dict(headers), timeout=bound)
+            except httpx.HTTPError:
+                return None
+            return Reply(resp.status_code, resp.content)
+        return None
