@@ -8,9 +8,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import httpx
 import trio
 
-from murmur.formation.calls import AddressBook, CallEngine, TransportError
+from murmur.formation.addresses import AddressBook
+from murmur.formation.calls import CallEngine
 
 WORKER_URL = "http://127.0.0.1:45123"
 CRITIC_URL = "http://127.0.0.1:45124"
@@ -38,7 +40,7 @@ def send_body(state: str, **kw: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"task": inner}}).encode()
 
 
-# Script entries: a callable returning (status, body) / raising TransportError, optionally async.
+# Script entries: a callable returning (status, body) / raising httpx.ConnectError, optionally async.
 Step = Callable[[], Any]
 
 
@@ -56,7 +58,7 @@ def busy() -> Step:
 
 def unanswered() -> Step:
     def fail() -> Any:
-        raise TransportError("the member's door did not answer")
+        raise httpx.ConnectError("connection refused")
 
     return fail
 
@@ -74,14 +76,14 @@ class Request:
     """One request the fake door received."""
 
     url: str
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # httpx.Headers: case-insensitive, as on the wire
     method: str
     params: dict[str, Any]
     at: float
 
 
 class FakeDoor:
-    """A scripted member door (implements ``calls.Transport``).
+    """A scripted member door, served to the engine through ``httpx.MockTransport``.
 
     ``sends``/``gets`` are consumed in order; when ``gets`` runs out, the last entry repeats.
     """
@@ -90,7 +92,6 @@ class FakeDoor:
         self.sends = list(sends or [])
         self.gets = list(gets or [])
         self.requests: list[Request] = []
-        self.closed = False
 
     def methods(self) -> list[str]:
         return [r.method for r in self.requests]
@@ -98,23 +99,24 @@ class FakeDoor:
     def times(self, method: str) -> list[float]:
         return [r.at for r in self.requests if r.method == method]
 
-    async def post(self, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float) -> tuple[int, bytes]:
-        req = json.loads(body)
-        self.requests.append(Request(url, dict(headers), req["method"], req["params"], trio.current_time()))
+    def transport(self) -> httpx.MockTransport:
+        """The transport an engine sends through."""
+        return httpx.MockTransport(self.handle)
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        req = json.loads(request.content)
+        self.requests.append(Request(str(request.url), request.headers, req["method"], req["params"], trio.current_time()))
         if req["method"] == "SendMessage":
             step = self.sends.pop(0)
         elif req["method"] == "GetTask":
             step = self.gets.pop(0) if len(self.gets) > 1 else self.gets[0]
         else:
             step = reply(200, task_body("CANCELED", tid=req["params"]["id"]))
-        with trio.fail_after(timeout):
-            got = step()
-            if hasattr(got, "__await__"):
-                got = await got
-        return got  # type: ignore[no-any-return]
-
-    async def aclose(self) -> None:
-        self.closed = True
+        got = step()
+        if hasattr(got, "__await__"):
+            got = await got
+        status, body = got
+        return httpx.Response(status, content=body)
 
 
 class Sink:
@@ -145,7 +147,7 @@ def make_engine(door: FakeDoor, *, allow: tuple[str, ...] = ("localhost",), urls
         addresses=book,
         network_allow=allow,
         deadline_secs=deadline,
-        transport=door,
+        transport=door.transport(),
         jitter=lambda: jitter,
     )
     sink = Sink()

@@ -9,22 +9,18 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.formation.calls import (
+from murmur.formation.addresses import AddressBook, virtual_address
+from murmur.formation.call_policy import (
     CUT_MARKER,
     OUTPUT_CAP,
-    AddressBook,
-    CallRefused,
-    Offer,
     busy_wait,
     call_deadline_secs,
-    classify_get,
-    classify_send,
     cut_output,
-    reaches_door,
-    reaches_member_doors,
     scrub,
-    virtual_address,
 )
+from murmur.formation.calls import CallRefused
+from murmur.formation.offers import Offer, classify_get, classify_send
+from murmur.formation.reach import reaches_door, reaches_member_doors
 
 from ._member_fakes import (
     BUSY,
@@ -217,7 +213,7 @@ class TestCallEngine:
             first = await engine.call("tsk_caller", "untrusted", "critic", "review")
             await engine.answer("tsk_caller", str(first["call_id"]))
         send = door.requests[0]
-        assert send.url == "http://127.0.0.1:45124"
+        assert send.url == "http://127.0.0.1:45124/"
         assert send.headers["Authorization"] == f"Bearer {CRITIC_TOKEN}"
         assert send.headers["x-murmur-task-origin"] == "peer"
         assert send.headers["x-murmur-task-trust"] == "untrusted"

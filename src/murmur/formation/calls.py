@@ -34,374 +34,41 @@ Tokens, door URLs and ports never reach a result, a record or a log: every recor
 reason names the callee's virtual address ``http://<name>.formation.invalid``, and reasons are
 built here, never copied from an exception (:func:`scrub` is a second line of defence).
 
-Pure pieces (no I/O): :func:`busy_wait`, :func:`reaches_door`, :func:`reaches_member_doors`,
-:func:`classify_send`, :func:`classify_get`, :func:`cut_output`, :func:`scrub`.
+This module is the engine. Its pure pieces live beside it: the call's rules
+(:mod:`murmur.formation.call_policy`), what a door's answer means (:mod:`murmur.formation.offers`),
+whether ``network.allow`` reaches a door (:mod:`murmur.formation.reach`) and the callees' URLs
+(:mod:`murmur.formation.addresses`). Requests go through :mod:`murmur.a2a`.
 """
 
 from __future__ import annotations
 
-import enum
-import json
 import logging
 import math
-import os
 import random
-import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
+import httpx
 import trio
 
 from murmur import timing
+from murmur.a2a import A2AClient, requests
 from murmur.errors import MurmurError
+from murmur.formation.addresses import AddressBook, virtual_address
+from murmur.formation.call_policy import IN_FLIGHT_GRACE, busy_wait, cut_output, scrub, traceparent
+from murmur.formation.offers import NO_ANSWER, Offer, Poll, SendReply, classify_get, classify_send
+from murmur.formation.reach import reaches_door
 from murmur.ids import new_id
-from murmur.manifest.netallow import NetEntry, entry_covers, parse_net_entry, url_target
 from murmur.session.lifecycle import BUSY_MESSAGE
 from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
 from murmur.session.trace import TraceWriteError
 from murmur.session.workload import TaskServices, TraceSink
 
-OUTPUT_CAP = 64 * 1024
-"""Bytes of a member's answer kept (UTF-8); longer answers are cut and marked."""
+__all__ = ["CallEngine", "CallRefused", "MemberCall"]
 
-CUT_MARKER = "\n[murmur: the answer was cut at 64 KiB]"
-"""Appended to an answer cut at :data:`OUTPUT_CAP`."""
-
-IN_FLIGHT_GRACE = 6.0
-"""Seconds an offer in flight when the calling task ends is still waited for."""
-
-REQUEST_TIMEOUT = 10.0
-"""Seconds one request to a member's door may take before it counts as unanswered."""
-
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
-"""Bare ``network.allow`` hosts that reach a member door (doors bind 127.0.0.1)."""
-
-REJECTED_PREFIX = "task rejected: "
-
-_A2A_VERSION = "1.0"
 _log = logging.getLogger("murmur.formation.calls")
-_TERMINAL = {
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_REJECTED": "rejected",
-}
-_PENDING = frozenset({"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"})
-
-
-# --- pure pieces -------------------------------------------------------------------------------
-
-
-def virtual_address(member: str) -> str:
-    """A member's virtual address, the only address records and messages name."""
-    return f"http://{member}.formation.invalid"
-
-
-def busy_wait(refusals: int, *, first: float = timing.BUSY_FIRST_WAIT, cap: float = timing.BUSY_MAX_WAIT) -> float:
-    """Seconds to wait after the ``refusals``-th refusal in a row before the next offer.
-
-    1 s after the first, doubling after each later one, never more than 8 s (jitter is added
-    by the caller).
-
-    Args:
-        refusals (int): how many offers have been refused so far (>= 1).
-    """
-    return float(min(first * 2.0 ** max(refusals - 1, 0), cap))
-
-
-def _loopback_as_one(entry: NetEntry) -> NetEntry:
-    """``entry`` with ``localhost`` spelled ``127.0.0.1``: both name the one loopback host."""
-    return attrs.evolve(entry, host="127.0.0.1") if entry.host in LOOPBACK_HOSTS else entry
-
-
-def reaches_door(allow: Iterable[str], url: str) -> bool:
-    """Whether one of ``allow`` (``capabilities.network.allow``) reaches the door ``url``.
-
-    Coverage is :func:`murmur.manifest.netallow.entry_covers` (a bare host covers every
-    scheme and port; ``host:port`` that port; a URL entry only its own scheme, host and
-    port), except that ``localhost`` and ``127.0.0.1`` name the same loopback host.
-    Unparseable entries reach nothing.
-    """
-    target = url_target(url)
-    if target is None:
-        return False
-    target = _loopback_as_one(target)
-    for entry in allow:
-        parsed = parse_net_entry(entry)
-        if parsed is not None and entry_covers(_loopback_as_one(parsed), target):
-            return True
-    return False
-
-
-def reaches_member_doors(allow: Iterable[str]) -> bool:
-    """Whether ``allow`` can reach a member door at all: a bare loopback host (W-RUN-008).
-
-    Doors listen on loopback ``http`` at a port chosen at launch, so only an entry without a
-    port reaches them whatever the port is.
-    """
-    for entry in allow:
-        parsed = parse_net_entry(entry)
-        if parsed is not None and parsed.host in LOOPBACK_HOSTS and parsed.port is None and parsed.scheme in (None, "http"):
-            return True
-    return False
-
-
-def scrub(text: str, secrets_: Iterable[tuple[str, str]]) -> str:
-    """``text`` with every secret replaced: ``(secret, replacement)`` pairs, longest first."""
-    for secret, replacement in sorted(secrets_, key=lambda p: -len(p[0])):
-        if secret:
-            text = text.replace(secret, replacement)
-    return text
-
-
-def cut_output(text: str, cap: int = OUTPUT_CAP) -> tuple[str, bool]:
-    """``(text cut to cap UTF-8 bytes + CUT_MARKER, True)``, or ``(text, False)`` if it fits."""
-    data = text.encode("utf-8")
-    if len(data) <= cap:
-        return text, False
-    return data[:cap].decode("utf-8", "ignore") + CUT_MARKER, True
-
-
-class Offer(enum.Enum):
-    """What one SendMessage offer came to."""
-
-    TAKEN = "taken"  # the door holds the task
-    BUSY = "busy"  # REJECTED with exactly "task rejected: capsule is busy"
-    REJECTED = "rejected"  # REJECTED for another reason
-    FAILED = "failed"  # refused (401/403), a JSON-RPC error, nonsense
-    UNANSWERED = "unanswered"  # no answer at all (connection, timeout, 5xx)
-
-
-@attrs.frozen
-class SendReply:
-    """A classified SendMessage reply.
-
-    Attributes:
-        offer (Offer): the outcome.
-        task_id (str | None): the member's task id, when the reply named one.
-        context_id (str | None): its context id.
-        state (str | None): the wire state (``TASK_STATE_…``) when a task came back.
-        reason (str): why, for REJECTED / FAILED / UNANSWERED (no URL, port or token).
-    """
-
-    offer: Offer
-    task_id: str | None = None
-    context_id: str | None = None
-    state: str | None = None
-    reason: str = ""
-
-
-def _json_obj(body: bytes) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def _status_text(task: Mapping[str, Any]) -> str:
-    status = task.get("status")
-    message = status.get("message") if isinstance(status, dict) else None
-    parts = message.get("parts") if isinstance(message, dict) else None
-    return _texts(parts)
-
-
-def _texts(parts: object) -> str:
-    if not isinstance(parts, list):
-        return ""
-    return "".join(str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
-
-
-def _auth_reason(status: int, body: bytes) -> str:
-    obj = _json_obj(body) or {}
-    code = obj.get("error")
-    what = code if isinstance(code, str) and code.isascii() and len(code) < 64 else "refused"
-    return f"the member's door refused the call ({status} {what})"
-
-
-def classify_send(status: int, body: bytes) -> SendReply:
-    """Classify one SendMessage HTTP reply (pure).
-
-    Args:
-        status (int): the HTTP status.
-        body (bytes): the response body.
-    """
-    if status in (401, 403):
-        return SendReply(Offer.FAILED, reason=_auth_reason(status, body))
-    if status != 200:
-        if status >= 500:
-            return SendReply(Offer.UNANSWERED, reason=f"the member's door answered HTTP {status}")
-        return SendReply(Offer.FAILED, reason=f"the member's door answered HTTP {status}")
-    obj = _json_obj(body)
-    if obj is None:
-        return SendReply(Offer.UNANSWERED, reason="the member's door sent a reply that is not JSON")
-    if "error" in obj:
-        err = obj["error"] if isinstance(obj["error"], dict) else {}
-        code = err.get("code")
-        return SendReply(Offer.FAILED, reason=f"the member's door refused the task (JSON-RPC error {code})")
-    result = obj.get("result")
-    task = result.get("task") if isinstance(result, dict) else None
-    if not isinstance(task, dict) or not isinstance(task.get("id"), str):
-        return SendReply(Offer.FAILED, reason="the member's door answered without a task")
-    status_obj = task.get("status")
-    state = status_obj.get("state") if isinstance(status_obj, dict) else None
-    ctx = task.get("contextId") if isinstance(task.get("contextId"), str) else None
-    tid = task["id"]
-    if state == "TASK_STATE_REJECTED":
-        text = _status_text(task)
-        if text == BUSY_MESSAGE:
-            return SendReply(Offer.BUSY, tid, ctx, state, text)
-        return SendReply(Offer.REJECTED, tid, ctx, state, text.removeprefix(REJECTED_PREFIX) or "rejected")
-    if state in _PENDING or state in _TERMINAL:
-        return SendReply(Offer.TAKEN, tid, ctx, state)
-    return SendReply(Offer.FAILED, tid, ctx, None, "the member's door answered with an unknown task state")
-
-
-@attrs.frozen
-class Poll:
-    """A classified GetTask reply.
-
-    Attributes:
-        ok (bool): False for a failed read (counts toward ``unreachable``).
-        status (str | None): the call's final status once the task has ended
-            (``completed``, ``failed``, ``canceled``, ``rejected``, ``no_answer``), else None.
-        output (str): the answer (completed) or the status message (otherwise), uncut.
-    """
-
-    ok: bool
-    status: str | None = None
-    output: str = ""
-
-
-def classify_get(status: int, body: bytes) -> Poll:
-    """Classify one GetTask HTTP reply (pure)."""
-    if status != 200:
-        return Poll(False)
-    obj = _json_obj(body)
-    result = obj.get("result") if obj is not None else None
-    if not isinstance(result, dict):
-        return Poll(False)
-    st = result.get("status")
-    state = st.get("state") if isinstance(st, dict) else None
-    if state in _PENDING:
-        return Poll(True)
-    final = _TERMINAL.get(state) if isinstance(state, str) else None
-    if final is None:
-        return Poll(False)
-    if final == "completed":
-        answer = ""
-        for art in result.get("artifacts") or ():
-            if isinstance(art, dict) and art.get("artifactId") == "response":
-                answer = _texts(art.get("parts"))
-                break
-        return Poll(True, final, answer or _status_text(result))
-    meta = result.get("metadata")
-    murmur = meta.get("murmur") if isinstance(meta, dict) else None
-    if final == "failed" and isinstance(murmur, dict) and murmur.get("noAnswer") is True:
-        final = "no_answer"
-    return Poll(True, final, _status_text(result))
-
-
-def traceparent() -> str:
-    """A fresh W3C ``traceparent`` value (version 00, sampled)."""
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-
-# --- transport ---------------------------------------------------------------------------------
-
-
-class TransportError(Exception):
-    """A request got no HTTP answer (connection refused, reset, timed out).
-
-    Its message never names the URL.
-    """
-
-
-class Transport(Protocol):
-    """Posts one JSON body to a member's door."""
-
-    async def post(self, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float) -> tuple[int, bytes]:
-        """``(HTTP status, body)``; raises :class:`TransportError` when nothing answered."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release connections."""
-        ...
-
-
-class HttpxTransport:
-    """The production transport: one ``httpx.AsyncClient`` (no proxies from the environment,
-    no redirects). httpx's own request log is held at WARNING so no door URL reaches a log."""
-
-    def __init__(self) -> None:
-        import httpx
-
-        logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").level))
-        self._httpx = httpx
-        self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False)
-
-    async def post(self, url: str, headers: Mapping[str, str], body: bytes, *, timeout: float) -> tuple[int, bytes]:
-        """POST ``body`` to ``url``; see :class:`Transport`."""
-        try:
-            resp = await self._client.post(url, content=body, headers=dict(headers), timeout=timeout)
-        except self._httpx.HTTPError:
-            raise TransportError("the member's door did not answer") from None
-        return resp.status_code, resp.content
-
-    async def aclose(self) -> None:
-        """Close the client."""
-        await self._client.aclose()
-
-
-# --- addresses ---------------------------------------------------------------------------------
-
-
-class AddressBook:
-    """Callees' door URLs as they arrive on the formation channel.
-
-    :meth:`update` may be called before Trio runs (the first channel read happens while the
-    session is prepared); :meth:`wait` is called in Trio.
-    """
-
-    def __init__(self, callees: Iterable[str]) -> None:
-        self.callees = tuple(callees)
-        self._urls: dict[str, str] = {}
-        self._changed: trio.Event | None = None
-
-    def update(self, urls: Mapping[str, str]) -> None:
-        """Learn URLs; names that are not callees are ignored. A later URL replaces one."""
-        for name, url in urls.items():
-            if name in self.callees:
-                self._urls[name] = url
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
-
-    def get(self, name: str) -> str | None:
-        """The URL known now, or None."""
-        return self._urls.get(name)
-
-    def urls(self) -> dict[str, str]:
-        """Every URL known now."""
-        return dict(self._urls)
-
-    async def wait(self, name: str, timeout: float) -> str | None:
-        """The URL of ``name``, waiting up to ``timeout`` seconds; None when none arrived."""
-        deadline = trio.current_time() + timeout
-        while (url := self._urls.get(name)) is None:
-            if self._changed is None:
-                self._changed = trio.Event()
-            changed = self._changed
-            with trio.move_on_at(deadline):
-                await changed.wait()
-            if trio.current_time() >= deadline:
-                return self._urls.get(name)
-        return url
-
-
-# --- the engine --------------------------------------------------------------------------------
 
 
 class CallRefused(MurmurError):
@@ -456,14 +123,6 @@ def _default_jitter() -> float:
     return random.uniform(0.0, timing.BUSY_JITTER)
 
 
-def call_deadline_secs(manifest_secs: int, environ: Mapping[str, str] | None = None) -> float:
-    """``MURMUR_DELEGATION_TIMEOUT_SECS`` when a positive integer, else ``manifest_secs``."""
-    raw = (os.environ if environ is None else environ).get("MURMUR_DELEGATION_TIMEOUT_SECS", "")
-    if raw.isdigit() and int(raw) > 0:
-        return float(raw)
-    return float(manifest_secs)
-
-
 class CallEngine:
     """Every ``call-member`` call of one member session.
 
@@ -473,8 +132,9 @@ class CallEngine:
         addresses (AddressBook): callees' door URLs.
         network_allow (Sequence[str]): this capsule's ``capabilities.network.allow``.
         deadline_secs (float): a call's deadline, seconds from the call.
-        transport (Transport | None): how requests are sent (default :class:`HttpxTransport`,
-            made when the engine runs).
+        transport (httpx.AsyncBaseTransport | None): None for real HTTP through
+            :class:`murmur.a2a.A2AClient` (made when the engine runs); tests pass
+            ``httpx.MockTransport``.
         jitter (Callable[[], float]): seconds added to each busy wait (0-0.25 s by default).
         poll_interval (float): GetTask interval (0.5 s).
         address_wait (float): how long a call waits for a door URL (10 s).
@@ -494,11 +154,11 @@ class CallEngine:
         addresses: AddressBook,
         network_allow: Sequence[str],
         deadline_secs: float = timing.CHILD_WATCH,
-        transport: Transport | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         jitter: Callable[[], float] = _default_jitter,
         poll_interval: float = timing.MEMBER_POLL,
         address_wait: float = timing.DOOR_URL_WAIT,
-        request_timeout: float = REQUEST_TIMEOUT,
+        request_timeout: float = timing.A2A_REQUEST,
         in_flight_grace: float = IN_FLIGHT_GRACE,
     ) -> None:
         self.member = member
@@ -508,6 +168,7 @@ class CallEngine:
         self._allow = tuple(network_allow)
         self._deadline_secs = deadline_secs
         self._transport = transport
+        self._client: A2AClient | None = None
         self._jitter = jitter
         self._poll = poll_interval
         self._address_wait = address_wait
@@ -531,8 +192,7 @@ class CallEngine:
 
     async def run(self) -> None:
         """Hold the nursery calls run in, for the session's life (cancel to stop)."""
-        if self._transport is None:
-            self._transport = HttpxTransport()
+        self._client = client = A2AClient(timeout=self._request_timeout, transport=self._transport)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -540,8 +200,8 @@ class CallEngine:
                 await trio.sleep_forever()
         finally:
             self._nursery = None
-            with trio.CancelScope(shield=True):
-                await self._transport.aclose()
+            self._client = None
+            await client.aclose()
 
     def services(self, task_id: str, trust: str, *, entry_member: bool = False) -> TaskServices:
         """The task's services: ``call_member`` and ``member_answer`` bound to ``task_id``."""
@@ -560,10 +220,6 @@ class CallEngine:
         )
 
     # -- the calls -------------------------------------------------------------------------
-
-    def calls_of(self, task_id: str) -> list[MemberCall]:
-        """The calls ``task_id`` made, in order (for tests and diagnostics)."""
-        return list(self._by_task.get(task_id, ()))
 
     async def call(self, task_id: str, trust: str, member: str, text: str) -> Mapping[str, object]:
         """Make a call from ``task_id``; returns as soon as the first offer has an outcome.
@@ -805,42 +461,24 @@ class CallEngine:
     # -- requests --------------------------------------------------------------------------
 
     def _headers(self, call: MemberCall, tp: str) -> dict[str, str]:
-        return {
-            "content-type": "application/json",
-            "A2A-Version": _A2A_VERSION,
-            "Authorization": f"Bearer {self._tokens[call.member]}",
-            ORIGIN_HEADER: "peer",
-            TRUST_HEADER: call.trust,
-            "traceparent": tp,
-        }
+        extra = {ORIGIN_HEADER: "peer", TRUST_HEADER: call.trust, "traceparent": tp}
+        return requests.headers(bearer=self._tokens[call.member], extra=extra)
 
-    def _body(self, method: str, params: Mapping[str, object]) -> bytes:
+    def _next_id(self) -> int:
         self._rpc_id += 1
-        return json.dumps(
-            {"jsonrpc": "2.0", "id": self._rpc_id, "method": method, "params": params},
-            separators=(",", ":"),
-            ensure_ascii=False,
-        ).encode("utf-8")
+        return self._rpc_id
 
-    async def _post(self, call: MemberCall, url: str, body: bytes, tp: str) -> tuple[int, bytes] | None:
-        assert self._transport is not None
-        try:
-            return await self._transport.post(url, self._headers(call, tp), body, timeout=self._request_timeout)
-        except TransportError:
-            return None
+    async def _post(self, call: MemberCall, url: str, body: dict[str, Any], tp: str) -> tuple[int, bytes] | None:
+        assert self._client is not None
+        reply = await self._client.post(requests.rpc_url(url), requests.encode(body), self._headers(call, tp))
+        return None if reply is None else (reply.status, reply.body)
 
     async def _send(self, call: MemberCall, url: str) -> SendReply:
         message_id = f"msg_{call.call_id}"
-        params = {
-            "message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": call.text}]},
-            "configuration": {"returnImmediately": True},
-        }
+        body = requests.send_message(call.text, message_id=message_id, rpc_id=self._next_id())
         tp = traceparent()
-        got = await self._post(call, url, self._body("SendMessage", params), tp)
-        if got is None:
-            reply = SendReply(Offer.UNANSWERED, reason="the member's door did not answer")
-        else:
-            reply = classify_send(*got)
+        got = await self._post(call, url, body, tp)
+        reply = NO_ANSWER if got is None else classify_send(*got)
         fields: dict[str, object] = {"peer_url": virtual_address(call.member), "message_id": message_id}
         if reply.task_id is not None:
             fields["task_id"] = reply.task_id
@@ -853,13 +491,13 @@ class CallEngine:
 
     async def _get(self, call: MemberCall, url: str) -> Poll:
         assert call.member_task_id is not None
-        body = self._body("GetTask", {"id": call.member_task_id, "historyLength": 0})
+        body = requests.get_task(call.member_task_id, history_length=0, rpc_id=self._next_id())
         got = await self._post(call, url, body, traceparent())
         return Poll(False) if got is None else classify_get(*got)
 
     async def _cancel_late_take(self, call: MemberCall) -> None:
         assert call.member_task_id is not None
-        body = self._body("CancelTask", {"id": call.member_task_id})
+        body = requests.cancel_task(call.member_task_id, rpc_id=self._next_id())
         url = self.addresses.get(call.member)
         if url is None:
             return

@@ -57,8 +57,11 @@ from murmur import timing
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.formation import channel
-from murmur.formation.calls import AddressBook, CallEngine, call_deadline_secs, reaches_member_doors
+from murmur.formation.addresses import AddressBook
+from murmur.formation.call_policy import call_deadline_secs
+from murmur.formation.calls import CallEngine
 from murmur.formation.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV
+from murmur.formation.reach import reaches_member_doors
 from murmur.formation.tokens import FormationTokenError, Reason, VerifyKey
 from murmur.lifeline import claim_lifeline, wait_for_eof
 from murmur.routing.gather import member_refusal

@@ -1,0 +1,63 @@
+"""The rules of one ``call-member`` call: its busy schedule, deadline, answer cap, scrubbing (pure).
+
+Specification: ``spec/formation.md`` "Giving a member work" (statuses, the busy schedule,
+answers).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+
+from murmur import timing
+
+OUTPUT_CAP = 64 * 1024
+"""Bytes of a member's answer kept (UTF-8); longer answers are cut and marked."""
+
+CUT_MARKER = "\n[murmur: the answer was cut at 64 KiB]"
+"""Appended to an answer cut at :data:`OUTPUT_CAP`."""
+
+IN_FLIGHT_GRACE = 6.0
+"""Seconds an offer in flight when the calling task ends is still waited for."""
+
+
+def busy_wait(refusals: int, *, first: float = timing.BUSY_FIRST_WAIT, cap: float = timing.BUSY_MAX_WAIT) -> float:
+    """Seconds to wait after the ``refusals``-th refusal in a row before the next offer.
+
+    1 s after the first, doubling after each later one, never more than 8 s (jitter is added
+    by the caller).
+
+    Args:
+        refusals (int): how many offers have been refused so far (>= 1).
+    """
+    return float(min(first * 2.0 ** max(refusals - 1, 0), cap))
+
+
+def call_deadline_secs(manifest_secs: int, environ: Mapping[str, str] | None = None) -> float:
+    """``MURMUR_DELEGATION_TIMEOUT_SECS`` when a positive integer, else ``manifest_secs``."""
+    raw = (os.environ if environ is None else environ).get("MURMUR_DELEGATION_TIMEOUT_SECS", "")
+    if raw.isdigit() and int(raw) > 0:
+        return float(raw)
+    return float(manifest_secs)
+
+
+def cut_output(text: str, cap: int = OUTPUT_CAP) -> tuple[str, bool]:
+    """``(text cut to cap UTF-8 bytes + CUT_MARKER, True)``, or ``(text, False)`` if it fits."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text, False
+    return data[:cap].decode("utf-8", "ignore") + CUT_MARKER, True
+
+
+def scrub(text: str, secrets_: Iterable[tuple[str, str]]) -> str:
+    """``text`` with every secret replaced: ``(secret, replacement)`` pairs, longest first."""
+    for secret, replacement in sorted(secrets_, key=lambda p: -len(p[0])):
+        if secret:
+            text = text.replace(secret, replacement)
+    return text
+
+
+def traceparent() -> str:
+    """A fresh W3C ``traceparent`` value (version 00, sampled)."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
