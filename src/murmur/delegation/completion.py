@@ -31,12 +31,14 @@ from typing import Any
 import attrs
 import httpx
 
+from murmur import timing
+from murmur.a2a import A2AClient, replies, requests
 from murmur.delegation.spawner import SpawnerHandle
 from murmur.ids import new_id
 
 COMPLETION_FILE = "completion.json"
 CHILD_STATUSES = ("ok", "error", "crashed", "terminated")
-POST_TIMEOUT = 10.0  # seconds one completion post may take
+POST_TIMEOUT = timing.A2A_REQUEST  # seconds one completion post may take
 _MAX_ERROR = 500
 
 
@@ -191,33 +193,22 @@ def record_from_json(data: dict[str, Any]) -> Record | None:
 
 
 def request_body(handle: SpawnerHandle, completion: Completion) -> dict[str, Any]:
-    """The JSON-RPC ``SendMessage`` request carrying ``completion``."""
-    return {
-        "jsonrpc": "2.0",
-        "id": completion.delegation_id,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": new_id("msg"),
-                "role": "ROLE_USER",
-                "parts": [{"text": completion.text()}],
-                "contextId": handle.context_id,
-            },
-            "configuration": {"returnImmediately": True},
-        },
-    }
+    """The JSON-RPC ``SendMessage`` request carrying ``completion`` (its id the delegation's)."""
+    return requests.send_message(
+        completion.text(), message_id=new_id("msg"), context_id=handle.context_id, rpc_id=completion.delegation_id
+    )
 
 
 def request_headers(handle: SpawnerHandle) -> dict[str, str]:
     """The headers of a completion post (the four ``x-murmur-*`` ones included)."""
-    return {
-        "content-type": "application/json",
-        "A2A-Version": "1.0",
-        "x-murmur-task-origin": "completion",
-        "x-murmur-task-trust": handle.trust,
-        "x-murmur-delegation-id": handle.delegation_id,
-        "x-murmur-completion-session": handle.session_id,
-    }
+    return requests.headers(
+        extra={
+            "x-murmur-task-origin": "completion",
+            "x-murmur-task-trust": handle.trust,
+            "x-murmur-delegation-id": handle.delegation_id,
+            "x-murmur-completion-session": handle.session_id,
+        }
+    )
 
 
 def _cut(text: str) -> str:
@@ -234,22 +225,17 @@ def delivery_problem(status_code: int, body: object) -> str | None:
     """
     if not isinstance(body, dict):
         return f"the parent's door answered HTTP {status_code} without a JSON-RPC body"
-    err = body.get("error")
-    if isinstance(err, dict):
-        return _cut(f"the parent's door refused it: {err.get('message', '(no message)')} ({err.get('code')})")
+    err = replies.fault(body)
+    if err is not None:
+        return _cut(f"the parent's door refused it: {err.message or '(no message)'} ({err.code})")
     if status_code != 200:
         return f"the parent's door answered HTTP {status_code}"
-    result = body.get("result")
-    if isinstance(result, dict) and isinstance(result.get("message"), dict):
+    if replies.sent_message(body) is not None:
         return None
-    if isinstance(result, dict) and isinstance(result.get("task"), dict):
-        status = result["task"].get("status") or {}
-        state = status.get("state", "?")
-        text = ""
-        msg = status.get("message")
-        if isinstance(msg, dict):
-            text = " ".join(p.get("text", "") for p in msg.get("parts", []) if isinstance(p, dict))
-        return _cut(f"the parent's door did not take it ({state}{': ' + text if text else ''})")
+    task = replies.sent_task(body)
+    if task is not None:
+        text = task.message_text
+        return _cut(f"the parent's door did not take it ({task.state or '?'}{': ' + text if text else ''})")
     return "the parent's door answered without an acknowledgement"
 
 
@@ -271,15 +257,14 @@ async def post(
     Returns:
         str | None: None when the door accepted it, else why it was not delivered.
     """
+    async with A2AClient(timeout=timeout, transport=transport) as client:
+        reply = await client.post(
+            requests.rpc_url(handle.url), requests.encode(request_body(handle, completion)), request_headers(handle)
+        )
+    if reply is None:
+        return f"the parent's door at {handle.url} did not answer"
     try:
-        async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
-            r = await client.post(
-                handle.url.rstrip("/") + "/", json=request_body(handle, completion), headers=request_headers(handle)
-            )
-    except httpx.HTTPError as exc:
-        return f"the parent's door at {handle.url} did not answer ({type(exc).__name__})"
-    try:
-        body: object = r.json()
+        body: object = reply.json()
     except ValueError:
         body = None
-    return delivery_problem(r.status_code, body)
+    return delivery_problem(reply.status, body)

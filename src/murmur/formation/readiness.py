@@ -18,7 +18,8 @@ import attrs
 import httpx
 import trio
 
-from murmur import ids
+from murmur import ids, timing
+from murmur.a2a import A2AClient, replies, requests
 
 MAX_READINESS_LINE = 1 << 20
 """A first line longer than this (bytes) is not a readiness line."""
@@ -155,23 +156,26 @@ async def wait_for_door(
         await trio.sleep(interval)
 
 
-CARD_PATH = "/.well-known/agent-card.json"
+CARD_PATH = requests.CARD_PATH
 
 
 class HttpProbe:
-    """Reads the session id a live door's card names, over real HTTP.
+    """Reads the session id a live door's card names, over real HTTP (:mod:`murmur.a2a`).
 
     The public card is tried first; when it names no session and the readiness line carried
     an operator token (an authenticated door), the extended card is read with
     ``GetExtendedAgentCard``. Any transport error or unexpected answer counts as "did not
-    answer". Use as an async context manager (it owns one ``httpx.AsyncClient``).
+    answer". Use as an async context manager (it owns one :class:`murmur.a2a.A2AClient`).
 
     Args:
         request_timeout (float): seconds per HTTP request.
+        transport (httpx.AsyncBaseTransport | None): for tests.
     """
 
-    def __init__(self, request_timeout: float = 2.0) -> None:
-        self._client = httpx.AsyncClient(timeout=request_timeout, trust_env=False)
+    def __init__(
+        self, request_timeout: float = timing.READINESS_PROBE_REQUEST, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self._client = A2AClient(timeout=request_timeout, transport=transport)
 
     async def __aenter__(self) -> HttpProbe:
         return self
@@ -181,26 +185,19 @@ class HttpProbe:
 
     async def __call__(self, report: Report) -> str | None:
         """One probe of ``report.url``; the session id its card names, or None."""
-        try:
-            resp = await self._client.get(report.url + CARD_PATH)
-            if resp.status_code == 200:
-                sid = card_session_id(resp.json())
-                if sid is not None or report.operator_token is None:
-                    return sid
-            if report.operator_token is None:
-                return None
-            rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}
-            resp = await self._client.post(
-                report.url + "/",
-                json=rpc,
-                headers={
-                    "Authorization": f"Bearer {report.operator_token}",
-                    "A2A-Version": "1.0",
-                },
-            )
-            if resp.status_code != 200:
-                return None
-            body = resp.json()
-            return card_session_id(body.get("result")) if isinstance(body, dict) else None
-        except (httpx.HTTPError, ValueError):
+        card = await self._client.get(report.url + CARD_PATH, {"A2A-Version": requests.VERSION})
+        if card is not None and card.status == 200:
+            sid = card_session_id(card.object())
+            if sid is not None or report.operator_token is None:
+                return sid
+        if report.operator_token is None:
             return None
+        extended = await self._client.post(
+            requests.rpc_url(report.url),
+            requests.encode(requests.get_extended_card()),
+            requests.headers(bearer=report.operator_token),
+        )
+        if extended is None or extended.status != 200:
+            return None
+        body = extended.object()
+        return card_session_id(replies.result(body)) if body is not None else None
