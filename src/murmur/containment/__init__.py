@@ -4,10 +4,12 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 :class:`Containment`; :func:`detect` tells which class the host gives. See
 :mod:`murmur.containment.context` for the model, :mod:`~murmur.containment.cgroup` and
 :mod:`~murmur.containment.groups` for the two classes, and
-:mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner.
+:mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner;
+:func:`end_within` is how an owner ends a process it started (ask, grace, SIGKILL, reap).
 """
 
 from murmur.containment.context import Containment, Unit, here, reset_for_tests
+from murmur.containment.ending import end_within
 from murmur.containment.host import (
     CGROUP,
     FORCE_ENV,
@@ -28,6 +30,7 @@ __all__ = [
     "HostClass",
     "Unit",
     "detect",
+    "end_within",
     "force_problem",
     "here",
     "pid_cgroup",

@@ -27,7 +27,7 @@ from typing import Protocol
 import attrs
 import trio
 
-from murmur import timing
+from murmur import containment, timing
 from murmur.formation import readiness
 
 
@@ -164,16 +164,14 @@ async def stop_member(handle: MemberHandle, kill_after: float) -> Stopped:
         Stopped: its exit status and whether the launcher had to act.
     """
     running = handle.returncode is None
-    handle.close_lifeline()
-    killed = False
-    if running:
-        with trio.move_on_after(kill_after):
-            await handle.wait()
-        if handle.returncode is None:
-            handle.kill()
-            killed = True
-    code = await handle.wait()
-    return Stopped(code, running, killed)
+    killed = await containment.end_within(
+        kill_after,
+        ask=handle.close_lifeline,
+        alive=lambda: handle.returncode is None,
+        wait=handle.wait,
+        kill=handle.kill,
+    )
+    return Stopped(await handle.wait(), running, killed)
 
 
 def describe_status(code: int) -> str:
