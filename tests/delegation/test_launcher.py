@@ -23,13 +23,8 @@ from murmur import containment
 from murmur.containment.host import pid_cgroup
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
-from murmur.delegation.launcher import (
-    ChildArtifact,
-    Launcher,
-    capsule_ref,
-    child_dir_name,
-    mur_command,
-)
+from murmur.delegation.child_process import capsule_ref, mur_command
+from murmur.delegation.launcher import ChildArtifact, Launcher, child_dir_name
 from murmur.manifest.model import Capabilities, EnvCaps, Manifest, SpawnCaps
 from murmur.roost.client import RoostClient
 

@@ -22,12 +22,12 @@ from the result file in the child's records), and releases the child with SIGTER
 session ends and reports its own outcome. ``delegate-task`` (``wait=False``) returns at
 ``started``; the outcome arrives later as a ``completion`` task.
 
-When the child leaves no completion of its own, the launcher reports (module
-:mod:`murmur.delegation.watch`): ``crashed`` for a child that exited without one, and
-``terminated`` when the watch expired (posted to this session's own door) or when this
-session ended the delegation itself (recorded in ``completion.json`` and posted to nobody).
-An undelivered completion the child wrote is posted once more by the launcher. Exactly one
-report per delegation: see :func:`murmur.delegation.completion.claim`.
+When the child leaves no completion of its own, the launcher reports it, exactly once
+(:mod:`murmur.delegation.reporting`).
+
+This module holds the call and the supervision of each child; the child's process is
+:mod:`murmur.delegation.child_process` (which also fixes the words: *stop*, *release*,
+*terminate*, *report*), the A2A delivery and answer :mod:`murmur.delegation.delivery`.
 
 Neither the credential nor the approval ever reaches argv, the environment, a file, a trace
 record, a log line, a result or an error message.
@@ -35,65 +35,51 @@ record, a log line, a result or an error message.
 
 from __future__ import annotations
 
-import collections
-import json
 import os
 import secrets
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx
 import trio
 
-from murmur import containment, paths, timing
-from murmur.delegation import completion as comp
+from murmur import paths, timing
+from murmur.delegation import delivery
 from murmur.delegation.book import DelegationBook, Emit, Entry
+from murmur.delegation.child_process import (
+    CHILD_STOP_GRACE,
+    Child,
+    LaunchFailed,
+    Ready,
+    child_argv,
+    close_fd,
+    drain,
+    let_end,
+    mur_command,
+    parse_ready,
+    read_first_line,
+    start,
+    terminate,
+)
 from murmur.delegation.environment import child_environment
 from murmur.delegation.release import give_back
+from murmur.delegation.reporting import Reporter
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch import Ending, describe_exit, launcher_report
+from murmur.delegation.watch import Ending, describe_exit
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
-from murmur.lines import read_lines
 from murmur.manifest.model import Manifest
 from murmur.roost.client import RoostClient, RoostError, RoostRefused, SpawnApproval
 from murmur.session.winddown import add_forced_exit_hook
 
-MUR_BINARY_ENV = "MURMUR_MUR_BINARY"
-CHILD_STOP_GRACE = 10.0  # seconds a child gets after SIGTERM before its group is killed
-MAX_READY_LINE = 1 << 20
-STDERR_TAIL = 20
-_MAX_STDERR_LINE = 64 * 1024  # bytes of one unfinished stderr line held before it is relayed as is
-POLL_FIRST = 0.05  # GetTask polling starts here and doubles up to timing.MEMBER_POLL
-RETRY_EVERY = 0.1  # delivery retry interval while the child's door comes up
-
-
-def mur_command(environ: Mapping[str, str]) -> list[str]:
-    """The command that starts a child: ``$MURMUR_MUR_BINARY``, else the ``mur`` beside the
-    running interpreter, else ``<python> -m murmur.cli.mur``."""
-    explicit = environ.get(MUR_BINARY_ENV, "").strip()
-    if explicit:
-        return [explicit]
-    beside = Path(sys.executable).parent / "mur"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-m", "murmur.cli.mur"]
+__all__ = ["CHILD_STOP_GRACE", "ChildArtifact", "Launcher", "child_dir_name", "resolve_global"]
 
 
 def child_dir_name(capsule: str) -> str:
     """``<capsule name>-<16 fresh hex>`` (the bare name of a scoped reference)."""
     return f"{capsule.rsplit('/', 1)[-1]}-{secrets.token_hex(8)}"
-
-
-def capsule_ref(name: str) -> str:
-    """The ``--capsule`` value: ``local/<name>`` for a bare name."""
-    return name if "/" in name else f"local/{name}"
 
 
 @attrs.frozen
@@ -118,54 +104,6 @@ def resolve_global(name: str, version: str) -> ChildArtifact | None:
     except DiagnosticError:
         return None
     return ChildArtifact(found.sha256, found.manifest) if found is not None else None
-
-
-@attrs.frozen
-class _Ready:
-    session_id: str
-    url: str
-    records_dir: str | None
-    task_id: str
-
-
-class _LaunchFailed(Exception):
-    """The child did not get as far as holding its task (the sentence is the call's output)."""
-
-
-@attrs.define(eq=False)
-class _Child:
-    """One live delegation (its process and what the launcher knows about it)."""
-
-    entry: Entry
-    dir: Path
-    name: str
-    version: str
-    task: str
-    proc: trio.Process | None = None
-    unit: containment.Unit | None = None
-    life_w: int | None = None
-    ready: _Ready | None = None
-    ready_at: float | None = None
-    started_wall: float = attrs.field(factory=time.monotonic)
-    stderr: collections.deque[str] = attrs.field(factory=lambda: collections.deque(maxlen=STDERR_TAIL))
-    exited: trio.Event = attrs.field(factory=trio.Event)
-    wake: trio.Event = attrs.field(factory=trio.Event)
-    finished: trio.Event = attrs.field(factory=trio.Event)
-    stop_reason: str | None = None
-    released: bool = False
-    reported: bool = False  # the launcher is done with this delegation's outcome
-
-    def stop(self, reason: str) -> None:
-        """The parent ends this delegation (reported ``terminated``, posted to nobody)."""
-        if self.stop_reason is None and not self.released:
-            self.stop_reason = reason
-        self.wake.set()
-
-    def release(self) -> None:
-        """The parent has what it needed: let the child end and report for itself."""
-        if self.stop_reason is None:
-            self.released = True
-        self.wake.set()
 
 
 class Launcher:
@@ -229,7 +167,15 @@ class Launcher:
         self._nursery: trio.Nursery | None = None
         self._running = trio.Event()
         self._closed = False
-        self._live: dict[str, _Child] = {}
+        self._live: dict[str, Child] = {}
+        self._reporter = Reporter(
+            session_id=session_id,
+            book=book,
+            bound=bound,
+            door_url=door_url,
+            closed=lambda: self._closed,
+            terminate=self._terminate,
+        )
         self.child_env: Callable[[str], Mapping[str, str]] | None = None  # runtime-owned extras (lineage), by dlg id
 
     # -- lifetime -------------------------------------------------------------------------
@@ -330,10 +276,10 @@ class Launcher:
                   caller=tuple(caller) if caller is not None else None)
         )
         base["delegation_id"] = dlg
-        child = _Child(entry, self.workdir / rel, grant.name, grant.version, task)
+        child = Child(entry, self.workdir / rel, grant.name, grant.version, task)
         try:
             ready = await self._nursery.start(self._supervise, child, grant)
-        except _LaunchFailed as exc:
+        except LaunchFailed as exc:
             return self._launch_failed(base, child, str(exc))
         except BaseException:
             child.stop("the delegating task ended while the child was starting")
@@ -358,7 +304,7 @@ class Launcher:
         self.book.call_ended(base["capsule"], base["version"], "failed", reason=reason, duration_ms=_ms(began))
         return {**base, "status": "failed", "output": reason}
 
-    def _launch_failed(self, base: dict[str, Any], child: _Child, reason: str) -> dict[str, Any]:
+    def _launch_failed(self, base: dict[str, Any], child: Child, reason: str) -> dict[str, Any]:
         child.entry.closed = True  # a failed call has no outcome to wait for
         self.book.call_ended(base["capsule"], base["version"], "failed", entry=child.entry, reason=reason)
         out = {**base, "status": "failed", "output": reason}
@@ -366,7 +312,7 @@ class Launcher:
             out["session_id"] = child.ready.session_id
         return out
 
-    async def _wait_for_answer(self, child: _Child, ready: _Ready, base: dict[str, Any]) -> dict[str, Any]:
+    async def _wait_for_answer(self, child: Child, ready: Ready, base: dict[str, Any]) -> dict[str, Any]:
         deadline = trio.current_effective_deadline()
         try:
             status, output = await self._answer(child, ready)
@@ -393,30 +339,17 @@ class Launcher:
         child.release()
         return {**base, "status": status, "output": output}
 
-    async def _answer(self, child: _Child, ready: _Ready) -> tuple[str, str]:
-        """Poll ``GetTask`` until the child's task has ended; (status, output)."""
-        interval = POLL_FIRST
-        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": ready.task_id}}
-        headers = {"content-type": "application/json", "A2A-Version": "1.0"}
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            while True:
-                if child.exited.is_set():
-                    return _answer_from_records(child, ready)
-                try:
-                    r = await client.post(ready.url.rstrip("/") + "/", json=body, headers=headers)
-                    ended = _task_end(r.json())
-                except (httpx.HTTPError, ValueError):
-                    ended = None
-                if ended is not None:
-                    return ended
-                with trio.move_on_after(interval):
-                    await child.exited.wait()
-                interval = min(interval * 2, timing.MEMBER_POLL)
+    async def _answer(self, child: Child, ready: Ready) -> tuple[str, str]:
+        """The child's answer: its task's end over A2A, or its result file once it exited."""
+        ended = await delivery.read_answer(ready.url, ready.task_id, exited=child.exited)
+        if ended is not None:
+            return ended
+        return delivery.answer_from_records(ready.records_dir, ready.task_id, child.returncode)
 
-    # -- the child's process ----------------------------------------------------------------
+    # -- supervising one child ----------------------------------------------------------
 
     async def _supervise(
-        self, child: _Child, grant: SpawnApproval, *, task_status: trio.TaskStatus[_Ready]
+        self, child: Child, grant: SpawnApproval, *, task_status: trio.TaskStatus[Ready]
     ) -> None:
         """Launch, watch and report one child (runs in the launcher's nursery once started)."""
         self._live[child.entry.delegation_id] = child
@@ -425,46 +358,52 @@ class Launcher:
             async with trio.open_nursery() as io:
                 try:
                     ready = await self._launch(child, grant, io)
-                except _LaunchFailed as exc:
+                except LaunchFailed as exc:
                     failure = str(exc)
-                    await self._abandon(child, failure)
+                    child.stop_reason = child.stop_reason or "the launch failed"
+                    self._reporter.report_stopped(child, f"the launch failed: {failure}", close=False)
+                    await self._terminate(child)
+                    child.reported = True
                     await give_back(self.roost_url, grant)  # its mur-roost slot, at once (issue 11)
                 else:
                     task_status.started(ready)
                     ending = await self._watch(child)
-                    await self._finish(child, ending)
+                    try:
+                        await self._reporter.report(child, ending)
+                    finally:
+                        child.reported = child.exited.is_set()
                 io.cancel_scope.cancel()
         finally:
             if not child.reported:  # cancelled part-way: the parent ended this delegation
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + self.stop_grace + 5.0):
                     if child.stop_reason is None:
                         child.stop("the delegating session ended")
-                    await self._record_stop(child)
-                    await self._end(child)
+                    self._reporter.report_stopped(child, child.stop_reason)
+                    await self._terminate(child)
                     if child.ready is None:  # cancelled before the child held its task
                         await give_back(self.roost_url, grant)
             self._cleanup(child)
         if failure is not None:
-            raise _LaunchFailed(failure)
+            raise LaunchFailed(failure)
 
-    def _cleanup(self, child: _Child) -> None:
+    def _cleanup(self, child: Child) -> None:
         if child.unit is not None:
             child.unit.release()  # the child and whatever it left running
         if child.life_w is not None:
-            _close(child.life_w)
+            close_fd(child.life_w)
             child.life_w = None
         self._live.pop(child.entry.delegation_id, None)
         child.finished.set()
 
-    async def _launch(self, child: _Child, grant: SpawnApproval, io: trio.Nursery) -> _Ready:
+    async def _launch(self, child: Child, grant: SpawnApproval, io: trio.Nursery) -> Ready:
         artifact = await trio.to_thread.run_sync(self._resolve, grant.name, grant.version)
         if artifact is None:
-            raise _LaunchFailed(
+            raise LaunchFailed(
                 f"{grant.name}@{grant.version} is not installed in this host's global store, "
                 "so the artifact mur-roost approved cannot be launched"
             )
         if artifact.sha256 != grant.sha256:
-            raise _LaunchFailed(
+            raise LaunchFailed(
                 f"the installed {grant.name}@{grant.version} is not the artifact mur-roost approved "
                 "(its content hash differs)"
             )
@@ -472,8 +411,9 @@ class Launcher:
             child.dir.mkdir(mode=0o700, parents=True, exist_ok=False)
             os.chmod(child.dir, 0o700)
         except OSError as exc:
-            raise _LaunchFailed(f"the child's directory could not be made: {exc.strerror or exc}") from None
+            raise LaunchFailed(f"the child's directory could not be made: {exc.strerror or exc}") from None
         life_r, life_w = os.pipe()
+        child.life_w = life_w  # closed by _cleanup, on every path
         handle = SpawnerHandle(
             url=self._door_url() or "",
             session_id=self.session_id,
@@ -492,54 +432,21 @@ class Launcher:
         )
         if self.child_env is not None:  # applied last: the runtime's own names (spec/tree.md)
             env.update(self.child_env(child.entry.delegation_id))
-        argv = [
-            *self.mur,
-            "run",
-            "--capsule",
-            capsule_ref(grant.name),
-            "--capsule-version",
-            grant.version,
-            "--json",
-            "--workdir",
-            str(child.dir),
-            "--no-env-file",
-        ]
-        child.unit = unit = containment.here().new_unit(child.entry.delegation_id)
-        env.update(unit.env())
-        try:
-            child.proc = await trio.lowlevel.open_process(
-                unit.command(argv, env),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=str(child.dir),
-                pass_fds=(life_r,),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            _close(life_w)
-            raise _LaunchFailed(f"the child could not be started: {exc.strerror or exc}") from None
-        finally:
-            _close(life_r)
-        child.life_w = life_w
-        proc = child.proc
-        unit.started(proc.pid, winds_down=True)
-        io.start_soon(self._wait_exit, child)
-        assert proc.stderr is not None and proc.stdout is not None and proc.stdin is not None
-        io.start_soon(self._drain_stderr, child, proc.stderr)
+        argv = child_argv(self.mur, grant.name, grant.version, child.dir)
+        proc = await start(child, argv, env, lifeline_r=life_r, io=io, relay=self._relay)
+        assert proc.stdout is not None and proc.stdin is not None
         try:
             await proc.stdin.send_all(grant.approval.encode("ascii"))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the child is already gone; the readiness read says how
         finally:
             await proc.stdin.aclose()
-        line = await self._first_line(child, proc.stdout)
-        io.start_soon(_drain, proc.stdout)
-        ready_obj = _parse_ready(line)
+        line = await read_first_line(child, proc.stdout, self.launch_bound)
+        io.start_soon(drain, proc.stdout)
+        ready_obj = parse_ready(line)
         child.ready_at = trio.current_time()
         task_id = await self._deliver(child, ready_obj["url"])
-        child.ready = _Ready(
+        child.ready = Ready(
             ready_obj["session_id"],
             ready_obj["url"],
             ready_obj.get("records_dir") if isinstance(ready_obj.get("records_dir"), str) else None,
@@ -547,79 +454,24 @@ class Launcher:
         )
         return child.ready
 
-    async def _first_line(self, child: _Child, stdout: trio.abc.ReceiveStream) -> bytes:
-        buf = bytearray()
-        with trio.move_on_after(self.launch_bound) as scope:
-            while b"\n" not in buf:
-                chunk = await stdout.receive_some(65536)
-                if not chunk:
-                    break
-                buf += chunk
-                if len(buf) > MAX_READY_LINE:
-                    raise _LaunchFailed("the child's first line is not a readiness line (it is too long)")
-        if scope.cancelled_caught:
-            raise _LaunchFailed(f"the child did not report ready within {self.launch_bound:g} s")
-        if b"\n" not in buf:
-            with trio.move_on_after(5.0):
-                await child.exited.wait()
-            assert child.proc is not None
-            if child.proc.returncode is None:
-                raise _LaunchFailed(self._tail("the child closed its output before reporting ready", child))
-            raise _LaunchFailed(self._tail(f"the child exited with {describe_exit(child.proc.returncode)} before reporting ready", child))
-        return bytes(buf.split(b"\n", 1)[0])
-
-    async def _deliver(self, child: _Child, url: str) -> str:
-        """SendMessage the task; retried while the door comes up; the child's task id."""
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {"messageId": new_id("msg"), "role": "ROLE_USER", "parts": [{"text": child.task}]},
-                "configuration": {"returnImmediately": True},
-            },
-        }
-        headers = {"content-type": "application/json", "A2A-Version": "1.0"}
-        with trio.move_on_after(self.delivery_bound):
-            async with httpx.AsyncClient(timeout=10.0) as client:
-                while True:
-                    if child.exited.is_set():
-                        assert child.proc is not None
-                        raise _LaunchFailed(self._tail(
-                            f"the child exited with {describe_exit(child.proc.returncode)} before taking its task", child))
-                    try:
-                        r = await client.post(url.rstrip("/") + "/", json=body, headers=headers)
-                        answer = r.json()
-                    except (httpx.HTTPError, ValueError):
-                        with trio.move_on_after(RETRY_EVERY):
-                            await child.exited.wait()
-                        continue
-                    return _taken(answer)
-        raise _LaunchFailed(f"the child did not accept its task within {self.delivery_bound:g} s")
-
-    async def _wait_exit(self, child: _Child) -> None:
-        assert child.proc is not None
-        await child.proc.wait()
-        child.exited.set()
-        child.wake.set()
-
-    async def _drain_stderr(self, child: _Child, stream: trio.abc.ReceiveStream) -> None:
-        prefix = f"[delegation {child.name}] "
-        await read_lines(stream, lambda raw: self._stderr_line(child, prefix, raw), lambda: _MAX_STDERR_LINE)
-
-    def _stderr_line(self, child: _Child, prefix: str, raw: bytes) -> None:
-        text = raw.decode("utf-8", errors="replace")
-        child.stderr.append(text)
-        if self._relay is not None:
-            self._relay(prefix + text)
-
-    def _tail(self, head: str, child: _Child) -> str:
-        lines = [line for line in child.stderr if line.strip()][-4:]
-        return head + (": " + " | ".join(lines) if lines else "")
+    async def _deliver(self, child: Child, url: str) -> str:
+        """The child's task id once its door took the task (see :func:`delivery.deliver`)."""
+        try:
+            task_id = await delivery.deliver(url, child.task, bound=self.delivery_bound, exited=child.exited)
+        except delivery.Refused as exc:
+            raise LaunchFailed(str(exc)) from None
+        if task_id is not None:
+            return task_id
+        if child.exited.is_set():
+            raise LaunchFailed(child.tail(f"the child exited with {describe_exit(child.returncode)} before taking its task"))
+        raise LaunchFailed(f"the child did not accept its task within {self.delivery_bound:g} s")
 
     # -- watching and ending ------------------------------------------------------------------
 
-    async def _watch(self, child: _Child) -> Ending:
+    async def _watch(self, child: Child) -> Ending:
+        """Until the child exits, is stopped, or its watch (``bound`` from readiness) expires.
+
+        A released child is let end (SIGTERM, then its unit killed after the stop grace)."""
         assert child.ready_at is not None
         with trio.move_on_at(child.ready_at + self.bound):
             while True:
@@ -628,12 +480,7 @@ class Launcher:
                 if child.stop_reason is not None:
                     return Ending.STOPPED
                 if child.released:
-                    await self._signal(child, signal.SIGTERM)
-                    with trio.move_on_after(self.stop_grace):
-                        await child.exited.wait()
-                    if not child.exited.is_set() and child.unit is not None:
-                        child.unit.kill()
-                    await child.exited.wait()
+                    await let_end(child, self.stop_grace)
                     return Ending.EXITED
                 child.wake = trio.Event()
                 if child.exited.is_set() or child.stop_reason is not None or child.released:
@@ -641,228 +488,9 @@ class Launcher:
                 await child.wake.wait()
         return Ending.EXITED if child.exited.is_set() else Ending.EXPIRED
 
-    async def _signal(self, child: _Child, sig: signal.Signals) -> None:
-        if child.proc is not None and child.proc.returncode is None:
-            try:
-                child.proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
-
-    async def _end(self, child: _Child) -> None:
-        """SIGTERM, ``stop_grace`` seconds, SIGKILL to the group; always reaped."""
-        proc = child.proc
-        if proc is None:
-            return
-        if proc.returncode is None:
-            await self._signal(child, signal.SIGTERM)
-            with trio.move_on_after(self.stop_grace):
-                await proc.wait()
-            if proc.returncode is None and child.unit is not None:
-                child.unit.kill()
-            await proc.wait()
-        if child.unit is not None:
-            child.unit.kill()  # sweep anything the child left in its unit
-        child.exited.set()
-
-    async def _abandon(self, child: _Child, reason: str) -> None:
-        """A launch that fell short: record it as ended by the parent, stop and reap the child."""
-        child.stop_reason = child.stop_reason or "the launch failed"
-        self._claim_quietly(child, launcher_report(Ending.STOPPED, returncode=None, bound=self.bound,
-                                                   reason=f"the launch failed: {reason}"))
-        await self._end(child)
-        child.reported = True
-
-    async def _record_stop(self, child: _Child) -> None:
-        report = launcher_report(Ending.STOPPED, returncode=None, bound=self.bound, reason=child.stop_reason)
-        if self._claim_quietly(child, report):
-            self.book.close(child.entry.delegation_id, "terminated", report.detail)
-
-    def _completion(self, child: _Child, status: str, detail: str | None) -> comp.Completion:
-        ready = child.ready
-        return comp.Completion(
-            delegation_id=child.entry.delegation_id,
-            capsule_name=child.name,
-            capsule_version=child.version,
-            session_id=ready.session_id if ready else None,
-            status=status,
-            workdir=str(child.dir),
-            duration_ms=int((time.monotonic() - child.started_wall) * 1000),
-            detail=detail,
-        )
-
-    def _claim_quietly(self, child: _Child, report: Any) -> bool:
-        record = comp.Record(
-            self._completion(child, report.status, report.detail),
-            "launcher",
-            delivered=False,
-            delivery_error=None if report.post else "not posted: the delegating capsule ended the delegation itself",
-        )
-        try:
-            return comp.claim(child.dir, record)
-        except OSError:
-            return False
-
-    async def _finish(self, child: _Child, ending: Ending) -> None:
-        try:
-            await self._report(child, ending)
-        finally:
-            child.reported = child.exited.is_set()
-
-    async def _report(self, child: _Child, ending: Ending) -> None:
-        if ending is Ending.EXITED:
-            await self._after_exit(child)
-            return
-        assert child.proc is not None
-        report = launcher_report(
-            ending, returncode=child.proc.returncode, stderr_tail=list(child.stderr), bound=self.bound,
-            reason=child.stop_reason,
-        )
-        claimed = self._claim_quietly(child, report)
-        await self._end(child)
-        if not claimed:
-            await self._after_exit(child)  # the child reported first
-        elif report.post:
-            await self._post(child, self._completion(child, report.status, report.detail), "launcher")
-        else:
-            self.book.close(child.entry.delegation_id, "terminated", report.detail)
-
-    async def _after_exit(self, child: _Child) -> None:
-        """The child has exited: report ``crashed`` if it left nothing; retry an undelivered one."""
-        data = comp.read_record(child.dir)
-        record = comp.record_from_json(data) if data is not None else None
-        if record is None:
-            assert child.proc is not None
-            report = launcher_report(Ending.EXITED, returncode=child.proc.returncode,
-                                     stderr_tail=list(child.stderr), bound=self.bound)
-            if self._claim_quietly(child, report):
-                await self._post(child, self._completion(child, report.status, report.detail), "launcher")
-                return
-            data = comp.read_record(child.dir)
-            record = comp.record_from_json(data) if data is not None else None
-            if record is None:
-                return
-        if record.delivered or record.reported_by != "child" or child.entry.closed:
-            return
-        await self._post(child, record.completion, "child")  # the one retry
-
-    async def _post(self, child: _Child, completion: comp.Completion, reported_by: str) -> None:
-        url = self._door_url()
-        problem: str | None
-        if url is None or self._closed:
-            problem = "the delegating session's door is closed"
-        else:
-            handle = SpawnerHandle(url, self.session_id, child.entry.context_id, child.entry.trust,
-                                   child.entry.delegation_id)
-            problem = await comp.post(handle, completion)
-        try:
-            comp.rewrite(child.dir, comp.Record(completion, reported_by, problem is None, problem))
-        except OSError:
-            pass
-
-
-# -- helpers ----------------------------------------------------------------------------------
+    async def _terminate(self, child: Child) -> None:
+        await terminate(child, self.stop_grace)
 
 
 def _ms(began: float) -> int:
     return int((time.monotonic() - began) * 1000)
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-async def _drain(stream: trio.abc.ReceiveStream) -> None:
-    try:
-        while await stream.receive_some(65536):
-            pass
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-
-
-def _parse_ready(line: bytes) -> dict[str, Any]:
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        raise _LaunchFailed("the child's first line is not a readiness line") from None
-    if not isinstance(obj, dict):
-        raise _LaunchFailed("the child's first line is not a readiness line")
-    url = obj.get("url")
-    if not isinstance(url, str) or not url.startswith("http://"):
-        raise _LaunchFailed("the child reported no door")
-    sid = obj.get("session_id")
-    if not isinstance(sid, str) or not sid.startswith("ses_"):
-        raise _LaunchFailed("the child's readiness line names no session")
-    return obj
-
-
-def _taken(answer: object) -> str:
-    """The task id from a SendMessage answer, or :class:`_LaunchFailed` saying why not."""
-    if not isinstance(answer, dict):
-        raise _LaunchFailed("the child answered its task delivery without a JSON-RPC body")
-    err = answer.get("error")
-    if isinstance(err, dict):
-        raise _LaunchFailed(f"the child refused its task: {err.get('message', '(no message)')}")
-    task = answer.get("result", {}).get("task") if isinstance(answer.get("result"), dict) else None
-    if not isinstance(task, dict) or not isinstance(task.get("id"), str):
-        raise _LaunchFailed("the child answered its task delivery without a task")
-    status = task.get("status") or {}
-    if status.get("state") in ("TASK_STATE_REJECTED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"):
-        raise _LaunchFailed(f"the child did not take its task ({_status_text(status) or status.get('state')})")
-    return str(task["id"])
-
-
-_END_WORDS = {
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_REJECTED": "rejected",
-}
-
-
-def _task_end(answer: object) -> tuple[str, str] | None:
-    """(status, output) of an ended task from a GetTask answer; None while it runs."""
-    if not isinstance(answer, dict):
-        return None
-    err = answer.get("error")
-    if isinstance(err, dict):
-        return "failed", f"the child's task could not be read: {err.get('message', '(no message)')}"
-    task = answer.get("result")
-    if not isinstance(task, dict):
-        return None
-    status = task.get("status") or {}
-    word = _END_WORDS.get(str(status.get("state")))
-    if word is None:
-        return None
-    if word == "completed":
-        for art in task.get("artifacts") or []:
-            if isinstance(art, dict) and art.get("artifactId") == "response":
-                parts = art.get("parts") or []
-                return word, "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
-    return word, _status_text(status)
-
-
-def _answer_from_records(child: _Child, ready: _Ready) -> tuple[str, str]:
-    """(status, output) from the child's ``out/result_<task>.txt`` once it has exited."""
-    how = describe_exit(child.proc.returncode if child.proc else None)
-    if ready.records_dir is None:
-        return "failed", f"the child ended ({how}) before its answer could be read"
-    path = Path(ready.records_dir) / "out" / f"result_{ready.task_id}.txt"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return "failed", f"the child ended ({how}) before its answer could be read"
-    text = text[:-1] if text.endswith("\n") else text
-    for prefix, word in (("error: ", "failed"), ("canceled: ", "canceled")):
-        if text.startswith(prefix):
-            return word, text[len(prefix):]
-    return "completed", text
-
-
-def _status_text(status: Mapping[str, Any]) -> str:
-    msg = status.get("message")
-    if not isinstance(msg, dict):
-        return ""
-    return " ".join(str(p.get("text", "")) for p in msg.get("parts", []) if isinstance(p, dict)).strip()
