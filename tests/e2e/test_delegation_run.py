@@ -285,13 +285,24 @@ class TestEndings:
         assert IDENTITY in status_text(again)
 
 
+UNREACHABLE_PROXY = "http://127.0.0.1:9"  # nothing listens: a call sent through it fails
+PROXIES = {name: UNREACHABLE_PROXY for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
+
+
 class TestLaunchTask:
-    def test_tour_run_delivers_the_completion_without_a_warning(self, procs: Procs, tmp_path: Path) -> None:
-        """`mur run --task` of a queue/sleep parent: the released child's completion is delivered, stderr is clean."""
+    @pytest.mark.parametrize("proxied", [False, True], ids=["plain", "proxy-variables-set"])
+    def test_tour_run_delivers_the_completion_without_a_warning(self, procs: Procs, tmp_path: Path, proxied: bool) -> None:
+        """`mur run --task` of a queue/sleep parent: the released child's completion is delivered, stderr is clean.
+
+        With every proxy variable naming an unreachable proxy (and no NO_PROXY), the loopback
+        calls — roost, the child's task delivery and answer, the completion — still go direct.
+        """
         _roost, url = procs.roost("--spawn-allow", "boss")
         work = tmp_path / "work"
         work.mkdir()
         env = {**procs.env, "MURMUR_ROOST_URL": url}
+        if proxied:
+            env = {k: v for k, v in env.items() if k.lower() != "no_proxy"} | PROXIES
         run = procs.start([*MUR, "run", "--capsule", "local/boss", "--capsule-version", "0.1.0", "--task", "hi"],
                           cwd=work, env=env)
         assert run.proc.stdout is not None

@@ -137,13 +137,25 @@ def read_json_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: 
     return lines
 
 
+UNREACHABLE_PROXY = "http://127.0.0.1:9"  # nothing listens: a call sent through it fails
+PROXIES = {name: UNREACHABLE_PROXY for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
+
+
 class TestScaffold:
-    def test_task_answer_reaches_the_lead(self, demo: Path, home: Path, procs: Procs, tmp_path: Path) -> None:
-        """`mur run --roster demo --task`: exit 0; the lead's result is the worker's answer."""
+    @pytest.mark.parametrize("proxied", [False, True], ids=["plain", "proxy-variables-set"])
+    def test_task_answer_reaches_the_lead(self, demo: Path, home: Path, procs: Procs, tmp_path: Path, proxied: bool) -> None:
+        """`mur run --roster demo --task`: exit 0; the lead's result is the worker's answer.
+
+        With every proxy variable naming an unreachable proxy (and no NO_PROXY), the loopback
+        calls — the readiness probes, the lead's call-member — still go direct.
+        """
         out = tmp_path / "out"
+        env = env_for(home)
+        if proxied:
+            env = {k: v for k, v in env.items() if k.lower() != "no_proxy"} | PROXIES
         with out.open("wb") as o, (tmp_path / "err").open("wb") as e:
             proc = procs.popen([*MUR, "run", "--roster", str(demo), "--json", "--task", "hello formation"],
-                               cwd=demo.parent, env=env_for(home), stdout=o, stderr=e)
+                               cwd=demo.parent, env=env, stdout=o, stderr=e)
             assert proc.wait(90) == 0, (tmp_path / "err").read_text()
         formation, entry = read_json_lines(out, 2, proc)
         result = Path(entry["records_dir"]) / "out" / "result.txt"

@@ -123,7 +123,8 @@ class RoostClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
+        # mur-roost listens on loopback only: never through a proxy named in the environment
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport, trust_env=False)
 
     async def __aenter__(self) -> RoostClient:
         return self
