@@ -8,6 +8,7 @@ from typing import TextIO
 import attrs
 import trio
 
+from murmur import containment
 from murmur.demo.watchdog import signal_group
 
 
@@ -58,19 +59,20 @@ class Child:
         signal_group(self.pid, signal.SIGKILL)
 
     async def stop(self, grace: float) -> int:
-        """SIGTERM the process, wait ``grace`` s, SIGKILL its group, reap, sweep the group."""
+        """SIGTERM the process, wait ``grace`` s, SIGKILL its group, reap, sweep the group
+        (the escalation is :func:`murmur.containment.end_within`'s)."""
+        await containment.end_within(grace, ask=self._ask, alive=lambda: self.running, wait=self.process.wait,
+                                     kill=self.kill_group)
+        code = await self.process.wait()
+        signal_group(self.pid, signal.SIGKILL)
+        return code
+
+    def _ask(self) -> None:
         if self.running:
             try:
                 self.process.send_signal(self.stop_signal)
             except ProcessLookupError:
                 pass
-            with trio.move_on_after(grace):
-                await self.process.wait()
-            if self.running:
-                self.kill_group()
-        code = await self.process.wait()
-        signal_group(self.pid, signal.SIGKILL)
-        return code
 
 
 async def relay(stream: trio.abc.ReceiveStream | None, prefix: str, err: TextIO) -> None:

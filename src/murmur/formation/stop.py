@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
+import trio
 
-from murmur import ids
+from murmur import containment, ids
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.formation import dirs, procinfo
@@ -82,23 +83,40 @@ def _signal(target: Target, sig: signal.Signals) -> bool:
 def end_process(target: Target, timeout: float) -> str:
     """SIGTERM ``target``; SIGKILL it after ``timeout`` s; the last signal sent.
 
+    The escalation is :func:`murmur.containment.end_within`'s, in a Trio run of its own (``mur
+    stop`` is synchronous; ``target`` is not this process's child, so its end is polled by
+    pid and start time every 50 ms). Do not call it from inside a Trio run.
+
     Raises:
         DiagnosticError: ``E-RUN-024`` when the signal is refused or it outlives SIGKILL by
             5 s.
     """
-    try:
-        sent = _signal(target, signal.SIGTERM)
-    except PermissionError:
-        raise _cannot_end(target, "the signal was refused (permission denied)") from None
-    if not sent or wait_gone(target, timeout):
-        return "SIGTERM"
-    try:
-        _signal(target, signal.SIGKILL)
-    except PermissionError:
-        raise _cannot_end(target, "SIGKILL was refused (permission denied)") from None
-    if not wait_gone(target, KILL_WAIT):
-        raise _cannot_end(target, f"it was still running {KILL_WAIT:g}s after SIGKILL")
-    return "SIGKILL"
+    return trio.run(_end_process, target, timeout)
+
+
+async def _end_process(target: Target, timeout: float) -> str:
+    def ask() -> None:
+        try:
+            _signal(target, signal.SIGTERM)
+        except PermissionError:
+            raise _cannot_end(target, "the signal was refused (permission denied)") from None
+
+    def kill() -> None:
+        try:
+            _signal(target, signal.SIGKILL)
+        except PermissionError:
+            raise _cannot_end(target, "SIGKILL was refused (permission denied)") from None
+
+    async def gone() -> None:
+        while procinfo.is_running(target.pid, target.start):  # noqa: ASYNC110 - not our child: nothing to wait on
+            await trio.sleep(POLL)
+
+    with trio.move_on_after(timeout + KILL_WAIT):
+        killed = await containment.end_within(
+            timeout, ask=ask, alive=lambda: procinfo.is_running(target.pid, target.start), wait=gone, kill=kill
+        )
+        return "SIGKILL" if killed else "SIGTERM"
+    raise _cannot_end(target, f"it was still running {KILL_WAIT:g}s after SIGKILL")
 
 
 def _cannot_end(target: Target, why: str) -> DiagnosticError:
