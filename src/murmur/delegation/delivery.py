@@ -1,6 +1,6 @@
 """Handing a fresh child its task and reading its answer, over A2A (:mod:`murmur.a2a`).
 
-Specification: ``spec/delegation.md`` "Launching a child" and "What the call returns".
+Specification: ``spec/delegation.md`` "Launching a child" and "The call returns".
 
 * :func:`deliver`: ``SendMessage`` (``returnImmediately``) of the task to the child's door,
   retried every 100 ms while the door comes up, within the delivery bound (30 s);

@@ -1,6 +1,6 @@
 """Exactly one report per delegation, from the launcher's side.
 
-Specification: ``spec/delegation.md`` "Who reports". When the child leaves no completion of
+Specification: ``spec/delegation.md`` "Exactly one reporter". When the child leaves no completion of
 its own, the launcher reports (:func:`murmur.delegation.watch.launcher_report`): ``crashed``
 for a child that exited without one, ``terminated`` when the watch expired (posted to this
 session's own door) or when this session stopped the delegation (recorded in

@@ -1,6 +1,6 @@
 """Callees' door URLs as they arrive on the formation channel, and the address records name.
 
-Specification: ``spec/formation.md`` "Giving a member work". A real door URL (loopback, a
+Specification: ``spec/formation.md`` "`call-member`". A real door URL (loopback, a
 port chosen at launch) is only ever used to send; every record, result and reason names the
 member's virtual address :func:`virtual_address` instead.
 """

@@ -1,6 +1,6 @@
 """The rules of one ``call-member`` call: its busy schedule, deadline, answer cap, scrubbing (pure).
 
-Specification: ``spec/formation.md`` "Giving a member work" (statuses, the busy schedule,
+Specification: ``spec/formation.md`` "`call-member`" (statuses, the busy schedule,
 answers).
 """
 

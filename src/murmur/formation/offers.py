@@ -1,6 +1,6 @@
 """What a member's door answered a call: to an offer (``SendMessage``), to a poll (``GetTask``).
 
-Specification: ``spec/formation.md`` "Giving a member work". Pure: the readers are
+Specification: ``spec/formation.md`` "`call-member`". Pure: the readers are
 :mod:`murmur.a2a`'s; this module decides what each answer means for a call. Reasons name no
 URL, port or token.
 """

@@ -1,6 +1,6 @@
 """Whether a member's ``capabilities.network.allow`` reaches another member's door (pure).
 
-Specification: ``spec/formation.md`` "Giving a member work". Member doors listen on loopback
+Specification: ``spec/formation.md`` "`call-member`". Member doors listen on loopback
 ``http`` at a port chosen at launch, so a caller reaches one only through an entry that covers
 ``127.0.0.1`` at any port; ``localhost`` and ``127.0.0.1`` name the same loopback host.
 """
