@@ -11,8 +11,8 @@ The words for ending, used the same way everywhere in :mod:`murmur.delegation`:
 
 * the parent **stops** a delegation (:meth:`Child.stop`): it ends it and it is reported
   ``terminated``, posted to nobody;
-* the parent **releases** one (:meth:`Child.release`): it has its answer; the child ends and
-  reports for itself;
+* the parent **releases** one (:meth:`Child.release`): it has its answer; the child is
+  terminated and reports for itself;
 * the launcher **terminates** a child's process (:func:`terminate`);
 * the launcher **reports** an ending exactly once (:mod:`murmur.delegation.reporting`).
 """
@@ -269,7 +269,9 @@ def _kill_unit(child: Child) -> None:
 async def terminate(child: Child, grace: float) -> None:
     """SIGTERM, ``grace`` seconds, SIGKILL of its unit; always reaped; its unit swept after.
 
-    Run it shielded when it must finish under cancellation. A child never started is left.
+    Used for every end the launcher brings about (a released child, a stopped or expired one,
+    a failed launch). Run it shielded when it must finish under cancellation. A child never
+    started is left.
     """
     if child.proc is None:
         return
@@ -278,13 +280,6 @@ async def terminate(child: Child, grace: float) -> None:
                                  wait=proc.wait, kill=lambda: _kill_unit(child))
     _kill_unit(child)  # sweep anything the child left in its unit
     child.exited.set()
-
-
-async def let_end(child: Child, grace: float) -> None:
-    """A released child: SIGTERM so its session ends and reports for itself; SIGKILL of its
-    unit after ``grace``; returns once its exit was seen."""
-    await containment.end_within(grace, ask=lambda: _sigterm(child), alive=lambda: not child.exited.is_set(),
-                                 wait=child.exited.wait, kill=lambda: _kill_unit(child))
 
 
 def close_fd(fd: int) -> None:

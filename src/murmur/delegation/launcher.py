@@ -56,7 +56,6 @@ from murmur.delegation.child_process import (
     child_argv,
     close_fd,
     drain,
-    let_end,
     mur_command,
     parse_ready,
     read_first_line,
@@ -471,7 +470,8 @@ class Launcher:
     async def _watch(self, child: Child) -> Ending:
         """Until the child exits, is stopped, or its watch (``bound`` from readiness) expires.
 
-        A released child is let end (SIGTERM, then its unit killed after the stop grace)."""
+        A released child is terminated (SIGTERM, then its unit killed after the stop grace) and
+        reports for itself."""
         assert child.ready_at is not None
         with trio.move_on_at(child.ready_at + self.bound):
             while True:
@@ -480,7 +480,7 @@ class Launcher:
                 if child.stop_reason is not None:
                     return Ending.STOPPED
                 if child.released:
-                    await let_end(child, self.stop_grace)
+                    await self._terminate(child)  # SIGTERM: its session ends and reports
                     return Ending.EXITED
                 child.wake = trio.Event()
                 if child.exited.is_set() or child.stop_reason is not None or child.released:
