@@ -55,7 +55,7 @@ def tiers() -> dict[str, int]:
     for line in SPEC.read_text().splitlines():
         row = re.match(r"^\|\s*(\d+)\s*\|[^|]*\|([^|]*)\|", line)
         if row:
-            for unit in re.findall(r"`([a-z_]+)`", row.group(2)):
+            for unit in re.findall(r"`([a-z][a-z0-9_]*)`", row.group(2)):
                 assert unit not in found, f"{unit} is in two tiers of {SPEC.name}"
                 found[unit] = int(row.group(1))
     return found
