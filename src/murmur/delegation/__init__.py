@@ -12,6 +12,9 @@ Modules::
     completion    completion.json (one reporter) and the completion post
     approval      the approval on a child's stdin
     launcher      POST /spawn → directory → `mur run` → readiness → task → watch
+    child_process the child's process: its command, start, readiness line, terminate
+    delivery      the task's SendMessage and the answer's GetTask (murmur.a2a)
+    reporting     exactly one report per delegation, from the launcher's side
     runtime       registration, hooks and services of one session
     child         the session contributor (called for every `mur run`)
 """
