@@ -28,7 +28,7 @@ NOT_YET_THROUGH_THE_FACE = frozenset({
     "agent/config.py", "agent/dispatch.py", "agent/tools.py", "agent/transports/http.py", "agent/workload.py",
     "delegation/child.py", "delegation/environment.py", "delegation/launcher.py", "delegation/release.py",
     "delegation/runtime.py", "delegation/watch.py",
-    "formation/admission.py", "formation/calls.py", "formation/member.py", "formation/retention.py",
+    "formation/admission.py", "formation/member.py", "formation/retention.py",
     "formation/roster.py",
     "links/peer.py", "links/service.py",
     "session/auth.py", "session/launch.py", "session/lifecycle.py", "session/session.py", "session/workload.py",

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from murmur.manifest.netallow import NetEntry, entry_covers, parse_net_entry, url_target
+from murmur.manifest import NetEntry, entry_covers, parse_net_entry, url_target
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
 """Bare ``network.allow`` hosts that reach a member door (doors bind 127.0.0.1)."""
