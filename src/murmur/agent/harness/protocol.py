@@ -75,9 +75,11 @@ class HarnessRequest:
         max_turns (int): ``inference.max_turns``: model calls allowed for the task. Pass it
             to the CLI where it has an option; the transport also enforces it by counting
             :class:`InferenceTurn` events.
-        shell_allow (tuple[str, ...]): ``capabilities.shell.allow`` (bare program names,
-            may hold ``fnmatch`` globs). Map it onto the CLI's own tool permissions where
-            it has them (and document where the CLI's own sandbox is the only guard).
+        shell_allow (tuple[str, ...]): the programs the CLI's shell tool may run:
+            ``capabilities.shell.allow`` (bare names, may hold ``fnmatch`` globs) followed by,
+            when the session has capsule links, each link name and ``mur`` (spec/links.md).
+            Map it onto the CLI's own tool permissions where it has them (and document
+            where the CLI's own sandbox is the only guard).
         home (Path): the CLI's own ``HOME`` (an empty, owner-only directory under the
             session's records, created by the transport). Put every config or state
             directory the CLI uses (``CODEX_HOME``, ``CLAUDE_CONFIG_DIR``) inside it.
@@ -121,12 +123,18 @@ class Invocation:
         files (Mapping[str, bytes]): files the transport writes before the start, keyed by
             a relative POSIX path under ``request.home`` (``".codex/config.toml"``); parent
             directories are created 0700, files 0600. No ``..``, no absolute path.
+        key_fifo (str | None): optional (Claude Code uses it; Codex need not): a relative
+            path under ``request.home`` where the transport makes a FIFO (0600) and writes
+            ``request.api_key`` to its first reader only, then removes it — for a CLI that
+            would otherwise pass a key from its environment on to the commands it runs.
+            The key then reaches neither ``env`` nor the disk. None: no FIFO.
     """
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = attrs.field(factory=dict, repr=False, eq=False)
     stdin: bytes = b""
     files: Mapping[str, bytes] = attrs.field(factory=dict, repr=False, eq=False)
+    key_fifo: str | None = None
 
 
 @attrs.frozen
