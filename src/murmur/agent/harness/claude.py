@@ -10,7 +10,7 @@ Relied on (Claude Code 2.1.197, ``@anthropic-ai/claude-code`` on npm; spec/agent
   ``assistant`` (content blocks, ``tool_use`` with the full input), ``user`` (``tool_result``
   with ``tool_use_id``, ``content``, ``is_error``), ``result`` (``subtype`` ``success`` /
   ``error_max_turns`` / ``error_during_execution``, ``is_error``, ``result`` text,
-  ``usage`` totals);
+  ``usage`` totals), ``system``/``api_retry`` (``error_status``) before each retry;
 * ``--append-system-prompt-file`` for the capsule's system prompt and the ``mur context``
   text (added to Claude Code's own prompt, never written into the project);
 * ``--max-turns N`` (model calls), ``--model``;
@@ -189,7 +189,9 @@ class ClaudeStreamParser:
         if kind == "user":
             return self._results(obj.get("message"))
         if kind == "result":
-            return self._flush() + [_outcome(obj)]
+            return [*self._flush(), _outcome(obj)]
+        if kind == "system" and obj.get("subtype") == "api_retry" and obj.get("error_status") in (401, 403):
+            return [*self._flush(), _rejected(obj.get("error_status"))]
         return []
 
     def finish(self) -> list[Event]:
@@ -287,11 +289,7 @@ def _outcome(result: Mapping[str, Any]) -> Event:
         )
     status = result.get("api_error_status")
     if status in (401, 403):
-        return HarnessFailure(
-            f"E-RUN-027: the inference provider rejected the credential (HTTP {status}); "
-            "check inference.api_key; not retried",
-            cause="credential_rejected",
-        )
+        return _rejected(status)
     detail = text if isinstance(text, str) and text else "; ".join(
         str(e) for e in result.get("errors") or [] if isinstance(e, str)
     )
@@ -301,6 +299,15 @@ def _outcome(result: Mapping[str, Any]) -> Event:
     if detail:
         message += f": {detail[:500]}"
     return HarnessFailure(message)
+
+
+def _rejected(status: object) -> HarnessFailure:
+    """A 401 / 403: Claude Code would retry it; murmur never does (as the http drivers)."""
+    return HarnessFailure(
+        f"E-RUN-027: the inference provider rejected the credential (HTTP {status}); "
+        "check inference.api_key; not retried",
+        cause="credential_rejected",
+    )
 
 
 def _result_text(content: object) -> str:

@@ -203,6 +203,10 @@ class Answer:
 class HarnessFailure:
     """The CLI reported that the task did not end with an answer.
 
+    The transport ends the CLI's unit as soon as it reads one (a parser may emit it before
+    the CLI gives up by itself, e.g. on a rejected credential the CLI would keep retrying);
+    only the first one counts.
+
     Attributes:
         message (str): one sentence for the trace and the outcome; never the key.
         status (str): the task's end: ``failed``, or ``max_turns_reached`` when the CLI
