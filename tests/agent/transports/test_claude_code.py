@@ -246,6 +246,23 @@ class TestRealClaudeCode:
             assert KEY.encode() not in path.read_bytes(), path
         assert not (harness.tmp / "records" / "harness" / ctx.task_id / "home" / "murmur" / "key.fifo").exists()
 
+    async def test_upstream_manifest_takes_endpoint_and_key_from_the_environment(self, harness: Harness) -> None:
+        """An upstream quickstart capsule (no endpoint, no api_key) runs against the endpoint
+        and key the capsule's environment names, as the CLI itself would read them; the key
+        still reaches the CLI only through the FIFO, even when env.allow lists its variable."""
+        harness.server.add(
+            Reply(an_tools(("toolu_1", "Bash", {"command": "env"}), msg_id="msg_a")),
+            Reply(an_text("ok from upstream", msg_id="msg_b")),
+        )
+        harness.environ.update({"ANTHROPIC_BASE_URL": harness.server.url, "ANTHROPIC_API_KEY": KEY})
+        harness.shell_env["ANTHROPIC_API_KEY"] = KEY  # as if capabilities.env.allow listed it
+        outcome, _, _ = await harness.run(manifest(api_key=None, endpoint=None))
+        assert (outcome.status, outcome.answer) == ("ok", "ok from upstream")
+        first, second = harness.server.requests
+        assert first.headers["x-api-key"] == KEY
+        assert isinstance(second.body, dict)
+        assert KEY not in json.dumps(second.body["messages"])
+
     async def test_command_outside_grants_is_denied(self, harness: Harness) -> None:
         """A program outside shell.allow is refused by Claude Code's permissions: an error result."""
         harness.server.add(

@@ -318,6 +318,8 @@ async def run_harness_task(
     except (OSError, ValueError) as exc:
         return _fail(ctx, f"the agent CLI's HOME could not be prepared: {exc}")
     env = {**ctx.shell_env, **inv.env}
+    if inv.key_fifo is not None:  # the key goes through the FIFO: never also in the environment
+        env.pop(ENV_FALLBACK.get(protocol.name, ("", ""))[1], None)
     executable = shutil.which(inv.argv[0], path=env.get("PATH", ""))
     if executable is None:
         return _fail(ctx, f"E-RUN-006: the agent command {inv.argv[0]} is not on PATH ({env.get('PATH', '')})")
