@@ -23,11 +23,22 @@ from unittest import mock
 
 import pytest
 
-from murmur.registry import install
-
 from agent.npm_cli import npm_bin
 from agent.scripted import Reply, an_text, an_tools
-from ._delegation import MUR, TOKEN, Procs, alive, descendants, of, send_task, submit_task, trace, wait_until
+from murmur.registry import install
+
+from ._delegation import (
+    MUR,
+    TOKEN,
+    Procs,
+    alive,
+    descendants,
+    of,
+    send_task,
+    submit_task,
+    trace,
+    wait_until,
+)
 from ._models import ModelServers, claude_side, model_servers
 
 pytestmark = pytest.mark.e2e

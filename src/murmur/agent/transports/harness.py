@@ -441,14 +441,7 @@ async def _tail(stream: trio.abc.ReceiveStream, keep: bytearray) -> None:
 
 
 def _outcome(ctx: TaskContext, run: _Run, code: int | None, stderr: bytes) -> TaskOutcome:
-    if run.stopped is not None:
-        ctx.trace.emit(
-            "spend_ceiling_reached" if run.stopped.status == "spend_ceiling_reached" else "harness_stopped",
-            parent_id=ctx.task_event_id,
-            task_id=ctx.task_id,
-            turn=run.turn,
-            reason=run.stopped.answer,
-        )
+    if run.stopped is not None:  # as the http loop: the session's task_end says how it ended
         return run.stopped
     if run.failure is not None:
         if run.failure.status == "max_turns_reached":
