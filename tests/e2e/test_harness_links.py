@@ -221,6 +221,7 @@ def test_ctrl_c_at_the_root_ends_all_three(procs: Procs, tmp_path: Path, models:
     assert any(c.startswith(("/bin/bash", "bash")) for c in commands.values()), commands  # their shells
     nodes = chain(tree(procs.env), p.ready["session_id"])
     assert [n["state"] for n in nodes] == ["running"] * 3, nodes
+    assert scan_processes(home, procs) >= 6  # the sessions, the CLIs, their shells and links, while busy
     began = time.monotonic()
     os.kill(p.pid, signal.SIGINT)
     wait_until(lambda: not alive(pids), timeout=GRACE, what=f"every process gone (left: {alive(pids)})")
@@ -260,7 +261,7 @@ def _cmd(pid: int) -> str:
 def scan_for_secrets(home: Path, tmp_path: Path, procs: Procs) -> None:
     """No provider key, token, credential or approval string in any file the scenario wrote
     (records, traces, logs, workdirs, the CLIs' homes), nor in the argv or environment of any
-    process still running for it (the lead's own `mur run` excepted: it holds LEAD_KEY)."""
+    process running for it (the lead's own `mur run` excepted: it holds LEAD_KEY)."""
     secret = LEAD_KEY.encode()
     for root in (home, tmp_path):
         for path in root.rglob("*"):
@@ -272,8 +273,15 @@ def scan_for_secrets(home: Path, tmp_path: Path, procs: Procs) -> None:
                 assert secret not in data, path
                 if path.name.endswith((".jsonl", ".log", ".err", ".md", ".json")) and "artifacts" not in path.parts:
                     assert not TOKEN.search(data), path
-    lead_pid = next((p.pid for p in procs.started if "lead" in " ".join(p.proc.args)), None)
-    for pid in session_pids(home, {p.pid for p in procs.started}):
+    scan_processes(home, procs)
+
+
+def scan_processes(home: Path, procs: Procs) -> int:
+    """The argv / environment part of the scan; returns how many processes were read."""
+    secret = LEAD_KEY.encode()
+    lead_pid = next((p.pid for p in procs.started if "local/lead" in " ".join(map(str, p.proc.args))), None)
+    seen = 0
+    for pid in session_pids(home, {p.pid for p in procs.started if p.pid != lead_pid}):
         if pid == lead_pid:
             continue
         for part in ("cmdline", "environ"):
@@ -281,5 +289,7 @@ def scan_for_secrets(home: Path, tmp_path: Path, procs: Procs) -> None:
                 data = Path(f"/proc/{pid}/{part}").read_bytes()
             except OSError:
                 continue
+            seen += part == "environ"
             assert secret not in data, (pid, part, _cmd(pid))
             assert not TOKEN.search(data), (pid, part, _cmd(pid))
+    return seen
