@@ -181,6 +181,7 @@ class Harness:
         self.server = ScriptedServer(side)
         self.shell_env = {"PATH": f"{claude_bin}:/usr/bin:/bin", "HOME": str(tmp_path / "records" / "home")}
         self.environ = {"PATH": f"{claude_bin}:/usr/bin:/bin", "TEST_KEY": KEY}
+        self.links_context: Path | None = None  # the session's links/context.md, when it has links
 
     def manifest(self, **kw: object) -> Manifest:
         return manifest(endpoint=self.server.url, **kw)  # type: ignore[arg-type]
@@ -189,7 +190,8 @@ class Harness:
         self, m: Manifest, text: str = "Say hello using the shell."
     ) -> tuple[TaskOutcome, FakeTrace, TaskContext]:
         trace = FakeTrace(self.tmp / "trace.jsonl")
-        ctx = task_context(m, self.tmp, trace, text=text, env=self.shell_env)
+        ctx = attrs.evolve(task_context(m, self.tmp, trace, text=text, env=self.shell_env),
+                           links_context=self.links_context)
         with trio.fail_after(60):
             outcome = await AgentWorkload(m, self.tmp, environ=self.environ).run_task(ctx)
         return outcome, trace, ctx
@@ -211,6 +213,8 @@ class TestRealClaudeCode:
         links = harness.tmp / "records" / "links"
         (links / "bin").mkdir(parents=True)
         (links / "context.md").write_text("MUR-CONTEXT: you may delegate to nobody.\n")
+        (links / "bin" / "mur").write_text("#!/bin/sh\n")
+        harness.links_context = links / "context.md"
         harness.server.add(
             Reply(an_tools(("toolu_1", "Bash", {"command": "echo hello-from-bash && env"}),
                            inp=100, out=20, msg_id="msg_a")),
@@ -240,6 +244,7 @@ class TestRealClaudeCode:
         result = second.body["messages"][-1]["content"][0]
         assert result["tool_use_id"] == "toolu_1" and "hello-from-bash" in result["content"]
         assert "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1" in result["content"]
+        assert f"MURMUR_CONTEXT_FILE={harness.links_context}" in result["content"]
         assert KEY not in result["content"]  # not in the command's environment
         assert first.headers["x-api-key"] == KEY  # the CLI itself did get it
         for path in files_under(harness.tmp):

@@ -3,7 +3,8 @@
 The CLI runs in a containment unit of its own (a *command* unit, so the commands its shell
 tool runs may use the session's capsule links), in the workdir, with the session's shell
 environment plus only what the protocol adds (:class:`~murmur.agent.harness.protocol.Invocation`),
-and a ``HOME`` of its own under the session's records (``<records>/harness/<task_id>/home``).
+and a ``HOME`` of its own under the session's records (``<records>/harness/<task_id>/home``);
+with links, ``MURMUR_CONTEXT_FILE`` too (:func:`murmur.session.workload.harness_env`).
 Its stdout is read line by line through the protocol's parser; each event becomes a trace
 record as the http transport writes it:
 
@@ -54,9 +55,15 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.agent.transports import InferenceError
 from murmur.agent.transports.http import redact, resolve_api_key
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.session.workload import (
+    TaskContext,
+    TaskOutcome,
+    context_file_for,
+    context_for_prompt,
+    harness_env,
+)
 
-__all__ = ["ENV_FALLBACK", "LINE_CAP", "links_of", "run_harness_task"]
+__all__ = ["ENV_FALLBACK", "LINE_CAP", "link_names", "run_harness_task"]
 
 LINE_CAP = 8 << 20
 """A stdout line longer than this is cut (its JSON is then unreadable and ignored)."""
@@ -74,19 +81,21 @@ reads itself, taken from the capsule process's environment (upstream manifests c
 endpoint for ``transport: process``)."""
 
 
-def links_of(records_dir: Path) -> tuple[str | None, tuple[str, ...]]:
-    """The session's ``mur context`` text and its link names (``mur`` last), or ``(None, ())``.
+def link_names(ctx: TaskContext) -> tuple[str, ...]:
+    """The session's link names (``mur`` last), or ``()`` when it has no links.
 
-    Read from the links directory the session wrote (spec/links.md): ``links/context.md`` and
-    the stubs in ``links/bin/``.
+    Read from the stubs beside its ``mur context`` file (``links/bin/``, spec/links.md): one
+    per name in ``capabilities.spawn.allow``, a name narrowed out of the effective set
+    included (it answers 126, which the model must be able to see).
     """
-    links = records_dir / "links"
+    context = context_file_for(ctx)
+    if context is None:
+        return ()
     try:
-        text = (links / "context.md").read_text(encoding="utf-8")
-        names = sorted(p.name for p in (links / "bin").iterdir() if p.name != "mur")
+        names = sorted(p.name for p in (context.parent / "bin").iterdir() if p.name != "mur")
     except OSError:
-        return None, ()
-    return text, (*names, "mur")
+        return ()
+    return (*names, "mur")
 
 
 @attrs.define
@@ -295,13 +304,12 @@ async def run_harness_task(
         endpoint, key = _endpoint_and_key(config, protocol, environ)
     except InferenceError as exc:
         return _fail(ctx, exc.message, cause=exc.cause)
-    context_text, link_names = links_of(ctx.records_dir)
-    shell_allow = tuple(ctx.manifest.shell_allow) + link_names
+    shell_allow = tuple(ctx.manifest.shell_allow) + link_names(ctx)
     request = HarnessRequest(
         command=config.command,
         task_text=task_text,
         system_prompt=config.system_prompt,
-        context_text=context_text,
+        context_text=context_for_prompt(ctx),
         model=config.model,
         endpoint=endpoint,
         api_key=key,
@@ -309,7 +317,7 @@ async def run_harness_task(
         shell_allow=shell_allow,
         home=_home(ctx),
         workdir=ctx.workdir,
-        shell_env=ctx.shell_env,
+        shell_env=harness_env(ctx),
     )
     inv = protocol.invocation(request)
     run = _Run(ctx=ctx, config=config, protocol=protocol, secret=key)
@@ -317,7 +325,7 @@ async def run_harness_task(
         _write_files(request.home, inv.files)
     except (OSError, ValueError) as exc:
         return _fail(ctx, f"the agent CLI's HOME could not be prepared: {exc}")
-    env = {**ctx.shell_env, **inv.env}
+    env = {**request.shell_env, **inv.env}
     if inv.key_fifo is not None:  # the key goes through the FIFO: never also in the environment
         env.pop(ENV_FALLBACK.get(protocol.name, ("", ""))[1], None)
     executable = shutil.which(inv.argv[0], path=env.get("PATH", ""))
