@@ -33,6 +33,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agent/loop.py", "session"): "imports the workload port session.workload",
     ("agent/tools.py", "session"): "imports the workload port session.workload",
     ("agent/transports/process.py", "session"): "imports the workload port session.workload",
+    ("agent/transports/harness.py", "session"): "imports the workload port session.workload",
     ("agent/workload.py", "session"): "imports the workload port session.workload",
     # routing/refusal.py (the denied-binary message) is needed below routing.
     ("shell.py", "routing"): "a refused binary's reason comes from routing.refusal",

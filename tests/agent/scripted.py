@@ -3,12 +3,17 @@
 :class:`ScriptedServer` is a tiny HTTP/1.1 server on ``127.0.0.1:0`` (raw Trio streams, so
 a test can see exactly when a client abandons a request). It answers each request with the
 next :class:`Reply` of its script and records what it received.
+
+A request whose JSON body has ``"stream": true`` (Claude Code's Messages API calls) gets the
+reply's Anthropic message as Server-Sent Events, the way the Messages API streams it
+(``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``). Requests a
+test does not script (a CLI's side traffic) can be answered by ``side`` instead of the script.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -35,6 +40,8 @@ class Reply:
     status: int = 200
     headers: Mapping[str, str] = attrs.field(factory=dict)
     hold: bool = False
+    # Called when the request arrives (before answering): lets a test synchronise on a turn.
+    arrived: trio.Event | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -50,7 +57,10 @@ class Received:
 class ScriptedServer:
     """Serves :class:`Reply` objects in order; records every request."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, side: Callable[[Received], Reply | None] | None = None
+    ) -> None:
+        self.side = side  # answers unscripted requests (returns None to use the script)
         self.script: list[Reply] = []
         self.requests: list[Received] = []
         self.port = 0
@@ -94,21 +104,60 @@ class ScriptedServer:
                     buf += chunk
                 raw, buf = buf[:length], buf[length:]
                 body = json.loads(raw) if raw else None
-                self.requests.append(Received(method, path, headers, body))
-                reply = self.script.pop(0) if self.script else Reply({"error": "script ended"}, 500)
+                received = Received(method, path, headers, body)
+                reply = self.side(received) if self.side is not None else None
+                if reply is None:
+                    self.requests.append(received)
+                    reply = self.script.pop(0) if self.script else Reply({"error": "script ended"}, 500)
+                if reply.arrived is not None:
+                    reply.arrived.set()
                 if reply.hold:
                     self.holding.set()
                     while await stream.receive_some(65536):
                         pass
                     self.abandoned.set()
                     return
-                payload = json.dumps(reply.body).encode()
-                out = [f"HTTP/1.1 {reply.status} X", "content-type: application/json",
+                streamed = isinstance(body, dict) and body.get("stream") is True and reply.status == 200
+                if streamed:
+                    payload = anthropic_sse(reply.body)
+                    kind = "text/event-stream"
+                else:
+                    payload = json.dumps(reply.body).encode()
+                    kind = "application/json"
+                out = [f"HTTP/1.1 {reply.status} X", f"content-type: {kind}",
                        f"content-length: {len(payload)}"]
                 out += [f"{k}: {v}" for k, v in reply.headers.items()]
                 await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
+
+
+def anthropic_sse(message: object) -> bytes:
+    """A whole Messages API reply (``an_text`` / ``an_tools``) as its SSE stream."""
+    assert isinstance(message, dict)
+    usage = dict(message.get("usage") or {})
+    start = {**message, "content": [], "stop_reason": None,
+             "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1}}
+    events: list[tuple[str, dict[str, object]]] = [("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message.get("content") or []):
+        if block["type"] == "text":
+            first = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            first = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": first}),
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    events += [
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": message.get("stop_reason"), "stop_sequence": None},
+                           "usage": {"output_tokens": usage.get("output_tokens", 0)}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
 
 
 class FakeTrace:
@@ -159,17 +208,21 @@ def oa_tools(*calls: tuple[str, str, object], prompt: int = 10, completion: int 
     }
 
 
-def an_text(text: str, *, inp: int = 10, out: int = 5, stop: str = "end_turn") -> dict[str, object]:
-    return {"id": "msg_1", "type": "message", "role": "assistant",
+def an_text(
+    text: str, *, inp: int = 10, out: int = 5, stop: str = "end_turn", msg_id: str = "msg_1"
+) -> dict[str, object]:
+    return {"id": msg_id, "type": "message", "role": "assistant",
             "content": [{"type": "text", "text": text}], "stop_reason": stop,
             "usage": {"input_tokens": inp, "output_tokens": out}}
 
 
-def an_tools(*calls: tuple[str, str, object], text: str = "") -> dict[str, object]:
+def an_tools(
+    *calls: tuple[str, str, object], text: str = "", inp: int = 10, out: int = 5, msg_id: str = "msg_2"
+) -> dict[str, object]:
     content: list[dict[str, object]] = [{"type": "text", "text": text}] if text else []
     content += [{"type": "tool_use", "id": cid, "name": name, "input": args} for cid, name, args in calls]
-    return {"id": "msg_2", "type": "message", "role": "assistant", "content": content,
-            "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}
+    return {"id": msg_id, "type": "message", "role": "assistant", "content": content,
+            "stop_reason": "tool_use", "usage": {"input_tokens": inp, "output_tokens": out}}
 
 
 # --- manifests and contexts ------------------------------------------------------------

@@ -101,8 +101,14 @@ CASES: list[Case] = [
          "E-MAN-003", 5),
     Case("http-with-command", HEAD + "inference:\n  transport: http\n  command: codex\n",
          "E-MAN-003", 5),
-    Case("process-with-endpoint", HEAD + "inference:\n  transport: process\n  command: codex\n"
-         "  endpoint: https://api.example.com\n", "E-MAN-003", 6),
+    Case("process-with-driver", HEAD + "inference:\n  transport: process\n  command: codex\n"
+         "  max_tokens: 100\n", "E-MAN-003", 6),
+    Case("process-endpoint-http-remote", HEAD + "inference:\n  transport: process\n  command: claude\n"
+         "  endpoint: http://api.example.com\n", "E-MAN-003", 6),
+    Case("process-protocol-unknown", HEAD + "inference:\n  transport: process\n  command: claude\n"
+         "  protocol: gemini\n", "E-MAN-003", 6),
+    Case("http-with-protocol", HEAD + "inference:\n  transport: http\n  protocol: stdio\n",
+         "E-MAN-003", 5),
     Case("endpoint-http-remote", HEAD + "inference:\n  endpoint: http://api.example.com/v1\n",
          "E-MAN-003", 4),
     Case("endpoint-schemeless", HEAD + "inference:\n  endpoint: api.example.com\n", "E-MAN-003", 4),

@@ -5,7 +5,7 @@ or refuses the launch with a coded diagnostic (contract sheet section 1.3):
 
 * ``E-RUN-005`` — ``transport: http`` with no ``driver.artifact``;
 * ``E-RUN-006`` — a driver artifact murmur does not provide, or a ``transport: process``
-  command not found on ``PATH``;
+  command not found on ``PATH`` (the hint says how to install the protocol's CLI);
 * ``E-RUN-009`` — ``system_prompt_file`` unreadable;
 * ``E-MAN-003`` — no ``inference`` block, a bad endpoint, no model, both prompt keys, or a
   key reference (``${VAR}``) naming a variable that is unset or blank in the capsule's
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import attrs
 
+from murmur.agent.harness.choose import INSTALL_HINTS, STDIO, protocol_for, protocol_name
 from murmur.agent.transports import anthropic, openai
 from murmur.agent.transports.http import check_endpoint, key_variable
 from murmur.diagnostics import error
@@ -60,6 +61,7 @@ class AgentConfig:
         system_prompt_source (str): ``none`` | ``inline`` | ``file`` | ``override``.
         driver_config (Mapping[str, object]): ``driver.config`` (empty when absent).
         command (tuple[str, ...]): the agent CLI argv (process only).
+        protocol (str | None): ``claude-code`` | ``codex`` | ``stdio`` (process only).
     """
 
     transport: str
@@ -74,6 +76,7 @@ class AgentConfig:
     driver_config: Mapping[str, object] = attrs.field(factory=dict)
     command: tuple[str, ...] = ()
     budget_tokens: int | None = None
+    protocol: str | None = None
 
     @property
     def key_name(self) -> str | None:
@@ -156,7 +159,7 @@ def agent_config(
         system_prompt_source=source,
     )
     if inf.transport is Transport.PROCESS:
-        return _process_config(inf.command, environ, base)
+        return _process_config(manifest, environ, base)
     if inf.driver is None or not inf.driver.artifact:
         raise _refuse(
             "E-RUN-005",
@@ -213,8 +216,11 @@ def _check_key_reference(raw: str | None, field: str, environ: Mapping[str, str]
 
 
 def _process_config(
-    command: str | None, environ: Mapping[str, str], base: AgentConfig
+    manifest: Manifest, environ: Mapping[str, str], base: AgentConfig
 ) -> AgentConfig:
+    inf = manifest.inference
+    assert inf is not None
+    command = inf.command
     if not command or not command.strip():
         raise _refuse("E-MAN-003", "inference.command is required for transport process")
     try:
@@ -227,10 +233,23 @@ def _process_config(
             "E-MAN-003",
             f"inference.command names a path ({binary}); name a bare program found on PATH",
         )
+    protocol = protocol_name(argv, inf.protocol)
+    if protocol != STDIO:
+        try:
+            protocol_for(protocol)
+        except LookupError as exc:
+            raise _refuse("E-RUN-006", str(exc), "set inference.protocol: stdio or claude-code") from None
     if shutil.which(binary, path=environ.get("PATH", "")) is None:
         raise _refuse(
             "E-RUN-006",
             f"the agent command {binary} is not on PATH",
-            "install it, or fix inference.command",
+            INSTALL_HINTS.get(protocol, INSTALL_HINTS[STDIO]),
         )
-    return attrs.evolve(base, transport="process", command=argv)
+    if inf.endpoint:
+        problem = check_endpoint(inf.endpoint)
+        if problem is not None:
+            raise _refuse("E-MAN-003", problem)
+    _check_key_reference(inf.api_key, "inference.api_key", environ)
+    return attrs.evolve(
+        base, transport="process", command=argv, protocol=protocol, endpoint=inf.endpoint
+    )

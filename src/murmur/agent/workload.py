@@ -25,10 +25,12 @@ import trio
 
 from murmur.agent.config import AgentConfig, agent_config
 from murmur.agent.dispatch import ShellFn, ToolDispatcher
+from murmur.agent.harness.choose import STDIO, protocol_for
 from murmur.agent.loop import TaskLoop, initial_text
 from murmur.agent.tools import build_inventory
 from murmur.agent.transports import InferenceError, Transport
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
+from murmur.agent.transports.harness import run_harness_task
 from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_api_key
 from murmur.agent.transports.openai import OpenAIDriver
 from murmur.agent.transports.process import run_process_task
@@ -139,6 +141,14 @@ class AgentWorkload:
         Raises:
             trio.Cancelled: the task was cancelled; nothing it started is left running.
         """
+        if self.config.transport == "process" and self.config.protocol not in (None, STDIO):
+            return await run_harness_task(
+                ctx,
+                self.config,
+                protocol_for(self.config.protocol),
+                task_text=initial_text(ctx),
+                environ=self.environ,
+            )
         if self.config.transport == "process":
             return await run_process_task(
                 ctx,

@@ -169,6 +169,7 @@ class Inference:
     api_key: str | None = None
     driver: DriverRef | None = None
     command: str | None = None
+    protocol: str | None = None  # process only: stdio | claude-code | codex (None: from command)
     max_turns: int = 10
     max_tokens: int = 8192
     budget_tokens: int | None = None

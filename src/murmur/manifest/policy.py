@@ -175,6 +175,7 @@ KEYS: tuple[KeyRule, ...] = (
 
 OWN_KEYS: tuple[KeyRule, ...] = (
     KeyRule("plan", _H, "the plan file the capsule runs (spec/plan.md); this runtime's own key"),
+    KeyRule("inference.protocol", _H, "how the agent CLI is spoken to: claude-code, codex or stdio (default: codex when the command's base name is codex, else claude-code; spec/agent.md); this runtime's own key"),
 )
 """Keys this runtime defines that upstream does not."""
 

@@ -345,8 +345,9 @@ def _capabilities(root: YMap) -> list[Fault]:
     return out
 
 
-_HTTP_ONLY = ("endpoint", "api_key", "driver", "max_tokens")
-_PROCESS_ONLY = ("command",)
+_HTTP_ONLY = ("driver", "max_tokens")
+_PROCESS_ONLY = ("command", "protocol")
+PROTOCOLS = ("claude-code", "codex", "stdio")
 
 
 def _inference(root: YMap) -> list[Fault]:
@@ -381,8 +382,13 @@ def _inference(root: YMap) -> list[Fault]:
     if command is not None and not command.strip():
         out.append(Fault("E-MAN-003", "`inference.command` is blank",
                          path=("inference", "command")))
+    protocol = _text(inf.get("protocol"))
+    if protocol is not None and protocol not in PROTOCOLS:
+        out.append(Fault("E-MAN-003", f"`inference.protocol` `{protocol}` is not one of {', '.join(PROTOCOLS)}",
+                         hint="omit it to choose from the command (codex → codex, else claude-code)",
+                         path=("inference", "protocol")))
     endpoint = _text(inf.get("endpoint"))
-    if endpoint is not None and transport == "http" and not (
+    if endpoint is not None and not (
         "inference.endpoint" in REF_FIELDS and has_reference(endpoint)
     ):
         problem = endpoint_problem(endpoint)

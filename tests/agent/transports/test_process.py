@@ -32,7 +32,8 @@ def _manifest(command: str, system_prompt: str | None = None) -> Manifest:
         name="cli-agent",
         version="0.1.0",
         capabilities=Capabilities(env=EnvCaps(allow=("ALLOWED_VAR",))),
-        inference=Inference(transport=Transport.PROCESS, command=command, system_prompt=system_prompt),
+        inference=Inference(transport=Transport.PROCESS, command=command, protocol="stdio",
+                            system_prompt=system_prompt),
     )
 
 

@@ -1,0 +1,75 @@
+"""Scripted model servers on loopback for e2e tests whose test body is synchronous.
+
+:class:`ModelServers` runs :class:`tests.agent.scripted.ScriptedServer` instances in a Trio
+loop on a thread of its own, so a sync test can drive real `mur run` processes while the
+servers answer the real agent CLIs. Scripts are appended before the CLI asks (list appends
+are atomic); the test reads ``requests`` and ``holding`` after a bounded wait.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import trio
+
+from agent.scripted import Received, Reply, ScriptedServer
+
+
+def claude_side(r: Received) -> Reply | None:
+    """Claude Code's side traffic (HEAD probe, calls without tools) answered off-script."""
+    if r.path.startswith("/v1/messages") and isinstance(r.body, dict) and r.body.get("tools"):
+        return None
+    if r.path.startswith("/v1/messages"):
+        return Reply({"id": "msg_side", "type": "message", "role": "assistant",
+                      "content": [{"type": "text", "text": "side"}], "stop_reason": "end_turn",
+                      "usage": {"input_tokens": 0, "output_tokens": 0}})
+    return Reply({})
+
+
+class ModelServers:
+    """Named scripted servers served from one background Trio loop."""
+
+    def __init__(self, sides: dict[str, Callable[[Received], Reply | None] | None]) -> None:
+        self.servers = {name: ScriptedServer(side) for name, side in sides.items()}
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._thread = threading.Thread(target=lambda: trio.run(self._main), daemon=True)
+
+    def __getitem__(self, name: str) -> ScriptedServer:
+        return self.servers[name]
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            async with trio.open_nursery() as nursery:
+                for server in self.servers.values():
+                    await nursery.start(server.serve)
+                self._ready.set()
+                await trio.sleep_forever()
+
+    def start(self) -> None:
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise AssertionError("the scripted model servers did not start")
+
+    def stop(self) -> None:
+        if self._token is not None and self._scope is not None:
+            try:
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join(10)
+
+
+@contextmanager
+def model_servers(sides: dict[str, Callable[[Received], Reply | None] | None]) -> Iterator[ModelServers]:
+    servers = ModelServers(sides)
+    servers.start()
+    try:
+        yield servers
+    finally:
+        servers.stop()
