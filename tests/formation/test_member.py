@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from murmur import lifeline
 from murmur.errors import DiagnosticError
@@ -388,3 +390,48 @@ def _task(tid: str) -> object:
 
     return Task(id=tid, context_id="ctx_1", text="x", origin="user", trust="trusted", lane="user",
                 source="task_md", message={})
+
+
+class _DeadlineSession:
+    """The two things a ``WindDownControl`` reads of its session, for the lifeline watcher."""
+
+    def __init__(self, deadline_at: float | None) -> None:
+        self.deadline_at = deadline_at
+        self.wind_down_reason = None
+        self.triggered: list[object] = []
+
+    def wind_down(self, reason: object) -> None:
+        self.triggered.append(reason)
+
+
+class TestLifelineWatcher:
+    @pytest.mark.parametrize(("close_after", "cause"), [(10.0, "lifeline"), (61.0, "deadline")])
+    async def test_deadline_told_by_the_trio_clock(
+        self, autojump_clock: trio.testing.MockClock, close_after: float, cause: str
+    ) -> None:
+        """A lifeline that closes before the member's deadline (on the Trio clock) ends the
+        formation; one that closes after it is the deadline (deadline_reached, E-RUN-053)."""
+        from types import SimpleNamespace
+
+        from murmur.session.session import WindDownControl
+
+        r, w = os.pipe()
+        try:
+            m = member.Membership("frm_0199c4e2f1b7712a9d3e4f5061728394", lifeline_fd=r)
+            setup = SimpleNamespace(deadline=time.time() + 60)
+            session = _DeadlineSession(trio.current_time() + 60)
+            watch = member._lifeline_watcher(setup, m)  # type: ignore[arg-type]
+            async with trio.open_nursery() as n:
+                n.start_soon(watch, WindDownControl(session))  # type: ignore[arg-type]
+                await trio.sleep(close_after)
+                os.close(w)
+                w = -1
+            (reason,) = session.triggered
+            assert reason.cause == cause  # type: ignore[attr-defined]
+            if cause == "deadline":
+                assert reason.status == "deadline_reached"  # type: ignore[attr-defined]
+            else:
+                assert reason.trace_event == "formation_ended"  # type: ignore[attr-defined]
+        finally:
+            if w >= 0:
+                os.close(w)

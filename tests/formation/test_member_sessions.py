@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
 from murmur import lifeline
 from murmur.formation import channel
@@ -186,7 +187,8 @@ class TestLifeline:
         worker = prepare_member(worker_capsule(tmp_path / "src"), launcher.env(wp), tmp_path / "w")
         worker.deadline = time.time() + 3600
         async with run_member(worker) as w:
-            worker.deadline = time.time() - 1  # as if the deadline had just fallen
+            # as if the deadline had just fallen, before the member's own deadline scope fired
+            w.session.deadline_at = trio.current_time() - 1
             wp.close_lifeline()
             s = await w.wait()
         assert s.status == "deadline_reached" and "formation_ended" not in types(worker)

@@ -232,6 +232,45 @@ class TestWindDown:
         assert t.index("deadline_reached") < t.index("task_canceled")
         assert events(h)[-1]["exit_status"] == "deadline_reached"
 
+    async def test_deadline_is_on_the_trio_clock(self, tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+        """The --deadline moment is converted to Trio time once: the wind-down starts at that
+        virtual moment (90 s after the start), not after 90 real seconds."""
+        import time
+
+        at: list[float] = []
+        t0 = trio.current_time()
+        setup = make_setup(tmp_path, manifest(), GateWorkload(), task_text="work", deadline=time.time() + 90)
+        setup.wind_down_hooks.append(lambda reason: at.append(trio.current_time()))
+        async with running(setup) as h:
+            s = await h.wait(timeout=200)
+        assert s.status == "deadline_reached"
+        assert at == [pytest.approx(t0 + 90, abs=1.0)]
+        assert h.session.deadline_at == pytest.approx(t0 + 90, abs=1.0)
+
+    async def test_deadline_idle_session(self, tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+        """An idle session (no task) ends deadline_reached at its deadline, E-RUN-053."""
+        import time
+
+        setup = make_setup(tmp_path, manifest(), EchoWorkload(), no_idle_timeout=True, deadline=time.time() + 600)
+        async with running(setup) as h:
+            s = await h.wait(timeout=700)
+        assert (s.status, s.exit_code) == ("deadline_reached", 1)
+        assert types(h) == ["session_start", "deadline_reached", "session_end"]
+
+    async def test_session_ending_before_its_deadline(
+        self, tmp_path: Path, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """A session whose task ends before the deadline ends ok: the deadline scope never
+        fires, even though the records flush waits off the event loop (virtual time may jump)."""
+        import time
+
+        setup = make_setup(tmp_path, manifest(), EchoWorkload(), task_text="hi", deadline=time.time() + 90)
+        async with running(setup) as h:
+            s = await h.wait(timeout=200)
+        assert (s.status, s.exit_code) == ("ok", 0)
+        assert "deadline_reached" not in types(h)
+        assert setup.records.result.read_text() == "echo: hi\n"
+
     async def test_watcher_triggers(self, tmp_path: Path) -> None:
         """A setup watcher can wind the session down (the lifeline mechanism)."""
         go = trio.Event()

@@ -586,7 +586,7 @@ def _lifeline_watcher(setup: SessionSetup, m: Membership) -> Any:
 
     async def watch(ctl: WindDownControl) -> None:
         await wait_for_eof(fd)
-        if setup.deadline is not None and time.time() >= setup.deadline:
+        if setup.deadline is not None and ctl.deadline_reached:
             # the member reached the formation's deadline; the lifeline closed after it
             ctl.trigger(deadline_wind_down(setup.deadline, formation_id=m.formation_id))
             return

@@ -64,6 +64,24 @@ def parse_deadline(value: str, *, now: float) -> float:
     return at
 
 
+def on_trio_clock(unix: float, *, now_unix: float, now_trio: float) -> float:
+    """The Unix moment ``unix`` as a Trio clock reading (pure; read both clocks once, then call).
+
+    A deadline is converted once, where it enters a Trio run, and lives on as a cancel scope's
+    ``deadline``; nothing reads the wall clock again to ask whether it fell (spec/session.md
+    "Deadline").
+
+    Args:
+        unix (float): the moment, Unix seconds.
+        now_unix (float): ``time.time()`` read now.
+        now_trio (float): ``trio.current_time()`` read at the same moment.
+
+    Returns:
+        float: the moment on the Trio clock (in the past when ``unix`` already fell).
+    """
+    return now_trio + (unix - now_unix)
+
+
 def rfc3339(unix: float) -> str:
     """``unix`` seconds as an RFC 3339 UTC time with milliseconds (``…T…Z``)."""
     moment = dt.datetime.fromtimestamp(unix, tz=dt.UTC)

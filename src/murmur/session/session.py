@@ -51,7 +51,7 @@ from murmur.errors import DiagnosticError
 from murmur.manifest.model import Manifest
 from murmur.session import wire
 from murmur.session.auth import BearerDoor, Principal, PublicDoor, TokenVerifier, make_authenticator
-from murmur.session.deadline import rfc3339
+from murmur.session.deadline import on_trio_clock, rfc3339
 from murmur.session.door import (
     DOOR_GRACE,
     CompletionHandler,
@@ -85,6 +85,11 @@ from murmur.session.winddown import (
     forced_exit,
 )
 from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Usage, Workload
+
+FLUSH_SLICE = 0.002
+"""Seconds the records flush may hold the event loop at a time."""
+FLUSH_BOUND = 10.0
+"""Real seconds the session waits for its records files before it ends without them."""
 
 # session_end.exit_status values that exit 0
 OK_STATUSES = frozenset({"ok", "formation_ended"})
@@ -137,6 +142,12 @@ class WindDownControl:
     def winding_down(self) -> bool:
         """Whether a wind-down has started."""
         return self._session.wind_down_reason is not None
+
+    @property
+    def deadline_reached(self) -> bool:
+        """Whether the session's ``--deadline`` has fallen (False without one), on the Trio clock."""
+        at = self._session.deadline_at
+        return at is not None and trio.current_time() >= at
 
     @property
     def session(self) -> Session:
@@ -260,6 +271,7 @@ class Session:
         self._lost: list[tuple[Path, str]] = []  # records files that could not be written
         self._answer: str | None = None
         self._record: RunningRecord | None = None
+        self.deadline_at: float | None = None  # the --deadline on the Trio clock, set by run()
 
     @property
     def session_event_id(self) -> str | None:
@@ -480,8 +492,17 @@ class Session:
             self._result_written = True
 
     async def flush_records(self) -> None:
-        """Wait until every records file queued so far (task.md, results) is written."""
-        await trio.to_thread.run_sync(self._records.flush)
+        """Wait until every records file queued so far (task.md, results) is written.
+
+        The wait gives the event loop back every :data:`FLUSH_SLICE` seconds (the door keeps
+        serving) and gives up after :data:`FLUSH_BOUND` real seconds (the files that were not
+        written are reported as lost by the writer). It never parks the whole loop: a
+        ``to_thread`` wait would look idle to Trio, and an autojumping ``MockClock`` would
+        leap past every timer (the deadline, the caller's bounds) while the writer works.
+        """
+        give_up = time.monotonic() + FLUSH_BOUND
+        while not self._records.flush(timeout=FLUSH_SLICE) and time.monotonic() < give_up:
+            await trio.lowlevel.checkpoint()
 
     def _submit_local(self, text: str) -> Task:
         msg = {"messageId": "msg_local", "role": "ROLE_USER", "parts": [{"text": text}]}
@@ -606,11 +627,14 @@ class Session:
             await self._run_task(task)
 
     async def _watch_deadline(self, ctl: WindDownControl) -> None:
+        """Wind down when the deadline scope expires (its ``deadline`` is the session's)."""
         deadline = self.setup.deadline
-        if deadline is None:
+        if deadline is None or self.deadline_at is None:
             return
-        await trio.sleep(max(0.0, deadline - time.time()))
-        ctl.trigger(deadline_wind_down(deadline, formation_id=self.setup.formation_id))
+        with trio.CancelScope(deadline=self.deadline_at) as scope:
+            await trio.sleep_forever()
+        if scope.cancelled_caught:
+            ctl.trigger(deadline_wind_down(deadline, formation_id=self.setup.formation_id))
 
     def _session_start_fields(self) -> dict[str, Any]:
         m = self.manifest
@@ -728,6 +752,8 @@ class Session:
             remove_running(self.session_id)
 
         unregister = add_forced_exit_hook(forget_record)
+        if self.setup.deadline is not None:
+            self.deadline_at = on_trio_clock(self.setup.deadline, now_unix=time.time(), now_trio=trio.current_time())
         refusal: Diagnostic | None = None
         try:
             self._ses_evt = self.trace.emit("session_start", parent_id=None, **self._session_start_fields())
@@ -819,7 +845,7 @@ class Session:
             self._close(cause="session_stopped" if self.wind_down_reason else "session_ended")
             if self._running is not None:  # only if the runner was cancelled from outside
                 self.cancel(self._running, "the session ended")
-            self._records.flush(timeout=10.0)  # quick; blocking here keeps virtual clocks honest
+            await self.flush_records()
             status, diag = self._final()
             summary = self._summary(status, refusal or diag)
             for end_hook in self.setup.end_hooks:
