@@ -448,6 +448,37 @@ class TestDeadline:
         for m in sp.started.values():
             assert m.lifeline_closed_at == pytest.approx(30.0)
 
+    async def test_deadline_is_the_members_scope(self, autojump_clock: trio.testing.MockClock) -> None:
+        """The deadline is the members' cancel scope's: at that moment on the Trio clock the
+        scope is cancelled, a SIGTERM during the teardown changes nothing (exit stays the
+        entry's, not 143), and no peer's exit is reported as if it ended by itself."""
+        send, recv = trio.open_memory_channel[int](4)
+        seen: dict[str, object] = {}
+
+        async def during_teardown(launch_box: list[FormationLaunch]) -> None:
+            await trio.sleep(30.05)  # the entry's teardown takes 0.5 s after its lifeline closed
+            seen["ended"] = launch_box[0].ended
+            seen["reason"] = launch_box[0].reason
+            await send.send(signal.SIGTERM)
+
+        box: list[FormationLaunch] = []
+        frm = ids.new_id("frm")
+        spawner = FakeSpawner({"lead": Script(lifeline_code=3, teardown=0.5)}, frm)
+        err = io.StringIO()
+        launch = FormationLaunch(
+            plan_for(ROSTER, frm), spawner=spawner, probe=spawner.probe, deadline=30.0,
+            json_mode=True, out=io.StringIO(), err=err, exit_now=_exit_now,
+        )
+        box.append(launch)
+        async with trio.open_nursery() as n:
+            n.start_soon(during_teardown, box)
+            result = await launch.run(recv)
+        assert seen == {"ended": True, "reason": None}  # ending, by the scope's deadline alone
+        assert result.reason is EndReason.DEADLINE and result.exit_status == 3
+        assert "exited with" not in err.getvalue()
+        for m in spawner.started.values():
+            assert m.lifeline_closed_at == pytest.approx(30.0)
+
     async def test_deadline_bounds_readiness(
         self, autojump_clock: trio.testing.MockClock
     ) -> None:

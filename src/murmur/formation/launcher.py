@@ -5,12 +5,14 @@ contract sheet section 3.4; ``DESIGN.md`` "One idea underneath"; ``spec/formatio
 
 The launch is a nursery tree::
 
-    watchers nursery          signal watcher (SIGINT/SIGTERM/SIGHUP), deadline watcher
+    watchers nursery          signal watcher (SIGINT/SIGTERM/SIGHUP)
     └─ relays nursery         peers' stdout/stderr relays (drain briefly after the end)
        └─ members nursery     one supervisor per peer, then the entry member's supervisor
+                              (its scope's deadline is the --deadline)
 
-Whatever ends the formation calls :meth:`FormationLaunch.end` once; the first reason wins and
-cancels the members' scope. Every supervisor then stops its member in a shielded ``finally``
+The members run in one cancel scope whose ``deadline`` is the formation's ``--deadline`` (on the
+Trio clock); anything else that ends the formation calls :meth:`FormationLaunch.end`, which
+records why and cancels that scope (once the scope is cancelled, later ends change nothing). Every supervisor then stops its member in a shielded ``finally``
 (close its lifeline; SIGKILL its group 25 s later if it still runs; reap). So:
 
 =========================================  ==============================================
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import signal
 import sys
@@ -184,28 +187,30 @@ class FormationLaunch:
         self._exit_now = exit_now
         self.board = PeerBoard([p.member.name for p in plan.peers])
         self.live = LiveMembers()
-        self.reason: EndReason | None = None
+        self.reason: EndReason | None = None  # an explicit end; the deadline is the scope's
         self.signum: int | None = None
         self.entry_started = False
         self.entry_code: int | None = None
         self.entry_pid: int | None = None
         self._entry_failure: Failure | None = None
-        self._members_scope: trio.CancelScope | None = None
-        self._pending_end = False
+        # every member runs in this scope; its deadline is the formation's --deadline
+        self._members_scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
         self.formation_line: dict[str, object] | None = None
 
     # -- ending ---------------------------------------------------------------------------
 
+    @property
+    def ended(self) -> bool:
+        """Whether the formation is ending: :meth:`end` was called or the deadline fell."""
+        return self.reason is not None or self._members_scope.cancel_called
+
     def end(self, reason: EndReason, signum: int | None = None) -> None:
-        """End the formation (the first reason wins): every member's lifeline will close."""
-        if self.reason is not None:
+        """End the formation (unless it is already ending): every member's lifeline will close."""
+        if self.ended:
             return
         self.reason = reason
         self.signum = signum
-        if self._members_scope is not None:
-            self._members_scope.cancel()
-        else:
-            self._pending_end = True
+        self._members_scope.cancel()
 
     async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
         seen = 0
@@ -217,21 +222,13 @@ class FormationLaunch:
                 self._exit_now(128 + signum)
             self.end(EndReason.SIGNAL, signum)
 
-    async def _watch_deadline(self, deadline: float) -> None:
-        await trio.sleep_until(deadline)
-        self.end(EndReason.DEADLINE)
-
     # -- the launch ---------------------------------------------------------------------
 
     async def run(self, signals: AsyncIterator[int] | None = None) -> LaunchResult:
         """Launch, hold and end the formation; returns once every member is reaped."""
-        if self._deadline is not None and trio.current_time() >= self._deadline:
-            self.end(EndReason.DEADLINE)
         async with trio.open_nursery() as watchers:
             if signals is not None:
                 watchers.start_soon(self._watch_signals, signals)
-            if self._deadline is not None:
-                watchers.start_soon(self._watch_deadline, self._deadline)
             async with trio.open_nursery() as relays:
                 ctx = PeerContext(
                     formation_id=self.plan.formation_id,
@@ -242,11 +239,11 @@ class FormationLaunch:
                     probe=self._probe,
                     timers=self._timers,
                 )
-                async with trio.open_nursery() as members:
-                    self._members_scope = members.cancel_scope
-                    if self._pending_end:
-                        members.cancel_scope.cancel()
-                    members.start_soon(self._orchestrate, ctx, members)
+                with self._members_scope:
+                    async with trio.open_nursery() as members:
+                        members.start_soon(self._orchestrate, ctx, members)
+                if self.reason is None and self._members_scope.cancelled_caught:
+                    self.reason = EndReason.DEADLINE  # nothing else cancels without a reason
                 relays.cancel_scope.deadline = trio.current_time() + self._timers.relay_drain
             watchers.cancel_scope.cancel()
         return self._result()
@@ -274,9 +271,7 @@ class FormationLaunch:
             if p.member.callees:
                 line = launchplan.addresses_line(p.member.callees, urls)
                 await self.board.handles[p.member.name].send_line(line)
-        if self._deadline is not None and trio.current_time() >= self._deadline:
-            self.end(EndReason.DEADLINE)
-            return
+        await trio.lowlevel.checkpoint()  # a deadline that fell meanwhile starts no entry
         entry = self.plan.entry
         check = self._verify.get(entry.name)
         if check is not None:
@@ -303,7 +298,7 @@ class FormationLaunch:
     # -- callbacks ----------------------------------------------------------------------
 
     def _peer_exited(self, name: str, code: int) -> None:
-        if self.reason is None:
+        if not self.ended:
             self._say(f"[mur run] member '{name}' exited with {describe_status(code)}")
 
     def _entry_started(self, pid: int) -> None:
@@ -557,7 +552,7 @@ async def _launch_main(
     from murmur.formation.readiness import HttpProbe
     from murmur.formation.roster import resolve_roster_path
     from murmur.formation.tokens import FormationKey
-    from murmur.session.deadline import rfc3339
+    from murmur.session.deadline import on_trio_clock, rfc3339
 
     # install the signal receiver before anything slow (trio-stack P10)
     with trio.open_signal_receiver(*FORMATION_SIGNALS) as signals:
@@ -623,7 +618,7 @@ async def _launch_main(
             if (check := _artifact_check(m.archive, m.sha256)) is not None
         }
         trio_deadline = (
-            trio.current_time() + (deadline_unix - time.time())
+            on_trio_clock(deadline_unix, now_unix=time.time(), now_trio=trio.current_time())
             if deadline_unix is not None
             else None
         )
