@@ -21,7 +21,7 @@ from murmur.manifest.load import load_manifest, parse_manifest
 from murmur.plan import PlanWorkload
 from murmur.plan.load import load_plan
 from murmur.roost.envelope import lower, referee
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 EXAMPLE = examples_dir()
 

@@ -29,7 +29,7 @@ from murmur.manifest.model import (
     SpawnCaps,
     Transport,
 )
-from murmur.session.workload import TaskContext, TaskServices
+from murmur.workload import TaskContext, TaskServices
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ from murmur.agent import make_agent_workload
 from murmur.agent.config import agent_config, driver_kind
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import DriverRef, Inference, Manifest, Transport
-from murmur.session.workload import TaskServices
+from murmur.workload import TaskServices
 
 from .scripted import agent_manifest
 

@@ -9,8 +9,8 @@ import trio
 
 from murmur.agent import AgentWorkload
 from murmur.errors import DiagnosticError
-from murmur.session.workload import TaskServices
 from murmur.shell import run_shell
+from murmur.workload import TaskServices
 
 from .scripted import (
     FakeTrace,

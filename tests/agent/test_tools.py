@@ -12,7 +12,7 @@ from murmur.agent.tools import (
     string_fields,
     wire_name,
 )
-from murmur.session.workload import TaskServices
+from murmur.workload import TaskServices
 
 from .scripted import agent_manifest
 

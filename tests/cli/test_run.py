@@ -19,7 +19,7 @@ from murmur.manifest.model import AfterTask, TaskAcceptance
 from murmur.session import launch
 from murmur.session.launch import RunOptions, load_env_file, prepare, read_task, run_prepared
 from murmur.session.trace import read_trace
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 ECHO_MANIFEST = """\
 name: echo

@@ -28,7 +28,7 @@ from murmur.roost.client import RoostClient
 from murmur.session.lifecycle import Policy
 from murmur.session.records import records_root
 from murmur.session.winddown import signal_wind_down
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 from session.helpers import EchoWorkload, GateWorkload, make_setup, running
 
 from .conftest import StartRoost

@@ -15,7 +15,7 @@ import trio
 
 from murmur.manifest.model import Manifest
 from murmur.session import workloads
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 
 class StuckWorkload:

@@ -30,7 +30,7 @@ from murmur.formation.member import (
 )
 from murmur.formation.tokens import FormationKey
 from murmur.session.auth import AuthRefusal, BearerDoor, Principal
-from murmur.session.workload import TaskServices
+from murmur.workload import TaskServices
 
 from ._launcher_double import LauncherDouble, lead_capsule, prepare_member, worker_capsule
 

@@ -13,7 +13,7 @@ import trio.testing
 
 from murmur.manifest.model import Capabilities, Manifest, ShellCaps, SpawnCaps
 from murmur.plan import PlanWorkload, parse_plan
-from murmur.session.workload import TaskContext, TaskOutcome, TaskServices
+from murmur.workload import TaskContext, TaskOutcome, TaskServices
 
 from .procs import live_members, wait_group_gone
 

@@ -22,8 +22,8 @@ from murmur.agent import AgentWorkload
 from murmur.ids import new_id
 from murmur.routing.gather import member_refusal
 from murmur.session.running import RunningRecord, process_start_time, write_running
-from murmur.session.workload import TaskServices
 from murmur.shell import run_shell
+from murmur.workload import TaskServices
 
 FRM = "frm_" + "a" * 32
 

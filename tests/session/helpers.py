@@ -28,7 +28,7 @@ from murmur.session.lifecycle import Policy
 from murmur.session.records import create_records, records_dir_for
 from murmur.session.session import Session, SessionSetup, SessionSummary
 from murmur.session.winddown import signal_wind_down
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 A2A = {"A2A-Version": "1.0"}
 

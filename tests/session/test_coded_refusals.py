@@ -13,9 +13,9 @@ import trio
 from murmur.errors import DiagnosticError
 from murmur.formation import stop as formation_stop
 from murmur.session import running
-from murmur.session.workload import TaskContext, TaskOutcome
 from murmur.tree.forest import Node
 from murmur.tree.stop import find_node
+from murmur.workload import TaskContext, TaskOutcome
 
 from .helpers import EchoWorkload, make_setup, manifest
 from .helpers import running as running_session

@@ -12,7 +12,7 @@ from murmur.session import held
 from murmur.session.records import result_text
 from murmur.session.states import TaskEvent
 from murmur.session.tasks import Task, TaskBook
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 from .helpers import make_setup, manifest, result, rpc, running, send_params, sse_events
 

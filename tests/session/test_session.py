@@ -16,7 +16,7 @@ import trio.testing
 from murmur.session.running import list_running, record_path
 from murmur.session.trace import TraceWriteError, read_trace
 from murmur.session.winddown import lifeline_wind_down, signal_wind_down
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 from .helpers import (
     CrashWorkload,

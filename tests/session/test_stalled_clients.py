@@ -11,7 +11,7 @@ import trio
 from murmur.httpserve import SEND_BOUND
 from murmur.session.trace import read_trace
 from murmur.session.winddown import signal_wind_down
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 from .helpers import make_setup, manifest, running
 

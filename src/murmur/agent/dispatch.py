@@ -38,8 +38,8 @@ from murmur.agent.tools import (
 from murmur.agent.transports import ToolCall, ToolResult
 from murmur.errors import MurmurError
 from murmur.routing.refusal import denied_binary, is_binary_name
-from murmur.session.workload import TaskContext
 from murmur.shell import ShellRefused, ShellResult, run_shell
+from murmur.workload import TaskContext
 
 __all__ = ["ShellFn", "ToolDispatcher", "ToolOutcome"]
 

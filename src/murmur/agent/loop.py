@@ -44,7 +44,7 @@ from murmur.agent.transports import (
 )
 from murmur.agent.transports.http import redact
 from murmur.errors import MurmurError
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 __all__ = ["TaskLoop", "initial_text"]
 

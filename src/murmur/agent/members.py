@@ -10,7 +10,7 @@ Pure bookkeeping and text (contract sheet section 7.2):
   answer and continues once with one user message built by :func:`continuation_text`.
 
 The sending, the busy re-offers and the polling belong to the formation services
-(:class:`murmur.session.workload.TaskServices`); this module only shapes what the model reads.
+(:class:`murmur.workload.TaskServices`); this module only shapes what the model reads.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ import attrs
 from murmur.agent.fence import fence
 from murmur.agent.transports import ToolSpec
 from murmur.manifest.model import Manifest
-from murmur.session.workload import TaskServices
 from murmur.shell import grant_entry
+from murmur.workload import TaskServices
 
 __all__ = [
     "CALL_MEMBER",

@@ -1,6 +1,6 @@
 """The agent workload: what a session runs for a capsule with an ``inference`` block.
 
-:class:`AgentWorkload` implements :class:`murmur.session.workload.Workload`. Built once per
+:class:`AgentWorkload` implements :class:`murmur.workload.Workload`. Built once per
 session (:func:`make_agent_workload` checks the ``inference`` block and refuses the launch
 with a coded diagnostic), it runs each task:
 
@@ -35,14 +35,8 @@ from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_a
 from murmur.agent.transports.openai import OpenAIDriver
 from murmur.agent.transports.process import run_process_task
 from murmur.manifest.model import Manifest
-from murmur.session.workload import (
-    TaskContext,
-    TaskOutcome,
-    TaskServices,
-    context_for_prompt,
-    with_context,
-)
 from murmur.shell import run_shell
+from murmur.workload import TaskContext, TaskOutcome, TaskServices, context_for_prompt, with_context
 
 __all__ = ["AgentWorkload", "make_agent_workload", "make_transport"]
 
@@ -133,7 +127,7 @@ class AgentWorkload:
         return build_inventory(self.manifest, services).names
 
     async def run_task(self, ctx: TaskContext) -> TaskOutcome:
-        """Run one task (see :class:`murmur.session.workload.Workload`).
+        """Run one task (see :class:`murmur.workload.Workload`).
 
         Returns:
             TaskOutcome: ``ok`` | ``failed`` | ``max_turns_reached`` | ``spend_ceiling_reached`` | ``no_answer``.

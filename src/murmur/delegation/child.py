@@ -35,7 +35,7 @@ from murmur.lifeline import claim_lifeline
 from murmur.manifest.model import AfterTask, TaskAcceptance
 from murmur.roost.client import roost_url_from_env
 from murmur.session.records import create_records
-from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Workload
+from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
     from murmur.session.lifecycle import Policy

@@ -45,9 +45,9 @@ from murmur.roost.ledger import IDENTITY_MESSAGE
 from murmur.session.door import CompletionRequest, CompletionVerdict
 from murmur.session.trace import TraceWriteError
 from murmur.session.winddown import lifeline_wind_down
-from murmur.session.workload import TaskServices
 from murmur.tree.contrib import session_lineage
 from murmur.tree.lineage import LINEAGE_ENV, refusal_sentence
+from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
     from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl

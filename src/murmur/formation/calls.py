@@ -5,7 +5,7 @@ answers), section 5 (``a2a_send``, ``member_call_busy``, ``member_call_start``,
 ``member_call``) and section 6.5 (origin ``peer`` and the trust header).
 
 One :class:`CallEngine` per member session. :meth:`CallEngine.services` hands each task its
-``call_member`` / ``member_answer`` functions (:class:`murmur.session.workload.TaskServices`).
+``call_member`` / ``member_answer`` functions (:class:`murmur.workload.TaskServices`).
 A call::
 
     call_member(member, text)
@@ -64,7 +64,7 @@ from murmur.ids import new_id
 from murmur.session.lifecycle import BUSY_MESSAGE
 from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
 from murmur.session.trace import TraceWriteError
-from murmur.session.workload import TaskServices, TraceSink
+from murmur.workload import TaskServices, TraceSink
 
 __all__ = ["CallEngine", "CallRefused", "MemberCall"]
 

@@ -67,7 +67,7 @@ from murmur.lifeline import claim_lifeline, wait_for_eof
 from murmur.routing.gather import member_refusal
 from murmur.session.auth import AuthRefusal, Principal, invalid_token
 from murmur.session.winddown import deadline_wind_down, lifeline_wind_down
-from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Workload
+from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
     from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl

@@ -4,7 +4,7 @@ At most about 60 lines: the capsule's name, its effective spawn set with each ca
 description, how to call a link and read its exit status, how to run several at once, the
 bounds, and when not to delegate. Outside a session :func:`general_text` gives the form.
 How a workload reads it (``TaskContext.links_context``, :func:`context_for_prompt`,
-:func:`harness_env`) lives with the workload port, :mod:`murmur.session.workload`, so the agent
+:func:`harness_env`) lives with the workload port, :mod:`murmur.workload`, so the agent
 tier reaches it without importing this one; the names are re-exported here.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from murmur.session.workload import (
+from murmur.workload import (
     CONTEXT_ENV,
     context_file_for,
     context_for_prompt,

@@ -1,7 +1,7 @@
 """Plans: the offline, deterministic workload (spec/plan.md).
 
 Public surface: :func:`load_plan` (read + validate a capsule's plan file),
-:class:`PlanWorkload` (the :class:`murmur.session.workload.Workload` that runs it) and the
+:class:`PlanWorkload` (the :class:`murmur.workload.Workload` that runs it) and the
 :class:`Plan` model.
 """
 

@@ -37,8 +37,8 @@ from murmur.plan.model import (
     ready_steps,
 )
 from murmur.plan.template import Scope, StepView
-from murmur.session.workload import TaskContext, TaskOutcome
 from murmur.shell import ShellRefused, run_shell
+from murmur.workload import TaskContext, TaskOutcome
 
 __all__ = ["PlanWorkload", "StepResult"]
 
@@ -118,7 +118,7 @@ def _delegation_deadline(ctx: TaskContext) -> float:
 class PlanWorkload:
     """The plan workload: runs a validated :class:`Plan` for each task.
 
-    Implements :class:`murmur.session.workload.Workload`.
+    Implements :class:`murmur.workload.Workload`.
 
     Args:
         plan (Plan): from :func:`murmur.plan.load.load_plan` (validated at session start).

@@ -84,7 +84,7 @@ from murmur.session.winddown import (
     deadline_wind_down,
     forced_exit,
 )
-from murmur.session.workload import TaskContext, TaskOutcome, TaskServices, Usage, Workload
+from murmur.workload import TaskContext, TaskOutcome, TaskServices, Usage, Workload
 
 FLUSH_SLICE = 0.002
 """Seconds the records flush may hold the event loop at a time."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Manifest
-from murmur.session.workload import Workload
+from murmur.workload import Workload
 
 
 def workload_kind(manifest: Manifest) -> str:

@@ -22,7 +22,7 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Capabilities, Inference, Manifest, ShellCaps, Transport
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 from ..scripted import (
     FakeTrace,

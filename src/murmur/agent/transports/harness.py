@@ -4,7 +4,7 @@ The CLI runs in a containment unit of its own (a *command* unit, so the commands
 tool runs may use the session's capsule links), in the workdir, with the session's shell
 environment plus only what the protocol adds (:class:`~murmur.agent.harness.protocol.Invocation`),
 and a ``HOME`` of its own under the session's records (``<records>/harness/<task_id>/home``);
-with links, ``MURMUR_CONTEXT_FILE`` too (:func:`murmur.session.workload.harness_env`).
+with links, ``MURMUR_CONTEXT_FILE`` too (:func:`murmur.workload.harness_env`).
 Its stdout is read line by line through the protocol's parser; each event becomes a trace
 record as the http transport writes it:
 
@@ -55,7 +55,7 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.agent.transports import InferenceError
 from murmur.agent.transports.http import redact, resolve_api_key
-from murmur.session.workload import (
+from murmur.workload import (
     TaskContext,
     TaskOutcome,
     context_file_for,

@@ -7,7 +7,7 @@ The command (``inference.command``, split into words; its first word a bare prog
   task text (fenced under ``task:<origin>`` when untrusted) — then EOF;
 * the environment reduced to the session's baseline plus ``capabilities.env.allow``
   (``TaskContext.shell_env``), and — for a session with capsule links — ``MURMUR_CONTEXT_FILE``
-  naming its ``mur context`` file (:func:`murmur.session.workload.harness_env`), nothing else;
+  naming its ``mur context`` file (:func:`murmur.workload.harness_env`), nothing else;
 * its answer read from stdout (capped like shell output).
 
 Exit 0 ends the task ``ok`` with stdout (surrounding whitespace trimmed) as the answer; any
@@ -24,8 +24,8 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from murmur.session.workload import TaskContext, TaskOutcome, harness_env
 from murmur.shell import ShellRefused, ShellResult, run_shell
+from murmur.workload import TaskContext, TaskOutcome, harness_env
 
 __all__ = ["run_process_task", "stdin_text"]
 

@@ -1,4 +1,4 @@
-"""The seam between a session and its workload (a plan or an agent loop).
+"""The workload port: the seam between a session and its workload (a plan or an agent loop).
 
 The session's task runner builds a :class:`TaskContext` per task and awaits
 ``workload.run_task(ctx)`` inside the task's own cancel scope. Cancellation (CancelTask,
