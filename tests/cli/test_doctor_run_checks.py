@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from murmur.assembly import RunOptions, prepare
 from murmur.cli.mur import main
 from murmur.errors import DiagnosticError
-from murmur.session.launch import RunOptions, prepare
 
 AGENT = """\
 name: agent

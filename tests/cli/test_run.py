@@ -6,18 +6,19 @@ import errno
 import json
 import os
 import subprocess
-import sys
-import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from murmur.assembly import RunOptions, contributors, load_env_file, prepare, read_task
+from murmur.assembly import options as run_options
+from murmur.cli import run_session
 from murmur.cli.mur import build_parser, main
+from murmur.cli.run_session import run_prepared
 from murmur.errors import DiagnosticError, UsageError
 from murmur.manifest.model import AfterTask, TaskAcceptance
-from murmur.session import launch
-from murmur.session.launch import RunOptions, load_env_file, prepare, read_task, run_prepared
 from murmur.session.trace import read_trace
 from murmur.workload import TaskContext, TaskOutcome
 
@@ -175,19 +176,26 @@ class TestPrepare:
         assert info.value.code == "E-MAN-005"
 
     def test_contributors(self, capsule: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Every contributor module present may extend the setup; absent ones are skipped."""
-        mod = types.ModuleType("murmur_test_contrib")
+        """Every contributor extends the setup, in order, with the session's environment."""
         seen: list[str] = []
 
-        def contribute(setup: object, environ: dict[str, str]) -> None:
-            seen.append(environ.get("X", ""))
-            setup.readiness_fields["formation_id"] = "frm_x"  # type: ignore[attr-defined]
+        def first(setup: Any, environ: Mapping[str, str]) -> None:
+            seen.append("first:" + environ.get("X", ""))
+            setup.readiness_fields["formation_id"] = "frm_x"
 
-        mod.contribute = contribute  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "murmur_test_contrib", mod)
-        monkeypatch.setattr(launch, "CONTRIBUTORS", ("murmur_test_contrib", "murmur_absent_module"))
+        def second(setup: Any, environ: Mapping[str, str]) -> None:
+            seen.append("second:" + setup.readiness_fields["formation_id"])
+
+        monkeypatch.setattr(contributors, "CONTRIBUTORS", (first, second))
         setup = prepare(RunOptions(), environ={"X": "1"}, cwd=capsule)
-        assert seen == ["1"] and setup.readiness_fields == {"formation_id": "frm_x"}
+        assert seen == ["first:1", "second:frm_x"] and setup.readiness_fields == {"formation_id": "frm_x"}
+
+    def test_contributor_order(self) -> None:
+        """The formation side runs before the tree (which reads its fields), the tree before the
+        delegation side (which reads the lineage)."""
+        assert (
+            contributors.formation_member, contributors.process_tree, contributors.delegated_child,
+        ) == contributors.CONTRIBUTORS
 
 
 class TestHelpers:
@@ -196,9 +204,9 @@ class TestHelpers:
         (tmp_path / ".env").write_text('# c\nexport A=1\nB="two words"\nbad line\n9X=no\nC=\'q\'\n')
         assert load_env_file(tmp_path / ".env") == {"A": "1", "B": "two words", "C": "q"}
         assert load_env_file(tmp_path / "absent") == {}
-        env = launch.session_environ(RunOptions(), {"A": "env"}, tmp_path)
+        env = run_options.session_environ(RunOptions(), {"A": "env"}, tmp_path)
         assert env["A"] == "env" and env["B"] == "two words"
-        assert "B" not in launch.session_environ(RunOptions(no_env_file=True), {}, tmp_path)
+        assert "B" not in run_options.session_environ(RunOptions(no_env_file=True), {}, tmp_path)
 
     def test_read_task(self, tmp_path: Path) -> None:
         """--task: a file's contents, else the text verbatim."""
@@ -210,7 +218,7 @@ class TestHelpers:
     def test_task_file_bounded(self, tmp_path: Path) -> None:
         """A --task file over 16 MiB is E-IO-003, not read whole."""
         with (tmp_path / "big.md").open("wb") as fh:
-            fh.truncate(launch.MAX_TASK_FILE_BYTES + 1)
+            fh.truncate(run_options.MAX_TASK_FILE_BYTES + 1)
         with pytest.raises(DiagnosticError) as info:
             read_task("big.md", tmp_path)
         assert info.value.code == "E-IO-003" and "larger than 16 MiB" in str(info.value)
@@ -283,7 +291,7 @@ class TestRunPrepared:
 class TestReasonText:
     def test_bounded(self) -> None:
         """At most five lines, each cut to 240 characters, then an ellipsis line."""
-        text = launch.reason_text("x" * 500 + "\n" + "\n".join(f"l{i}" for i in range(10)))
+        text = run_session.reason_text("x" * 500 + "\n" + "\n".join(f"l{i}" for i in range(10)))
         lines = text.splitlines()
         assert len(lines) == 6 and lines[-1] == "  …"
         assert lines[0] == "reason: " + "x" * 239 + "…"
@@ -291,7 +299,7 @@ class TestReasonText:
 
     def test_short_reason_kept_whole(self) -> None:
         """A one-line reason is shown as is."""
-        assert launch.reason_text("it broke\n") == "reason: it broke"
+        assert run_session.reason_text("it broke\n") == "reason: it broke"
 
 
 def _chattr_works(tmp: Path) -> bool:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import trio
 
+from murmur.assembly import compose
 from murmur.manifest.model import Manifest
-from murmur.session import workloads
 from murmur.workload import TaskContext, TaskOutcome
 
 
@@ -35,7 +35,7 @@ def _stuck(manifest: Manifest, capsule_root: Path, environ: Mapping[str, str], *
     return StuckWorkload()
 
 
-workloads.load_workload = _stuck  # type: ignore[assignment]
+compose.load_workload = _stuck  # type: ignore[assignment]
 
 if __name__ == "__main__":
     from murmur.cli.mur import main

@@ -148,7 +148,7 @@ def _check_capsule(
             {"path": shown, "ok": False, "diagnostics": [d.to_json() for d in exc.diagnostics]},
             False,
         )
-    from murmur.session.launch import mur_version_warning
+    from murmur.assembly import mur_version_warning
 
     door = "authenticated door" if manifest.authentication is not None else "public door"
     peers = "serves peers" if manifest.accepts_peer_tasks else "refuses peers"
@@ -239,9 +239,8 @@ def run_faults(capsule_root: Path, manifest: Manifest, environ: Mapping[str, str
         the containment check, then of the workload (plan faults are all listed); empty
         when ``mur run`` would start the capsule.
     """
+    from murmur.assembly import check_containment, load_workload
     from murmur.manifest import unsupported
-    from murmur.session.launch import check_containment
-    from murmur.session.workloads import load_workload
 
     missing = unsupported(manifest)
     if missing:

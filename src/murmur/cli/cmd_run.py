@@ -1,7 +1,7 @@
 """``mur run``: run one capsule session, or a formation with ``--roster``.
 
 Thin: parses options, installs the early signal handlers first (trio-stack P10), then hands
-over to :mod:`murmur.session.launch` (or :mod:`murmur.formation.launcher` for ``--roster``).
+over to :mod:`murmur.assembly` and :mod:`murmur.cli.run_session` (or :mod:`murmur.formation.launcher` for ``--roster``).
 Specification: spec/session.md.
 """
 
@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if args.roster is not None:
         return _run_roster(args, early)
 
-    from murmur.session.launch import RunOptions, prepare, run_prepared
+    from murmur.assembly import RunOptions, prepare  # the session side, only for a session
+    from murmur.cli.run_session import run_prepared
 
     opts = RunOptions(
         manifest=args.manifest,

@@ -692,7 +692,7 @@ def run_roster(
     started = time.time()
     roster_arg, options, deadline = roster_options(args)
     refuse_inside_formation(os.environ)
-    from murmur.session.launch import refuse_unknown_containment
+    from murmur.assembly.checks import refuse_unknown_containment
 
     refuse_unknown_containment(os.environ)
     deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None

@@ -1,9 +1,8 @@
 """The member side of a formation: what ``mur run`` does when its environment places it in one.
 
 Seed 004, "The formation channel", "How a formation ends", "How reachability is enforced",
-"What each member learns"; contract sheet sections 6.4, 6.6, 7.2 and 9. Listed in
-``murmur.session.launch.CONTRIBUTORS``, so :func:`contribute` runs for every ``mur run``
-while the session is prepared.
+"What each member learns"; contract sheet sections 6.4, 6.6, 7.2 and 9. :func:`contribute` is a session contributor
+(:mod:`murmur.assembly.contributors`): it runs while a ``mur run`` in a formation is prepared.
 
 A ``mur run`` belongs to a formation only when its own environment says so:
 

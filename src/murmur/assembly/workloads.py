@@ -1,7 +1,8 @@
 """Choosing a session's workload from its manifest (spec/session.md "Workloads").
 
 ``plan:`` → :class:`murmur.plan.PlanWorkload` over the validated plan file; ``inference:`` →
-the agent loop (:func:`murmur.agent.make_agent_workload`). Both are imported only when needed.
+the agent loop (:func:`murmur.agent.make_agent_workload`). Each is imported only when the
+manifest needs it, so a plan session never loads the agent side (nor the reverse).
 A manifest with neither, or one that declares a component this runtime does not run, is
 refused first (:func:`murmur.manifest.support.unsupported`: ``E-MAN-005``, ``E-RUN-006``).
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Manifest
+from murmur.manifest.support import unsupported
 from murmur.workload import Workload
 
 
@@ -43,8 +45,6 @@ def load_workload(
             (``E-MAN-003``/``E-RUN-005``/``E-RUN-006``/``E-RUN-009``), or the manifest declares
             a component this runtime does not run, or no workload (``E-MAN-005``/``E-RUN-006``).
     """
-    from murmur.manifest.support import unsupported
-
     refusals = unsupported(manifest)
     if refusals:
         raise DiagnosticError(refusals)
@@ -53,16 +53,12 @@ def load_workload(
             "E-CLI-001", "--system-prompt applies to agent capsules; this capsule runs a plan",
             hint="remove --system-prompt"))
     if manifest.plan:
-        from murmur.plan import PlanWorkload, load_plan
+        from murmur.plan import PlanWorkload, load_plan  # only a plan capsule loads the plan side
 
         return PlanWorkload(load_plan(capsule_root, manifest), capsule_root)
     if manifest.inference is not None:
-        try:
-            from murmur.agent import make_agent_workload
-        except ImportError as exc:  # pragma: no cover - the agent package ships with murmur
-            raise DiagnosticError(
-                error("E-RUN-005", f"the agent loop is not available in this installation ({exc})")
-            ) from None
+        from murmur.agent import make_agent_workload  # only an agent capsule loads the agent side
+
         return make_agent_workload(manifest, capsule_root, environ=environ,
                                    system_prompt_override=system_prompt_override)
     raise DiagnosticError(

@@ -1,0 +1,71 @@
+"""The session contributors: the pieces that extend every ``mur run`` before it starts.
+
+Each contributor takes the :class:`~murmur.session.session.SessionSetup` being prepared and the
+session's environment, and adds its watchers, hooks, verifiers and services, in this order:
+
+1. the formation member side (:func:`murmur.formation.member.contribute`), when the
+   environment names a formation;
+2. the process tree (:func:`murmur.tree.contrib.contribute`), always (it reads the formation
+   fields and decides the lineage the delegation side reads);
+3. the delegated-child side (:func:`murmur.delegation.child.contribute`), when the run was
+   delegated or its manifest may delegate.
+
+The formation and delegation sides are imported only when their gate says they have work to
+do, so a plain session loads neither (nor the transports, roost client and cryptography they
+import; spec/session.md "Start-up").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
+from murmur.formation.envnames import names_formation
+from murmur.session.session import SessionSetup
+from murmur.tree import contrib as tree_contrib
+
+Contributor = Callable[[SessionSetup, Mapping[str, str]], None]
+"""``contribute(setup, environ)``; a ``DiagnosticError`` refuses the launch."""
+
+
+def delegation_wanted(setup: SessionSetup, environ: Mapping[str, str]) -> bool:
+    """Whether the delegation side can have anything to do: the run was delegated (either
+    spawner variable is present) or its manifest may delegate."""
+    return SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or bool(setup.manifest.spawn_allow)
+
+
+def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """Join the formation the environment names (``E-RUN-044``/``E-RUN-046`` refuse)."""
+    if not names_formation(environ):
+        return
+    from murmur.formation import member  # the member side, only for a run in a formation
+
+    member.contribute(setup, environ)
+
+
+def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """Decide the lineage and hook the tree journal in (``E-TRE-001`` refuses)."""
+    tree_contrib.contribute(setup, environ)
+
+
+def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """The delegation side: a delegated child's completion, ``delegate-task`` services."""
+    if not delegation_wanted(setup, environ):
+        return
+    from murmur.delegation import child  # the delegation side, only when it has work
+
+    child.contribute(setup, environ)
+
+
+CONTRIBUTORS: tuple[Contributor, ...] = (formation_member, process_tree, delegated_child)
+"""Every session contributor, in the order they run."""
+
+
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """Let every contributor (:data:`CONTRIBUTORS`) extend ``setup``, in order.
+
+    Raises:
+        DiagnosticError: a contributor refuses the launch (e.g. ``E-RUN-046``, ``E-RUN-020``).
+    """
+    for contributor in CONTRIBUTORS:
+        contributor(setup, environ)
