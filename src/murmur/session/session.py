@@ -84,6 +84,7 @@ from murmur.session.winddown import (
     deadline_wind_down,
     forced_exit,
 )
+from murmur.shell import baseline_env
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Usage, Workload
 
 FLUSH_SLICE = 0.002
@@ -221,10 +222,6 @@ class SessionSetup:
 
 
 def _shell_env(setup: SessionSetup) -> dict[str, str]:
-    try:
-        from murmur.shell import baseline_env
-    except ImportError:  # pragma: no cover - the shell module ships with the session
-        return {"PATH": setup.parent_env.get("PATH", "/usr/bin:/bin"), "HOME": str(setup.records.home), "TMPDIR": str(setup.records.tmp)}
     env = baseline_env(setup.manifest, setup.parent_env, records_dir=setup.records.root)
     if setup.links_bin is not None:
         env["PATH"] = f"{setup.links_bin}{os.pathsep}{env['PATH']}"
