@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from murmur import ids
+from murmur.cli.run_roster import refuse_inside_formation
 from murmur.errors import DiagnosticError
 from murmur.formation import channel
 from murmur.formation.launcher import (
@@ -19,7 +20,6 @@ from murmur.formation.launcher import (
     FormationLaunch,
     LaunchResult,
     exit_status,
-    refuse_inside_formation,
 )
 from murmur.formation.supervise import Timers
 

@@ -1,7 +1,7 @@
 """``mur run``: run one capsule session, or a formation with ``--roster``.
 
 Thin: parses options, installs the early signal handlers first (trio-stack P10), then hands
-over to :mod:`murmur.assembly` and :mod:`murmur.cli.run_session` (or :mod:`murmur.formation.launcher` for ``--roster``).
+over to :mod:`murmur.assembly` and :mod:`murmur.cli.run_session` (or :mod:`murmur.cli.run_roster` for ``--roster``).
 Specification: spec/session.md.
 """
 
@@ -66,7 +66,7 @@ ROSTER_FLAGS_ALLOWED = frozenset({"roster", "task", "json", "verbose", "no_env_f
 
 def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     from murmur.diagnostics import error
-    from murmur.errors import DiagnosticError, UsageError
+    from murmur.errors import UsageError
 
     defaults = {"json": False, "verbose": False, "no_env_file": False, "no_spawn": False}
     extra = sorted(
@@ -79,10 +79,8 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
             error("E-CLI-001", f"--roster cannot be combined with {', '.join(extra)}",
                   hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline")
         )
-    try:
-        from murmur.formation.launcher import run_roster
-    except ImportError as exc:
-        raise DiagnosticError(error("E-RUN-001", f"formations are not available in this installation ({exc})")) from None
+    from murmur.cli.run_roster import run_roster  # the formation side, only for --roster
+
     return int(run_roster(args, early=early))
 
 

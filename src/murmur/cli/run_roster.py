@@ -1,0 +1,229 @@
+"""``mur run --roster`` on the command line: admit, mint, prepare directories, launch, report, retain.
+
+:func:`run_roster` is the whole launch for ``mur run``; the formation itself is
+:class:`murmur.formation.launcher.FormationLaunch`. Specification: spec/formation.md
+"Launching a formation".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import trio
+
+from murmur import containment, ids
+from murmur.assembly.checks import refuse_unknown_containment
+from murmur.cli._common import emit
+from murmur.diagnostics import error
+from murmur.errors import DiagnosticError
+from murmur.formation import dirs, launchplan, procinfo, retention
+from murmur.formation.admission import admit_file
+from murmur.formation.artifacts import artifact_check
+from murmur.formation.launcher import FORMATION_SIGNALS, FormationLaunch, not_launched
+from murmur.formation.process import ProcessSpawner, mur_command, warm_starter
+from murmur.formation.readiness import HttpProbe
+from murmur.formation.roster import resolve_roster_path
+from murmur.formation.supervise import Timers
+from murmur.formation.tokens import FormationKey
+from murmur.session.deadline import on_trio_clock, parse_deadline, rfc3339
+
+
+def refuse_inside_formation(environ: Mapping[str, str]) -> None:
+    """``E-RUN-046`` when this process is already a formation member (seed 004).
+
+    Raises:
+        DiagnosticError: ``MURMUR_FORMATION_ID`` is set, or ``MURMUR_FORMATION_PEERS`` is.
+    """
+    if environ.get("MURMUR_FORMATION_ID", "").strip():
+        raise DiagnosticError(
+            error(
+                "E-RUN-046",
+                "`mur run --roster` cannot run inside a formation: this process carries "
+                "MURMUR_FORMATION_ID, so it is a formation member",
+                hint="launch the roster from a shell that is not a formation member",
+            )
+        )
+    if "MURMUR_FORMATION_PEERS" in environ:
+        raise DiagnosticError(
+            error(
+                "E-RUN-046",
+                "MURMUR_FORMATION_PEERS is set in mur run's own environment; it is "
+                "runtime-owned and handed only to a member's components",
+                hint="unset MURMUR_FORMATION_PEERS",
+            )
+        )
+
+
+
+def _early_signal(early: object | None) -> int | None:
+    """The first signal ``mur run``'s early handlers caught before Trio ran, if any."""
+    received = getattr(early, "received", None)
+    if not received:
+        return None
+    try:
+        return int(signal.Signals[str(received[0])])
+    except KeyError:
+        return int(signal.SIGTERM)
+
+
+async def _launch_main(
+    roster_arg: str | None,
+    options: launchplan.RosterOptions,
+    deadline_unix: float | None,
+    timers: Timers,
+    early: object | None = None,
+) -> int:
+    """Admit, mint, prepare directories, launch, report, retain (inside ``trio.run``)."""
+    # install the signal receiver before anything slow (trio-stack P10)
+    with trio.open_signal_receiver(*FORMATION_SIGNALS) as signals:
+        caught = _early_signal(early)
+        if caught is not None:  # signalled before anything started: start nothing
+            return 128 + caught
+        cwd = Path.cwd()
+        roster_path = resolve_roster_path(roster_arg, cwd=cwd)
+        admitted = admit_file(roster_path)
+        for warning in admitted.warnings:
+            emit(warning, prefix="[mur run] ")
+        project_dir = (admitted.project_dir or roster_path.resolve().parent).resolve()
+
+        # step 2: one formation id and one signing key, in this process's memory only
+        formation_id = ids.new_id("frm")
+        key = FormationKey.generate()
+        # every member (and all it starts) lives in a unit of this formation's; a janitor
+        # outside them is started with the first member and outlives a SIGKILLed launcher
+        units = containment.here(formation_id)
+        units.adopt_escapees()
+
+        layout = dirs.FormationLayout(project_dir, formation_id)
+        marker = dirs.Marker(
+            str(project_dir), os.getpid(), procinfo.start_time(os.getpid()) or ""
+        )
+        peer_names = [m.name for m in admitted.peers]
+        prepared = dirs.prepare(layout, marker, peer_names)
+        if prepared.marker_warning is not None:
+            print(dirs.marker_warning_line(prepared.marker_warning), file=sys.stderr, flush=True)
+        entry = admitted.entry
+        retain = entry.manifest.trace.retain if entry.manifest.trace else None
+        if prepared.refusals:
+            emit(
+                not_launched(
+                    [
+                        (r.member, admitted.member(r.member).coordinate, r.reason)
+                        for r in prepared.refusals
+                    ],
+                    [],
+                )
+            )
+            retention.run_pass(project_dir, formation_id, retain)
+            return 1
+
+        # the warm starter (started with the launcher) goes in a unit of the formation's
+        spawner = ProcessSpawner(starter=warm_starter(os.environ))
+        deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
+        plan = launchplan.build(
+            admitted,
+            formation_id=formation_id,
+            key=key,
+            project_dir=project_dir,
+            peer_dirs=prepared.peer_dirs,
+            options=options,
+            mur=mur_command(),
+            base_env=os.environ,
+            cwd=str(cwd),
+            deadline=deadline_text,
+        )
+        verify = {
+            m.name: check
+            for m in admitted.members
+            if (check := artifact_check(m.archive, m.sha256)) is not None
+        }
+        trio_deadline = (
+            on_trio_clock(deadline_unix, now_unix=time.time(), now_trio=trio.current_time())
+            if deadline_unix is not None
+            else None
+        )
+        async with HttpProbe() as probe, spawner.owning():
+            launch = FormationLaunch(
+                plan,
+                spawner=spawner,
+                probe=probe,
+                timers=timers,
+                deadline=trio_deadline,
+                verify=verify,
+                json_mode=options.json,
+            )
+            result = await launch.run(signals)
+        del key  # step 7: the signing key is dropped with the formation
+        for d in result.diagnostics:
+            emit(d)
+        retention.run_pass(project_dir, formation_id, retain)
+        return result.exit_status
+
+
+def roster_options(args: object) -> tuple[str | None, launchplan.RosterOptions, str | None]:
+    """Read ``mur run``'s parsed arguments for a ``--roster`` launch.
+
+    Args:
+        args: the ``argparse.Namespace`` of ``mur run`` (attributes ``roster``, ``task``,
+            ``json``, ``verbose``, ``no_env_file``, ``containment``, ``deadline``).
+
+    Returns:
+        tuple: ``(roster argument or None for bare, options, deadline text or None)``.
+    """
+    roster = getattr(args, "roster", None)
+    roster_arg = roster if isinstance(roster, str) and roster.strip() else None
+    options = launchplan.RosterOptions(
+        task=getattr(args, "task", None),
+        json=bool(getattr(args, "json", False)),
+        verbose=bool(getattr(args, "verbose", False)),
+        no_env_file=bool(getattr(args, "no_env_file", False)),
+        containment=getattr(args, "containment", None),
+    )
+    deadline = getattr(args, "deadline", None)
+    return roster_arg, options, deadline if isinstance(deadline, str) else None
+
+
+def run_roster(
+    args: object, *, timers: Timers | None = None, early: object | None = None
+) -> int:
+    """``mur run --roster``: the whole launch; returns the launcher's exit status.
+
+    The caller (``mur run``) has already refused ``--resume`` and every flag ``--roster``
+    does not combine with (exit 2). The exit status is returned from outside ``trio.run``
+    (trio-stack P6).
+
+    Args:
+        args: ``mur run``'s parsed arguments (see :func:`roster_options`).
+        timers (Timers | None): the bounds (default: the documents').
+        early: ``mur run``'s early signal handlers (an object with ``received``, a list of
+            signal names caught before Trio ran); a signal there starts nothing.
+
+    Returns:
+        int: see :func:`exit_status`; 1 for a refusal before launch (admission, directories).
+
+    Raises:
+        DiagnosticError: ``E-RUN-046`` inside a formation; admission refusals
+            (``E-ROS-*``, ``E-REG-005``); ``E-RUN-054`` for a bad ``--deadline`` (exit 2).
+    """
+    started = time.time()
+    roster_arg, options, deadline = roster_options(args)
+    refuse_inside_formation(os.environ)
+    refuse_unknown_containment(os.environ)
+    deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None
+    from murmur.starter import client as warm
+
+    warm.prestart(dict(os.environ))  # its imports overlap admission (spec/formation.md)
+    try:
+        status: int = trio.run(
+            _launch_main, roster_arg, options, deadline_unix, timers or Timers(), early
+        )
+    finally:
+        warm.discard_unused()
+        containment.here().close()
+    return status
+
