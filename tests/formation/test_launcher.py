@@ -15,12 +15,8 @@ from murmur import ids
 from murmur.cli.run_roster import refuse_inside_formation
 from murmur.errors import DiagnosticError
 from murmur.formation import channel
-from murmur.formation.launcher import (
-    EndReason,
-    FormationLaunch,
-    LaunchResult,
-    exit_status,
-)
+from murmur.formation.launcher import FormationLaunch, LaunchResult
+from murmur.formation.outcome import EndReason
 from murmur.formation.supervise import Timers
 
 from ._fakes import FakeSpawner, Script, member, plan_for, roster
@@ -78,27 +74,6 @@ async def _launch(
     launch.out_text = out.getvalue()  # type: ignore[attr-defined]
     launch.err_text = err.getvalue()  # type: ignore[attr-defined]
     return result, spawner, launch, frm
-
-
-class TestExitStatus:
-    @pytest.mark.parametrize(
-        ("reason", "signum", "started", "code", "want"),
-        [
-            (EndReason.ENTRY_ENDED, None, True, 0, 0),
-            (EndReason.ENTRY_ENDED, None, True, 1, 1),
-            (EndReason.ENTRY_ENDED, None, True, -9, 137),
-            (EndReason.SIGNAL, signal.SIGTERM, True, 0, 143),
-            (EndReason.SIGNAL, signal.SIGINT, False, None, 130),
-            (EndReason.SIGNAL, signal.SIGHUP, True, 1, 129),
-            (EndReason.PEER_FAILED, None, False, None, 1),
-            (EndReason.REFUSED, None, False, None, 1),
-            (EndReason.DEADLINE, None, False, None, 1),
-            (EndReason.DEADLINE, None, True, 1, 1),
-        ],
-    )
-    def test_table(self, reason, signum, started, code, want) -> None:
-        """Each way a formation ends maps to the documented launcher status."""
-        assert exit_status(reason, signum=signum, entry_started=started, entry_code=code) == want
 
 
 class TestInsideFormation:

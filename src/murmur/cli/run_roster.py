@@ -24,7 +24,8 @@ from murmur.errors import DiagnosticError
 from murmur.formation import dirs, launchplan, procinfo, retention
 from murmur.formation.admission import admit_file
 from murmur.formation.artifacts import artifact_check
-from murmur.formation.launcher import FORMATION_SIGNALS, FormationLaunch, not_launched
+from murmur.formation.launcher import FORMATION_SIGNALS, FormationLaunch
+from murmur.formation.outcome import not_launched
 from murmur.formation.process import ProcessSpawner, mur_command, warm_starter
 from murmur.formation.readiness import HttpProbe
 from murmur.formation.roster import resolve_roster_path
@@ -204,7 +205,7 @@ def run_roster(
             signal names caught before Trio ran); a signal there starts nothing.
 
     Returns:
-        int: see :func:`exit_status`; 1 for a refusal before launch (admission, directories).
+        int: see :func:`murmur.formation.outcome.exit_status`; 1 for a refusal before launch (admission, directories).
 
     Raises:
         DiagnosticError: ``E-RUN-046`` inside a formation; admission refusals

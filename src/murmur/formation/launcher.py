@@ -37,7 +37,6 @@ source are injected) so every row runs under MockClock with fake members.
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import os
@@ -51,9 +50,10 @@ import attrs
 import trio
 
 from murmur import containment
-from murmur.diagnostics import Diagnostic, error
+from murmur.diagnostics import Diagnostic
 from murmur.formation import launchplan
 from murmur.formation.launchplan import LaunchPlan
+from murmur.formation.outcome import EndReason, closing_diagnostics, exit_status
 from murmur.formation.supervise import (
     Failure,
     LiveMembers,
@@ -66,51 +66,12 @@ from murmur.formation.supervise import (
     Timers,
     Verify,
     describe_status,
-    shell_status,
     supervise_entry,
     supervise_peer,
 )
 
 FORMATION_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that end a formation (a second one ends the launcher at once)."""
-
-
-class EndReason(enum.Enum):
-    """Why a formation ended (the first reason wins)."""
-
-    ENTRY_ENDED = "entry_ended"
-    SIGNAL = "signal"
-    PEER_FAILED = "peer_failed"
-    DEADLINE = "deadline"
-    REFUSED = "refused"  # the entry member could not be started (artifact changed, spawn)
-
-
-def exit_status(
-    reason: EndReason | None,
-    *,
-    signum: int | None,
-    entry_started: bool,
-    entry_code: int | None,
-) -> int:
-    """The launcher's exit status (contract sheet section 3.4; pure).
-
-    Args:
-        reason (EndReason | None): why the formation ended.
-        signum (int | None): the signal, for :attr:`EndReason.SIGNAL`.
-        entry_started (bool): whether the entry member was started.
-        entry_code (int | None): its returncode (``-sig`` when a signal ended it).
-
-    Returns:
-        int: 128 + signal for a signalled launcher; 1 for a refusal before the entry member
-        started; otherwise the entry member's status as a shell reports it.
-    """
-    if reason is EndReason.SIGNAL and signum is not None:
-        return 128 + signum
-    if reason in (EndReason.PEER_FAILED, EndReason.REFUSED):
-        return 1
-    if not entry_started or entry_code is None:
-        return 1
-    return shell_status(entry_code)
 
 
 @attrs.frozen
@@ -375,24 +336,11 @@ class FormationLaunch:
         failures = list(self.board.failures_in_order())
         if self._entry_failure is not None:
             failures.append(self._entry_failure)
-        out: list[Diagnostic] = []
-        for f in failures:
-            if f.code == "E-RUN-047":
-                out.append(artifact_changed(f.name, self._coordinate(f.name), f.reason))
-        deadline_first = self.reason is EndReason.DEADLINE and not self.entry_started
-        did_not_come_up = [f for f in failures if f.code == "E-RUN-045"]
-        # When the deadline ended the launch, a peer refused at that same instant is a
-        # consequence of the stop, not a second cause: one code per refusal (E-RUN-053).
-        if did_not_come_up and not deadline_first:
-            out.append(
-                not_launched(
-                    [(f.name, self._coordinate(f.name), f.reason) for f in did_not_come_up],
-                    self.board.stopped_by_launcher(),
-                )
-            )
-        if deadline_first:
-            out.append(deadline_before_entry(self.board.stopped_by_launcher()))
-        return out
+        return closing_diagnostics(
+            [(f.name, self._coordinate(f.name), f.reason, f.code) for f in failures],
+            self.board.stopped_by_launcher(),
+            deadline_first=self.reason is EndReason.DEADLINE and not self.entry_started,
+        )
 
     def _result(self) -> LaunchResult:
         return LaunchResult(
@@ -412,52 +360,3 @@ class FormationLaunch:
             stopped=dict(self.board.stopped),
             entry_code=self.entry_code,
         )
-
-
-def _stopped_text(stopped: list[tuple[str, int]]) -> str:
-    if not stopped:
-        return "stopped: none"
-    return "stopped: " + ", ".join(f"{n} (pid {pid})" for n, pid in stopped)
-
-
-def not_launched(
-    failures: list[tuple[str, str, str]], stopped: list[tuple[str, int]]
-) -> Diagnostic:
-    """The ``E-RUN-045`` report (contract sheet section 3.4).
-
-    Args:
-        failures (list[tuple[str, str, str]]): ``(name, capsule@version, reason)`` per member
-            that did not come up, in roster order.
-        stopped (list[tuple[str, int]]): ``(name, pid)`` of every member the launcher
-            stopped, in roster order.
-    """
-    body = "the formation could not be launched"
-    for name, coordinate, reason in failures:
-        body += f"\n  '{name}' ({coordinate}): {reason}"
-    body += "\n  " + _stopped_text(stopped)
-    return error(
-        "E-RUN-045",
-        body,
-        hint="fix the member named above (run it alone with `mur run --capsule … "
-        "--capsule-version …` to see it start), then launch the roster again",
-    )
-
-
-def artifact_changed(name: str, coordinate: str, reason: str) -> Diagnostic:
-    """The ``E-RUN-047`` refusal for one member."""
-    return error(
-        "E-RUN-047",
-        f"member '{name}' ({coordinate}): {reason}",
-        hint="the installed artifact is not the one admission bound this launch to; "
-        "reinstall it and launch the roster again",
-    )
-
-
-def deadline_before_entry(stopped: list[tuple[str, int]]) -> Diagnostic:
-    """The launcher's ``E-RUN-053``: the deadline fell before the entry member started."""
-    return error(
-        "E-RUN-053",
-        "the formation's --deadline was reached before its entry member started\n  "
-        + _stopped_text(stopped),
-        hint="give the formation a later --deadline",
-    )
