@@ -20,6 +20,7 @@ import attrs
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.manifest import model
+from murmur.manifest.endpoint import endpoint_problem
 from murmur.manifest.faults import Fault
 
 REF_FIELDS: tuple[str, ...] = ("inference.api_key", "inference.endpoint", "inference.model")
@@ -63,8 +64,6 @@ def resolve_faults(
     Faults carry field paths (``("inference", "api_key")``) so a loader can locate them.
     An endpoint that stops being a valid endpoint once resolved is also a fault.
     """
-    from murmur.manifest.rules import endpoint_problem
-
     inference = manifest.inference
     if inference is None:
         return manifest, []

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
+from murmur.manifest.endpoint import endpoint_problem
 from murmur.manifest.faults import Fault, FieldPath
-from murmur.manifest.netallow import allow_entry_problem, is_loopback_host
+from murmur.manifest.netallow import allow_entry_problem
 from murmur.manifest.refs import REF_FIELDS, has_reference
 from murmur.manifest.yamltext import YMap, YSeq, YStr, as_bool, as_int
 
@@ -107,22 +107,6 @@ def relative_path_problem(text: str) -> str | None:
         elif part not in ("", "."):
             depth += 1
     return None
-
-
-def endpoint_problem(text: str) -> str | None:
-    """Why an ``inference.endpoint`` is refused: https anywhere, http only to loopback."""
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - validates the port
-    except ValueError:
-        return "is not a valid URL"
-    if parts.scheme == "https" and parts.hostname:
-        return None
-    if parts.scheme == "http" and parts.hostname:
-        if is_loopback_host(parts.hostname):
-            return None
-        return "uses http to a host that is not loopback; use https"
-    return "must be an https:// URL (or http:// to localhost or a loopback address)"
 
 
 def check_rules(root: YMap) -> list[Fault]:
