@@ -35,7 +35,8 @@ PLAIN_THIRD_PARTY = [
 # The parts of murmur a plain session never needs (formation member side, delegation side,
 # roost client, agent transports).
 NOT_FOR_A_PLAIN_SESSION = (
-    "murmur.formation.member", "murmur.formation.tokens", "murmur.formation.channel",
+    "murmur.formation.member", "murmur.formation.membership", "murmur.formation.firstline",
+    "murmur.formation.verifier", "murmur.formation.tokens", "murmur.formation.channel",
     "murmur.delegation.child", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
 )
 

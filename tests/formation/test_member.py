@@ -1,4 +1,4 @@
-"""The member side: joining from the environment and channel, the door's mft1 verifier, install."""
+"""The member side: joining (membership, the first channel line), the door's mft1 verifier, install."""
 
 from __future__ import annotations
 
@@ -18,16 +18,10 @@ from murmur import lifeline
 from murmur.errors import DiagnosticError
 from murmur.formation import member
 from murmur.formation.calls import CallEngine
-from murmur.formation.member import (
-    FORMATION_SCOPES,
-    ChannelReadError,
-    FormationVerifier,
-    channel_fd_problem,
-    formation_id_problem,
-    install,
-    join,
-    read_first_line,
-)
+from murmur.formation.firstline import ChannelReadError, read_first_line
+from murmur.formation.member import install
+from murmur.formation.membership import Membership, channel_fd_problem, formation_id_problem, join
+from murmur.formation.verifier import FORMATION_SCOPES, FormationVerifier
 from murmur.formation.tokens import FormationKey
 from murmur.session.auth import AuthRefusal, BearerDoor, Principal
 from murmur.workload import TaskServices
@@ -417,7 +411,7 @@ class TestLifelineWatcher:
 
         r, w = os.pipe()
         try:
-            m = member.Membership("frm_0199c4e2f1b7712a9d3e4f5061728394", lifeline_fd=r)
+            m = Membership("frm_0199c4e2f1b7712a9d3e4f5061728394", lifeline_fd=r)
             setup = SimpleNamespace(deadline=time.time() + 60)
             session = _DeadlineSession(trio.current_time() + 60)
             watch = member._lifeline_watcher(setup, m)  # type: ignore[arg-type]
