@@ -16,7 +16,7 @@ from murmur.delegation.runtime import DelegationRuntime
 from murmur.delegation.spawner import SpawnerHandle
 from murmur.ids import new_id
 from murmur.manifest.model import AfterTask, Lifecycle, Manifest, TaskAcceptance
-from murmur.session.session import SessionSetup, SessionSummary
+from murmur.session.setup import SessionSetup, SessionSummary
 from session.helpers import EchoWorkload, make_setup, running
 
 

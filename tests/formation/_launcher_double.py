@@ -22,7 +22,8 @@ from murmur.assembly import RunOptions, prepare
 from murmur.formation import channel
 from murmur.formation.tokens import FormationKey
 from murmur.ids import new_id
-from murmur.session.session import Session, SessionSetup, SessionSummary
+from murmur.session.session import Session
+from murmur.session.setup import SessionSetup, SessionSummary
 from murmur.session.winddown import signal_wind_down
 
 WORKER_YAML = """\

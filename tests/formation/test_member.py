@@ -21,8 +21,8 @@ from murmur.formation.calls import CallEngine
 from murmur.formation.firstline import ChannelReadError, read_first_line
 from murmur.formation.member import install
 from murmur.formation.membership import Membership, channel_fd_problem, formation_id_problem, join
-from murmur.formation.verifier import FORMATION_SCOPES, FormationVerifier
 from murmur.formation.tokens import FormationKey
+from murmur.formation.verifier import FORMATION_SCOPES, FormationVerifier
 from murmur.session.auth import AuthRefusal, BearerDoor, Principal
 from murmur.workload import TaskServices
 
@@ -407,7 +407,7 @@ class TestLifelineWatcher:
         formation; one that closes after it is the deadline (deadline_reached, E-RUN-053)."""
         from types import SimpleNamespace
 
-        from murmur.session.session import WindDownControl
+        from murmur.session.setup import WindDownControl
 
         r, w = os.pipe()
         try:

@@ -26,7 +26,8 @@ from murmur.manifest.model import (
 )
 from murmur.session.lifecycle import Policy
 from murmur.session.records import create_records, records_dir_for
-from murmur.session.session import Session, SessionSetup, SessionSummary
+from murmur.session.session import Session
+from murmur.session.setup import SessionSetup, SessionSummary
 from murmur.session.winddown import signal_wind_down
 from murmur.workload import TaskContext, TaskOutcome
 

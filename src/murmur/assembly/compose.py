@@ -35,7 +35,7 @@ from murmur.routing.profile import started_profile
 from murmur.session.deadline import parse_deadline
 from murmur.session.lifecycle import Policy, parse_idle_timeout
 from murmur.session.records import create_records, records_dir_for
-from murmur.session.session import SessionSetup
+from murmur.session.setup import SessionSetup
 from murmur.tree.lineage import narrowings
 
 

@@ -39,7 +39,7 @@ from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
     from murmur.session.lifecycle import Policy
-    from murmur.session.session import SessionSetup
+    from murmur.session.setup import SessionSetup
     from murmur.session.tasks import Task
 
 W_SEC_020_LINK = "https://docs.murmur.nexus/reference/diagnostics/#w-sec-020"

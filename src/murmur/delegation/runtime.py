@@ -50,7 +50,8 @@ from murmur.tree.lineage import LINEAGE_ENV, refusal_sentence
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl
+    from murmur.session.session import Session
+    from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
     from murmur.session.tasks import Task
 
 DEREGISTER_BOUND = 5.0  # seconds the best-effort deregistration may take

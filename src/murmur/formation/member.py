@@ -38,7 +38,8 @@ from murmur.session.winddown import deadline_wind_down, lifeline_wind_down
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session, SessionSetup, SessionSummary, WindDownControl
+    from murmur.session.session import Session
+    from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
     from murmur.session.tasks import Task
 
 

@@ -38,7 +38,7 @@ from murmur.tree.lineage import cut_caller, refusal_sentence
 
 if TYPE_CHECKING:
     from murmur.delegation.runtime import DelegationRuntime
-    from murmur.session.session import SessionSetup, WindDownControl
+    from murmur.session.setup import SessionSetup, WindDownControl
 
 ROOST_DEFAULT_CONCURRENT = 4  # mur-roost's default --max-concurrent
 CONNECTIONS = ROOST_DEFAULT_CONCURRENT + 4

@@ -8,25 +8,9 @@
        ├─ door             hypercorn.trio.serve(plain ASGI door), 127.0.0.1:0
        └─ task runner      one cancel scope per task; workload.run_task(ctx)
 
-Lifecycle and wind-down are described in spec/session.md. Extension points other pieces use
-(all on :class:`SessionSetup`, filled before :meth:`Session.run`):
-
-* ``watchers``: coroutine functions ``f(ctl: WindDownControl)`` run for the session's life;
-  call ``ctl.trigger(WindDown(...))`` to wind the session down (lifelines, spawner handles).
-* ``start_hooks``: ``await f(session)`` once the door serves, before readiness is reported; a
-  ``DiagnosticError`` refuses the launch (e.g. registering with mur-roost).
-* ``end_hooks``: ``await f(summary)`` after every task has ended, before the door closes and
-  ``session_end`` is written (e.g. posting a delegated child's completion).
-* ``token_verifiers``: extra bearer-token kinds for an authenticated door (``mft1.``).
-* ``completion_handler``: decides completion-origin requests (delegation).
-* ``services``: builds each task's :class:`TaskServices` (delegate-task, call-member).
-* ``trace_start_fields`` / ``readiness_fields``: extra ``session_start`` fields and readiness
-  line keys (``formation_id`` …).
-* ``lineage``: the session's place in the process tree (spec/tree.md), written into
-  ``session_start``, the readiness line and the running record; ``delegation_counts``
-  (``started``/``refused``) go into ``session_end`` and the running record.
-* ``wind_down_hooks``: ``f(reason)`` called synchronously when the wind-down begins (the
-  cascade); ``after_end``: ``f(summary)`` called synchronously once ``session_end`` is written.
+Lifecycle and wind-down: spec/session.md. What a session is built from and its extension
+points: :mod:`murmur.session.setup`; how it ends: :mod:`murmur.session.outcome`; what it says
+about itself: :mod:`murmur.session.describe`.
 """
 
 from __future__ import annotations
@@ -37,7 +21,7 @@ import math
 import os
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,16 +29,14 @@ from typing import Any
 import attrs
 import trio
 
-from murmur import timing
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.manifest.model import Manifest
 from murmur.session import wire
-from murmur.session.auth import BearerDoor, Principal, PublicDoor, TokenVerifier, make_authenticator
-from murmur.session.deadline import on_trio_clock, rfc3339
+from murmur.session.auth import BearerDoor, Principal, PublicDoor, make_authenticator
+from murmur.session.deadline import on_trio_clock
+from murmur.session.describe import readiness, running_record, session_start_fields
 from murmur.session.door import (
     DOOR_GRACE,
-    CompletionHandler,
     CompletionRequest,
     CompletionVerdict,
     Door,
@@ -63,17 +45,17 @@ from murmur.session.door import (
 )
 from murmur.session.held import answer_recorded
 from murmur.session.lanes import LaneQueue
-from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
+from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission
 from murmur.session.origin import LOCAL_USER, Classification
+from murmur.session.outcome import deciding_status, exit_code, final_status, task_exit_status
 from murmur.session.records import (
     QuietFileHandler,
-    Records,
     RecordWriter,
     open_private_append,
-    records_lost,
     result_text,
 )
-from murmur.session.running import RunningRecord, process_start_time, remove_running, write_running
+from murmur.session.running import RunningRecord, remove_running, write_running
+from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
 from murmur.session.trace import TraceWriteError, TraceWriter, WorkloadTrace
@@ -82,144 +64,14 @@ from murmur.session.winddown import (
     WindDown,
     add_forced_exit_hook,
     deadline_wind_down,
-    forced_exit,
 )
 from murmur.shell import baseline_env
-from murmur.workload import TaskContext, TaskOutcome, TaskServices, Usage, Workload
+from murmur.workload import TaskContext, TaskOutcome, TaskServices, Usage
 
 FLUSH_SLICE = 0.002
 """Seconds the records flush may hold the event loop at a time."""
 FLUSH_BOUND = 10.0
 """Real seconds the session waits for its records files before it ends without them."""
-
-# session_end.exit_status values that exit 0
-OK_STATUSES = frozenset({"ok", "formation_ended"})
-
-
-@attrs.frozen
-class SessionSummary:
-    """How a session ended (given to end hooks and returned by :meth:`Session.run`).
-
-    Attributes:
-        session_id (str): ``ses_…``.
-        status (str): ``session_end.exit_status`` (``ok``, ``failed``, ``canceled``,
-            ``formation_ended``, ``deadline_reached`` …).
-        exit_code (int): the process exit status (0 for ``ok``/``formation_ended``, else 1).
-        diagnostic (Diagnostic | None): printed at exit (``E-RUN-040``, ``E-RUN-053``,
-            ``E-RUN-007``); None when the session ended ok.
-        records_dir (Path): the records directory.
-        result_path (Path | None): ``out/result.txt`` when written.
-        duration_ms (int): session duration.
-        wind_down (WindDown | None): the trigger, when one fired.
-        reason (str | None): the deciding task's failure text (its ``out/result.txt`` message)
-            when ``diagnostic`` is ``E-RUN-040`` and the workload gave one; else None.
-        answer (str | None): the launch task's answer when it completed (printed even when
-            ``out/result.txt`` could not be written).
-    """
-
-    session_id: str
-    status: str
-    exit_code: int
-    diagnostic: Diagnostic | None
-    records_dir: Path
-    result_path: Path | None
-    duration_ms: int
-    wind_down: WindDown | None = None
-    reason: str | None = None
-    answer: str | None = None
-
-
-class WindDownControl:
-    """What a watcher may do: start the wind-down (first trigger wins)."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def trigger(self, reason: WindDown) -> None:
-        """Wind the session down for ``reason`` (ignored when already winding down)."""
-        self._session.wind_down(reason)
-
-    @property
-    def winding_down(self) -> bool:
-        """Whether a wind-down has started."""
-        return self._session.wind_down_reason is not None
-
-    @property
-    def deadline_reached(self) -> bool:
-        """Whether the session's ``--deadline`` has fallen (False without one), on the Trio clock."""
-        at = self._session.deadline_at
-        return at is not None and trio.current_time() >= at
-
-    @property
-    def session(self) -> Session:
-        """The session (read its ``session_id``, ``url``, ``trace``)."""
-        return self._session
-
-
-Watcher = Callable[[WindDownControl], Awaitable[None]]
-StartHook = Callable[["Session"], Awaitable[None]]
-EndHook = Callable[[SessionSummary], Awaitable[None]]
-ServicesFactory = Callable[[Task], TaskServices]
-
-
-@attrs.define
-class SessionSetup:
-    """Everything a session needs, gathered before it starts (see the module docstring).
-
-    Attributes:
-        manifest (Manifest): the capsule's manifest.
-        capsule_root (Path): directory holding the capsule's files.
-        workdir (Path): the work folder (shell cwd), absolute.
-        session_id (str): ``ses_…``.
-        records (Records): the records directory (already created).
-        policy (Policy): the effective lifecycle.
-        workload (Workload): the plan executor or agent loop.
-        task_text (str | None): the ``--task`` text (the launch task).
-        deadline (float | None): the ``--deadline`` moment, Unix seconds.
-        formation_id (str | None): ``frm_…`` when a formation member.
-        parent_env (Mapping[str, str]): the process environment (shell baseline source).
-        guard (float | None): seconds from a wind-down trigger to the forced 143 exit;
-            None disables the guard (in-process tests).
-        exit_fn (Callable[[int], None]): the forced exit (tests replace it).
-        bind (str): the door's bind address.
-        keepalive (float): seconds of stream silence before a ``: keepalive`` comment.
-        running_fields (dict[str, Any]): extra fields of the running record (what the
-            session started from, ``murmur.routing.profile``; the formation member).
-    """
-
-    manifest: Manifest
-    capsule_root: Path
-    workdir: Path
-    session_id: str
-    records: Records
-    policy: Policy
-    workload: Workload
-    task_text: str | None = None
-    deadline: float | None = None
-    formation_id: str | None = None
-    parent_env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
-    guard: float | None = timing.WIND_DOWN_GUARD
-    exit_fn: Callable[[int], None] = forced_exit
-    bind: str = "127.0.0.1:0"
-    keepalive: float = timing.SSE_KEEPALIVE
-    watchers: list[Watcher] = attrs.field(factory=list)
-    start_hooks: list[StartHook] = attrs.field(factory=list)
-    end_hooks: list[EndHook] = attrs.field(factory=list)
-    token_verifiers: list[TokenVerifier] = attrs.field(factory=list)
-    completion_handler: CompletionHandler | None = None
-    services: ServicesFactory | None = None
-    trace_start_fields: dict[str, Any] = attrs.field(factory=dict)
-    readiness_fields: dict[str, Any] = attrs.field(factory=dict)
-    workload_kind: str = "plan"
-    running_fields: dict[str, Any] = attrs.field(factory=dict)
-    lineage: dict[str, Any] | None = None
-    spawn_narrowings: tuple[Any, ...] = ()
-    delegation_counts: dict[str, int] = attrs.field(factory=lambda: {"started": 0, "refused": 0})
-    wind_down_hooks: list[Callable[[WindDown], None]] = attrs.field(factory=list)
-    after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
-    links_bin: Path | None = None  # capsule links, first on every command's PATH (spec/links.md)
-    links_context: Path | None = None  # the `mur context` file an agent reads (spec/links.md)
-
 
 def _shell_env(setup: SessionSetup) -> dict[str, str]:
     env = baseline_env(setup.manifest, setup.parent_env, records_dir=setup.records.root)
@@ -576,10 +428,7 @@ class Session:
                 self._write_result(task, "failed", outcome.answer)
         if not task.terminal:  # cancelled from outside the task (should not happen) - end it
             self.cancel(task, "the task was interrupted")
-        exit_status = {
-            TaskState.COMPLETED: "ok",
-            TaskState.CANCELED: "canceled",
-        }.get(task.state) or (outcome.status if outcome is not None and outcome.status != "ok" else "failed")
+        exit_status = task_exit_status(task.state, outcome)
         usage = ctx.usage if ctx is not None else Usage()
         for name in ("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"):
             setattr(self._totals, name, getattr(self._totals, name) + getattr(usage, name))
@@ -633,103 +482,17 @@ class Session:
         if scope.cancelled_caught:
             ctl.trigger(deadline_wind_down(deadline, formation_id=self.setup.formation_id))
 
-    def _session_start_fields(self) -> dict[str, Any]:
-        m = self.manifest
-        inf = m.inference
-        caps = m.capabilities
-        fields: dict[str, Any] = {
-            "capsule_name": m.name,
-            "capsule_version": m.version,
-            "model": inf.model if inf else None,
-            "max_turns": inf.max_turns if inf else None,
-            "max_session_tokens": None,
-            "capabilities": [k for k in ("network", "peer_fetch", "shell", "spawn", "env", "filesystem", "state") if getattr(caps, k) is not None],
-            "tools_declared": [a.name for a in m.artifacts if a.runtime == "tool"],
-            "containment_declared": caps.containment.value if caps.containment else "advisory",
-            "containment_achieved": "advisory",
-            "workdir_exec": bool(caps.filesystem and caps.filesystem.workdir_exec),
-            "resumed_from": None,
-            "context_id": None,
-            "workload": self.setup.workload_kind,
-            "effective_grants": {
-                "network_allow": list(m.network_allow),
-                "shell_allow": list(m.shell_allow),
-                "spawn_allow": list(m.spawn_allow),
-                "env_allow": list(m.env_allow),
-                "peer_tasks": m.accepts_peer_tasks,
-            },
-            "lifecycle": {
-                "task_acceptance": self.policy.acceptance.value,
-                "queue_depth": self.policy.queue_depth,
-                "after_task": self.policy.after_task.value,
-            },
-        }
-        if self.setup.deadline is not None:
-            fields["deadline"] = rfc3339(self.setup.deadline)
-        fields.update(self.setup.trace_start_fields)
-        if self.setup.lineage is not None:
-            fields["lineage"] = self.setup.lineage
-        return fields
-
-    def _final(self) -> tuple[str, Diagnostic | None]:
-        w = self.wind_down_reason
-        if w is not None and w.status is not None:
-            return w.status, w.diagnostic
-        if self._deciding_status is not None:
-            status = self._deciding_status
-        elif w is not None and self._canceled_by_wind:
-            status = w.busy_status
-        else:
-            status = "ok"
-        if status in OK_STATUSES:
-            return status, None
-        diag = error(
-            "E-RUN-040",
-            f"the session's deciding task did not complete ({status})",
-            hint=f"see {self.setup.records.result} and {self.setup.records.trace}",
+    def _deciding(self) -> tuple[str, Diagnostic | None]:
+        return deciding_status(
+            self.wind_down_reason,
+            deciding=self._deciding_status,
+            canceled_by_wind=self._canceled_by_wind,
+            see=f"{self.setup.records.result} and {self.setup.records.trace}",
         )
-        return status, diag
 
     def readiness(self) -> dict[str, Any]:
         """The ``--json`` readiness object (tokens included on an authenticated door)."""
-        out: dict[str, Any] = {
-            "session_id": self.session_id,
-            "url": self.url,
-            "name": self.manifest.name,
-            "version": self.manifest.version,
-            "pid": os.getpid(),
-            "workdir": str(self.setup.workdir),
-            "records_dir": str(self.setup.records.root),
-        }
-        if self.setup.formation_id:
-            out["formation_id"] = self.setup.formation_id
-        out.update(self.setup.readiness_fields)
-        if self.setup.lineage is not None:
-            out["lineage"] = self.setup.lineage
-        if isinstance(self.auth, BearerDoor):
-            out["tokens"] = dict(self.auth.tokens)
-        return out
-
-    def _running_record(self) -> RunningRecord:
-        tokens = dict(self.auth.tokens) if isinstance(self.auth, BearerDoor) else {}
-        operator = tokens.pop("operator", None)
-        return RunningRecord(
-            session_id=self.session_id,
-            url=self.url or "",
-            pid=os.getpid(),
-            start_time=process_start_time(os.getpid()) or 0,
-            name=self.manifest.name,
-            version=self.manifest.version,
-            workdir=str(self.setup.workdir),
-            records_dir=str(self.setup.records.root),
-            started_at=rfc3339(time.time()),
-            formation_id=self.setup.formation_id,
-            door_token=operator,
-            credentials=tokens or None,
-            **self.setup.running_fields,
-            lineage=self.setup.lineage,
-            delegations=dict(self.setup.delegation_counts),
-        )
+        return readiness(self.setup, self.url, self.auth)
 
     # -- the session ----------------------------------------------------------------------
 
@@ -753,7 +516,7 @@ class Session:
             self.deadline_at = on_trio_clock(self.setup.deadline, now_unix=time.time(), now_trio=trio.current_time())
         refusal: Diagnostic | None = None
         try:
-            self._ses_evt = self.trace.emit("session_start", parent_id=None, **self._session_start_fields())
+            self._ses_evt = self.trace.emit("session_start", parent_id=None, **session_start_fields(self.setup))
         except TraceWriteError as exc:
             refusal = exc.diagnostics[0]
         ctl = WindDownControl(self)
@@ -770,12 +533,8 @@ class Session:
             left_behind = remove_running(self.session_id)
             unregister()
             self._records.close()
-        status, diag = self._final()
-        if refusal is not None:
-            status, diag = "failed", refusal
-        elif diag is None and left_behind is not None and not self._lost:
-            status, diag = "failed", left_behind
-        summary = self._summary(status, diag)
+        status, diag = self._deciding()
+        summary = self._summary(*final_status(status, diag, refusal=refusal, left_behind=left_behind, lost=self._lost))
         self._emit(
             "session_end",
             total_turns=self._totals.turns,
@@ -799,12 +558,10 @@ class Session:
         return summary
 
     def _summary(self, status: str, diag: Diagnostic | None) -> SessionSummary:
-        if diag is None and self._lost:
-            status, diag = "failed", records_lost(self._lost)
         return SessionSummary(
             session_id=self.session_id,
             status=status,
-            exit_code=0 if status in OK_STATUSES and diag is None else 1,
+            exit_code=exit_code(status, diag),
             diagnostic=diag,
             records_dir=self.setup.records.root,
             result_path=self.setup.records.result if self._result_written else None,
@@ -830,7 +587,7 @@ class Session:
                 refusal = exc.diagnostics[0]
             if refusal is None and self.wind_down_reason is None:
                 try:
-                    self._record = self._running_record()
+                    self._record = running_record(self.setup, self.url, self.auth)
                     write_running(self._record)
                 except OSError as exc:
                     self._log.error("could not write the running record: %s", exc)
@@ -843,8 +600,8 @@ class Session:
             if self._running is not None:  # only if the runner was cancelled from outside
                 self.cancel(self._running, "the session ended")
             await self.flush_records()
-            status, diag = self._final()
-            summary = self._summary(status, refusal or diag)
+            status, diag = self._deciding()
+            summary = self._summary(*final_status(status, refusal or diag, lost=self._lost))
             for end_hook in self.setup.end_hooks:
                 try:
                     await end_hook(summary)

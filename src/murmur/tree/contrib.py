@@ -38,7 +38,8 @@ from murmur.tree.lineage import (
 )
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session, SessionSetup, SessionSummary
+    from murmur.session.session import Session
+    from murmur.session.setup import SessionSetup, SessionSummary
 
 
 def decide_lineage(setup: SessionSetup, environ: Mapping[str, str]) -> tuple[Lineage, tuple[Any, ...]]:
