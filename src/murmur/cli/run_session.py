@@ -14,7 +14,8 @@ import trio
 
 from murmur import containment
 from murmur.session.console import Console
-from murmur.session.session import Session, dumps_line
+from murmur.session.describe import dumps_line
+from murmur.session.session import Session
 from murmur.session.setup import SessionSetup, SessionSummary
 from murmur.session.signals import CASCADE_SIGNAL, SESSION_SIGNALS, EarlySignals, signal_watcher
 from murmur.session.winddown import cascade_wind_down, signal_wind_down

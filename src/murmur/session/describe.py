@@ -5,6 +5,7 @@ the session writes them.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -99,3 +100,8 @@ def running_record(setup: SessionSetup, url: str | None, auth: PublicDoor | Bear
         lineage=setup.lineage,
         delegations=dict(setup.delegation_counts),
     )
+
+
+def dumps_line(obj: object) -> str:
+    """Compact one-line JSON (the readiness line)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

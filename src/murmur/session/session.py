@@ -15,7 +15,6 @@ about itself: :mod:`murmur.session.describe`.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -49,12 +48,11 @@ from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission
 from murmur.session.origin import LOCAL_USER, Classification
 from murmur.session.outcome import deciding_status, exit_code, final_status, task_exit_status
 from murmur.session.records import (
-    QuietFileHandler,
     RecordWriter,
-    open_private_append,
     result_text,
 )
 from murmur.session.running import RunningRecord, remove_running, write_running
+from murmur.session.sessionlog import attach_log, detach_log
 from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
@@ -507,7 +505,7 @@ class Session:
             SessionSummary: how it ended. A refused launch (a start hook's
             ``DiagnosticError``, an unbindable door) ends ``failed`` with that diagnostic.
         """
-        log_handler = _attach_log(self._log, self.setup.records.logs / "door.log")
+        log_handler = attach_log(self._log, self.setup.records.logs / "door.log")
         def forget_record() -> None:
             remove_running(self.session_id)
 
@@ -554,7 +552,7 @@ class Session:
                 self._log.error("after-end hook failed:\n%s", traceback.format_exc())
         if self._guard is not None:
             self._guard.cancel()
-        _detach_log(self._log, log_handler)
+        detach_log(self._log, log_handler)
         return summary
 
     def _summary(self, status: str, diag: Diagnostic | None) -> SessionSummary:
@@ -611,27 +609,3 @@ class Session:
             stop_door.set()
             door_n.cancel_scope.deadline = trio.current_time() + 2 * DOOR_GRACE
         return refusal
-
-
-def _attach_log(logger: logging.Logger, path: Path) -> logging.Handler | None:
-    try:
-        os.close(open_private_append(path))  # created 0600 before the handler appends to it
-        handler: logging.Handler = QuietFileHandler(path, encoding="utf-8")
-    except OSError:
-        return None
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    logger.propagate = False
-    return handler
-
-
-def _detach_log(logger: logging.Logger, handler: logging.Handler | None) -> None:
-    if handler is None:
-        return
-    logger.removeHandler(handler)
-    handler.close()
-
-
-def dumps_line(obj: object) -> str:
-    """Compact one-line JSON (the readiness line)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
