@@ -12,8 +12,9 @@ The launch is a nursery tree::
 
 The members run in one cancel scope whose ``deadline`` is the formation's ``--deadline`` (on the
 Trio clock); anything else that ends the formation calls :meth:`FormationLaunch.end`, which
-records why and cancels that scope (once the scope is cancelled, later ends change nothing). Every supervisor then stops its member in a shielded ``finally``
-(close its lifeline; SIGKILL its group 25 s later if it still runs; reap). So:
+records why and cancels that scope (once the scope is cancelled, later ends change nothing).
+Every supervisor then stops its member in a shielded ``finally`` (close its lifeline; SIGKILL
+its group 25 s later if it still runs; reap). So (the exit statuses: :mod:`.outcome`):
 
 =========================================  ==============================================
 The formation ends because                 The launcher

@@ -25,7 +25,7 @@ from murmur.formation.supervise import shell_status
 
 
 class EndReason(enum.Enum):
-    """Why a formation ended (the first reason wins)."""
+    """Why a formation ended: the first explicit end, or the members' scope's deadline."""
 
     ENTRY_ENDED = "entry_ended"
     SIGNAL = "signal"
