@@ -31,8 +31,7 @@ NOT_YET_THROUGH_THE_FACE = frozenset({
     "formation/admission.py", "formation/member.py", "formation/retention.py",
     "formation/roster.py",
     "links/peer.py", "links/service.py",
-    "session/auth.py", "session/launch.py", "session/lifecycle.py", "session/session.py", "session/workload.py",
-    "session/workloads.py",
+    "session/auth.py", "session/lifecycle.py",
     "demo/sweep.py",  # kills and removes cgroup units through murmur.containment.cgroup
 })
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import attrs
 
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 
 class TraceSink(Protocol):

@@ -21,8 +21,8 @@ from murmur.assembly.checks import (
     refuse_unknown_containment,
 )
 from murmur.assembly.compose import prepare
-from murmur.assembly.workloads import load_workload, workload_kind
 from murmur.assembly.options import RunOptions, load_env_file, read_task, session_environ
+from murmur.assembly.workloads import load_workload, workload_kind
 
 __all__ = [
     "RunOptions",

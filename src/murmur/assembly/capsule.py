@@ -10,7 +10,7 @@ from pathlib import Path
 
 from murmur.assembly.options import RunOptions, usage_error
 from murmur.diagnostics import Diagnostic
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 
 def resolve_capsule(opts: RunOptions, env: Mapping[str, str], cwd: Path) -> tuple[Manifest, Path, str]:
@@ -33,7 +33,7 @@ def resolve_capsule(opts: RunOptions, env: Mapping[str, str], cwd: Path) -> tupl
         project = Path(opts.project_dir).resolve() if opts.project_dir else cwd
         found = resolve(opts.capsule, opts.capsule_version, project_dir=project)
         return found.manifest, found.root, f"{found.ref}@{found.version} ({found.scope} store)"
-    from murmur.manifest.load import load_manifest
+    from murmur.manifest import load_manifest
 
     path = Path(opts.manifest) if opts.manifest else cwd / "murmur.yaml"
     if not path.is_absolute():

@@ -14,7 +14,7 @@ from pathlib import Path
 from murmur import __version__
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError, UsageError
-from murmur.manifest.model import Containment, Manifest
+from murmur.manifest import Containment, Manifest
 
 
 def refuse_unknown_containment(environ: Mapping[str, str]) -> None:
@@ -23,7 +23,7 @@ def refuse_unknown_containment(environ: Mapping[str, str]) -> None:
     Raises:
         UsageError: ``E-RUN-011`` (exit 2), before anything starts.
     """
-    from murmur.containment.host import force_problem
+    from murmur.containment import force_problem
 
     problem = force_problem(environ)
     if problem is not None:

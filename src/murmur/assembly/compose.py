@@ -30,13 +30,13 @@ from murmur.assembly.workloads import load_workload, workload_kind
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError, UsageError
 from murmur.ids import new_id
-from murmur.manifest.model import AfterTask, TaskAcceptance
-from murmur.routing.profile import started_profile
+from murmur.manifest import AfterTask, TaskAcceptance
+from murmur.routing import started_profile
 from murmur.session.deadline import parse_deadline
 from murmur.session.lifecycle import Policy, parse_idle_timeout
 from murmur.session.records import create_records, records_dir_for
 from murmur.session.setup import SessionSetup
-from murmur.tree.lineage import narrowings
+from murmur.tree import narrowings
 
 
 def prepare(

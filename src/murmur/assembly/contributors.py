@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.formation.envnames import names_formation
 from murmur.session.setup import SessionSetup
-from murmur.tree import contrib as tree_contrib
+from murmur.tree import contribute as tree_contribute
 
 Contributor = Callable[[SessionSetup, Mapping[str, str]], None]
 """``contribute(setup, environ)``; a ``DiagnosticError`` refuses the launch."""
@@ -45,7 +45,7 @@ def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
 
 def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     """Decide the lineage and hook the tree journal in (``E-TRE-001`` refuses)."""
-    tree_contrib.contribute(setup, environ)
+    tree_contribute(setup, environ)
 
 
 def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:

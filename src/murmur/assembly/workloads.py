@@ -14,8 +14,7 @@ from pathlib import Path
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.manifest.model import Manifest
-from murmur.manifest.support import unsupported
+from murmur.manifest import Manifest, unsupported
 from murmur.workload import Workload
 
 

@@ -35,7 +35,7 @@ from murmur.session.deadline import on_trio_clock, parse_deadline, rfc3339
 
 
 def refuse_inside_formation(environ: Mapping[str, str]) -> None:
-    """``E-RUN-046`` when this process is already a formation member (seed 004).
+    """``E-RUN-046`` when this process is already a formation member (spec/formation.md "Command line").
 
     Raises:
         DiagnosticError: ``MURMUR_FORMATION_ID`` is set, or ``MURMUR_FORMATION_PEERS`` is.
@@ -80,7 +80,7 @@ async def _launch_main(
     early: object | None = None,
 ) -> int:
     """Admit, mint, prepare directories, launch, report, retain (inside ``trio.run``)."""
-    # install the signal receiver before anything slow (trio-stack P10)
+    # install the signal receiver before anything slow: a signal during admission is not lost
     with trio.open_signal_receiver(*FORMATION_SIGNALS) as signals:
         caught = _early_signal(early)
         if caught is not None:  # signalled before anything started: start nothing
@@ -196,7 +196,7 @@ def run_roster(
 
     The caller (``mur run``) has already refused ``--resume`` and every flag ``--roster``
     does not combine with (exit 2). The exit status is returned from outside ``trio.run``
-    (trio-stack P6).
+    (so containment is closed after the loop has ended).
 
     Args:
         args: ``mur run``'s parsed arguments (see :func:`roster_options`).

@@ -41,7 +41,7 @@ def exit_status(
     entry_started: bool,
     entry_code: int | None,
 ) -> int:
-    """The launcher's exit status (contract sheet section 3.4; pure).
+    """The launcher's exit status (spec/formation.md "How a formation ends"; pure).
 
     Args:
         reason (EndReason | None): why the formation ended.
@@ -100,7 +100,7 @@ def _stopped_text(stopped: list[tuple[str, int]]) -> str:
 def not_launched(
     failures: list[tuple[str, str, str]], stopped: list[tuple[str, int]]
 ) -> Diagnostic:
-    """The ``E-RUN-045`` report (contract sheet section 3.4).
+    """The ``E-RUN-045`` report (spec/formation.md "How a formation ends").
 
     Args:
         failures (list[tuple[str, str, str]]): ``(name, capsule@version, reason)`` per member

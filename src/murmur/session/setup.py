@@ -34,7 +34,7 @@ import trio
 
 from murmur import timing
 from murmur.diagnostics import Diagnostic
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 from murmur.session.auth import TokenVerifier
 from murmur.session.door import CompletionHandler
 from murmur.session.lifecycle import Policy

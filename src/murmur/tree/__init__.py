@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
-    from murmur.tree.contrib import mark_uncertain, session_lineage
+    from murmur.tree.contrib import contribute, mark_uncertain, session_lineage
     from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
     from murmur.tree.lineage import LINEAGE_ENV, narrowings, refusal_sentence
     from murmur.tree.snapshot import load_forest
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LINEAGE_ENV",
     "Scoped",
+    "contribute",
     "find",
     "find_node",
     "load_forest",
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "contrib": ["mark_uncertain", "session_lineage"],
+    "contrib": ["contribute", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
     "lineage": ["LINEAGE_ENV", "narrowings", "refusal_sentence"],
     "snapshot": ["load_forest"],
