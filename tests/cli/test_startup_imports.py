@@ -99,7 +99,7 @@ def test_names_formation(environ: dict[str, str], named: bool) -> None:
 
 MEMBER_PROBE = """\
 import json, sys
-import murmur.cli.mur, murmur.session.launch, murmur.formation.member, murmur.formation.channel
+import murmur.cli.mur, murmur.assembly, murmur.formation.member, murmur.formation.channel
 third = sorted({m.split(".")[0] for m in sys.modules if not m.startswith("_")} - set(sys.stdlib_module_names))
 print(json.dumps(third))
 """
