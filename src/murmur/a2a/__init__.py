@@ -9,8 +9,19 @@ Other packages import from here, not from the modules. The door's own side of th
 it parses and answers) is :mod:`murmur.session.wire`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from murmur import lazy
 from murmur.a2a import replies, requests
-from murmur.a2a.client import A2AClient, loopback_client
-from murmur.a2a.replies import Fault, Reply, TaskView
+
+if TYPE_CHECKING:
+    from murmur.a2a.client import A2AClient, loopback_client
+    from murmur.a2a.replies import Fault, Reply, TaskView
 
 __all__ = ["A2AClient", "Fault", "Reply", "TaskView", "loopback_client", "replies", "requests"]
+
+# The client (and httpx with it) loads on first use: a formation member that makes no call
+# never pays for it (tests/cli/test_startup_imports.py).
+__getattr__ = lazy.face(__name__, {"client": ["A2AClient", "loopback_client"], "replies": ["Fault", "Reply", "TaskView"]})

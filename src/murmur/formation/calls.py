@@ -46,15 +46,14 @@ import logging
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
-import httpx
 import trio
 
 from murmur import timing
-from murmur.a2a import A2AClient, requests
+from murmur.a2a import requests
 from murmur.errors import MurmurError
 from murmur.formation.addresses import AddressBook, virtual_address
 from murmur.formation.call_policy import IN_FLIGHT_GRACE, busy_wait, cut_output, scrub, traceparent
@@ -65,6 +64,11 @@ from murmur.session.lifecycle import BUSY_MESSAGE
 from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
 from murmur.session.trace import TraceWriteError
 from murmur.workload import TaskServices, TraceSink
+
+if TYPE_CHECKING:
+    import httpx
+
+    from murmur.a2a import A2AClient
 
 __all__ = ["CallEngine", "CallRefused", "MemberCall"]
 
@@ -192,6 +196,8 @@ class CallEngine:
 
     async def run(self) -> None:
         """Hold the nursery calls run in, for the session's life (cancel to stop)."""
+        from murmur.a2a import A2AClient  # httpx loads with the first call
+
         self._client = client = A2AClient(timeout=self._request_timeout, transport=self._transport)
         try:
             async with trio.open_nursery() as nursery:

@@ -1,4 +1,4 @@
-"""The Claude Code protocol for ``transport: process`` (issue 20).
+"""The Claude Code protocol for ``transport: process`` (spec/agent.md, "Claude Code protocol").
 
 Relied on (Claude Code 2.1.197, ``@anthropic-ai/claude-code`` on npm; spec/agent.md
 "Claude Code protocol" lists the same facts):
