@@ -239,7 +239,7 @@ def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path:
     _roost, url = procs.roost("--spawn-allow", "boss", "--max-concurrent", "4")
     b = procs.mur_run("boss", tmp_path / "work", url)
     sid, records = b.ready["session_id"], Path(b.ready["records_dir"])
-    gate, held = tmp_path / "gate", tmp_path / "held"
+    gate, held, go = tmp_path / "gate", tmp_path / "held", tmp_path / "go"
     links = records / "links"
     hold = (f"import socket, os, time\nos.chdir({str(links)!r})\n"
             "ss = [socket.socket(socket.AF_UNIX) for _ in range(4)]\n"
@@ -248,14 +248,21 @@ def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path:
             f"deadline = time.monotonic() + 60\n"
             f"while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:\n    time.sleep(0.05)\n")
     (tmp_path / "hold.py").write_text(hold)
+    # The order is fixed by files, not by timing: the four links are live children (seen by the
+    # test) before the holder connects, and the holder's four connections are open before the
+    # ninth connection is made.
     script = (" ".join(f"gated {gate} > g{i}.out 2>&1 &" for i in range(4))
+              + f" i=0; while [ ! -e {go} ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done; "
               + f" python3 {tmp_path / 'hold.py'} & "
               + f"i=0; while [ ! -e {held} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
               + "kid excess > x.out 2> x.err; echo x=$? >> x.out; "
               + f"touch {gate}; wait; cat g0.out g1.out g2.out g3.out x.out x.err")
     future = in_background(b.ready["url"], script)
-    wait_until(lambda: gated_live(procs.env, sid, 4), timeout=180, what="four gated children running")
-    out = future.result(timeout=180)
+    try:
+        wait_until(lambda: gated_live(procs.env, sid, 4), timeout=100, what="four gated children running")
+    finally:
+        go.touch()
+    out = future.result(timeout=60)
     assert "x=125" in out, out
     assert "murmur: too many concurrent delegation requests in this session\n" in out, out
     assert out.count("gated: ok") == 4 and "kid excess" not in out, out
