@@ -115,6 +115,21 @@ class TestInstall:
             install(tmp_path / "nope.mur.zip", global_=False, project_dir=tmp_path)
         assert info.value.code == "E-IO-001"
 
+    @pytest.mark.parametrize("kind", ["fifo", "device"])
+    def test_a_source_that_is_not_a_regular_file_is_refused_unread(self, tmp_path: Path, kind: str) -> None:
+        """A FIFO with no writer (which would block the read for ever) or ``/dev/zero`` (which
+        would be read without end) given as the archive is E-IO-003, naming what it is."""
+        if kind == "fifo":
+            source = tmp_path / "pipe.mur.zip"
+            os.mkfifo(source)
+        else:
+            source = tmp_path / "zero.mur.zip"
+            source.symlink_to("/dev/zero")
+        with pytest.raises(DiagnosticError) as info:
+            install(source, global_=False, project_dir=tmp_path)
+        assert info.value.code == "E-IO-003"
+        assert "not a regular file" in str(info.value), str(info.value)
+
 
 class TestInstallChecksPlan:
     def test_zip_with_ungranted_binary_refused(self, tmp_path: Path, project: Path) -> None:

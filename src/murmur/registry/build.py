@@ -23,9 +23,11 @@ from murmur.registry.archive import (
     EXCLUDED_FILES,
     EXCLUDED_ROOT_DIRS,
     EXCLUDED_SUFFIXES,
+    MAX_ARCHIVE_BYTES,
     name_problem,
     pack,
 )
+from murmur.userfile import UserFileError, read_user_file
 
 
 def archive_name(manifest: Manifest) -> str:
@@ -135,8 +137,23 @@ def build_bytes(src_dir: Path, *, warnings: list[Diagnostic] | None = None) -> t
     check_plan(src_dir, manifest)
     if warnings is not None:
         warnings.extend(literal_secrets(manifest, path=str(src_dir / MANIFEST_FILE)))
-    data = pack((name, path.read_bytes()) for name, path in entries)
+    data = pack((name, _source_bytes(path)) for name, path in entries)
     return manifest, data
+
+
+def _source_bytes(path: Path) -> bytes:
+    """A declared source's bytes: a regular file, read with a bound (never a FIFO or device).
+
+    Raises:
+        DiagnosticError: ``E-IO-003`` naming the path and what it is; ``E-BLD-006`` when it
+        alone is larger than an archive may be.
+    """
+    try:
+        return read_user_file(path, limit=MAX_ARCHIVE_BYTES)
+    except UserFileError as exc:
+        code = "E-BLD-006" if exc.kind == "too_large" else "E-IO-003"
+        raise DiagnosticError(error(code, str(exc), path=str(path),
+                                    hint="a capsule's declared files must be regular files")) from None
 
 
 def check_plan(capsule_root: Path, manifest: Manifest) -> None:

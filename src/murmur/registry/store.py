@@ -43,6 +43,7 @@ from murmur.manifest import (
 from murmur.registry import archive
 from murmur.registry.build import archive_name, build, check_plan_text
 from murmur.registry.lock import check_pin, lock_path, read_lock
+from murmur.userfile import UserFileError, read_user_file
 
 LOCAL_SCOPE = "local"
 ROOT_DIR = "root"
@@ -348,18 +349,19 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
         source = build(source)
     where = str(source)
     try:
-        size = source.stat().st_size
-        if size > archive.MAX_ARCHIVE_BYTES:
+        # Never blocking, never unbounded: a FIFO or /dev/zero given as the archive is refused
+        # without reading it (spec/diagnostics.md, E-IO-003).
+        data = read_user_file(source, limit=archive.MAX_ARCHIVE_BYTES)
+    except UserFileError as exc:
+        if exc.kind == "missing":
+            raise DiagnosticError(error("E-IO-001", f"no such file: {source}", path=where,
+                                        hint="pass a .mur.zip made by `mur build`, or a capsule directory")) from None
+        if exc.kind == "too_large":
             raise DiagnosticError(error(
-                "E-BLD-006", f"the archive is {size} bytes (most: {archive.MAX_ARCHIVE_BYTES})",
-                path=where))
-        data = source.read_bytes()
-    except FileNotFoundError:
-        raise DiagnosticError(error("E-IO-001", f"no such file: {source}", path=where,
-                                    hint="pass a .mur.zip made by `mur build`, or a capsule directory")) from None
-    except OSError as exc:
-        raise DiagnosticError(error("E-IO-003", f"cannot read {source} ({exc.strerror})",
-                                    path=where)) from None
+                "E-BLD-006", f"the archive is larger than {archive.MAX_ARCHIVE_BYTES} bytes",
+                path=where)) from None
+        raise DiagnosticError(error("E-IO-003", str(exc), path=where,
+                                    hint="pass a regular .mur.zip file or a capsule directory")) from None
     sha = sha256_bytes(data)
     with archive.open_archive(data, where=where) as zf:
         files = archive.check_entries(zf, where=where)
