@@ -22,7 +22,7 @@ import decimal
 import json
 import sys
 
-__all__ = ["ECHO_LIMIT", "MAX_DEPTH", "BodyError", "decode", "decode_object", "echo"]
+__all__ = ["ECHO_LIMIT", "MAX_DEPTH", "BodyError", "decode", "decode_object", "echo", "loggable"]
 
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects a roost body may have (the top-level object is depth 1)."""
@@ -139,3 +139,9 @@ ECHO_LIMIT = 200
 def echo(value: str, limit: int = ECHO_LIMIT) -> str:
     """``value`` as an error message may repeat it: at most ``limit`` characters, cut with ``…``."""
     return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def loggable(value: str, limit: int = ECHO_LIMIT) -> str:
+    """``value`` as one log line may carry it: control characters (a newline that would forge
+    a second line, an escape sequence) written as JSON escapes, then cut as :func:`echo` cuts."""
+    return echo(json.dumps(value, ensure_ascii=False)[1:-1], limit)

@@ -9,7 +9,7 @@ import logging
 import httpx
 import pytest
 
-from murmur.jsonbody import MAX_DEPTH, BodyError, decode_object
+from murmur.jsonbody import MAX_DEPTH, BodyError, decode_object, loggable
 from murmur.roost.app import CREDENTIAL_HEADER
 
 from .conftest import StartRoost
@@ -115,3 +115,18 @@ async def test_echoed_name_is_cut(start_roost: StartRoost) -> None:
     r = await roost.client.post("/register", content=body)
     assert r.status_code == 403
     assert r.json() == {"error": "capsule '" + "n" * 199 + "…' is not in --spawn-allow"}
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("ses_01", "ses_01"),
+        ("a/b\n../c", "a/b\\n../c"),  # a newline cannot forge a second log line
+        ("x\x1b[31my", "x\\u001b[31my"),  # nor an escape sequence colour the terminal
+    ],
+)
+def test_a_session_id_in_a_log_line_is_one_line(value: str, shown: str) -> None:
+    """What mur-roost writes about a session id stays on one line, escaped and cut."""
+    assert loggable(value) == shown
+    long = loggable("s" * 60_000)
+    assert len(long) == 200 and long.endswith("…") and "\n" not in loggable("\n" * 500)

@@ -34,7 +34,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from murmur.errors import DiagnosticError
-from murmur.jsonbody import BodyError, decode_object, echo
+from murmur.jsonbody import BodyError, decode_object, echo, loggable
 from murmur.roost.ledger import (
     IDENTITY_MESSAGE,
     Artifact,
@@ -229,7 +229,7 @@ class _Roost:
         """The registering process of ``session_id`` ended: retire it as ``failed``."""
         if self.ledger.process_ended(session_id, self.clock()) and self.notice is not None:
             self.notice(
-                f"mur-roost: session {session_id} ended without deregistering (process "
+                f"mur-roost: session {loggable(session_id)} ended without deregistering (process "
                 f"{peer.pid} exited); marked failed and its slots released"
             )
 
