@@ -3,7 +3,9 @@
 :class:`ModelServers` runs :class:`tests.agent.scripted.ScriptedServer` instances in a Trio
 loop on a thread of its own, so a sync test can drive real `mur run` processes while the
 servers answer the real agent CLIs. Scripts are appended before the CLI asks (list appends
-are atomic); the test reads ``requests`` and ``holding`` after a bounded wait.
+are atomic); the test reads ``requests`` and ``holding`` after a bounded wait. Scripted
+OpenAI Responses servers (:class:`tests.agent.scripted_openai.ScriptedResponses`, for Codex)
+can be served from the same loop (``responses=``, read back with :meth:`ModelServers.responses`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from contextlib import contextmanager
 import trio
 
 from agent.scripted import Received, Reply, ScriptedServer
+from agent.scripted_openai import ScriptedResponses
 
 
 def claude_side(r: Received) -> Reply | None:
@@ -31,8 +34,10 @@ def claude_side(r: Received) -> Reply | None:
 class ModelServers:
     """Named scripted servers served from one background Trio loop."""
 
-    def __init__(self, sides: dict[str, Callable[[Received], Reply | None] | None]) -> None:
+    def __init__(self, sides: dict[str, Callable[[Received], Reply | None] | None],
+                 responses: tuple[str, ...] = ()) -> None:
         self.servers = {name: ScriptedServer(side) for name, side in sides.items()}
+        self.openai = {name: ScriptedResponses() for name in responses}
         self._ready = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
@@ -41,6 +46,10 @@ class ModelServers:
     def __getitem__(self, name: str) -> ScriptedServer:
         return self.servers[name]
 
+    def responses(self, name: str) -> ScriptedResponses:
+        """The scripted OpenAI Responses server ``name`` (Codex's endpoint is its ``base_url``)."""
+        return self.openai[name]
+
     async def _main(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         with trio.CancelScope() as scope:
@@ -48,6 +57,8 @@ class ModelServers:
             async with trio.open_nursery() as nursery:
                 for server in self.servers.values():
                     await nursery.start(server.serve)
+                for responses in self.openai.values():
+                    await nursery.start(responses.serve)
                 self._ready.set()
                 await trio.sleep_forever()
 
@@ -66,8 +77,9 @@ class ModelServers:
 
 
 @contextmanager
-def model_servers(sides: dict[str, Callable[[Received], Reply | None] | None]) -> Iterator[ModelServers]:
-    servers = ModelServers(sides)
+def model_servers(sides: dict[str, Callable[[Received], Reply | None] | None],
+                  responses: tuple[str, ...] = ()) -> Iterator[ModelServers]:
+    servers = ModelServers(sides, responses)
     servers.start()
     try:
         yield servers

@@ -1,12 +1,19 @@
 """Seed 002's acceptance scenario on capsules, with real agent CLIs (issue 20, Proof).
 
 `lead` (Claude Code) has its Bash tool run the link `reviewer "…"`; `reviewer` (Claude Code)
-runs the link `fixer "…"`; `fixer` runs a shell command and answers. Every CLI is the real one
-from npm, talking to its own scripted Anthropic-compatible server on loopback. A real
-mur-roost referees; every session is a real `mur run`.
+runs the link `fixer "…"`; `fixer` (Codex) runs a shell command in Codex's own sandbox and
+answers. Every CLI is the real one from npm: the Claude Code capsules talk to scripted
+Anthropic-compatible servers, the Codex capsule to a scripted OpenAI Responses server, all on
+loopback. A real mur-roost referees; every session is a real `mur run`.
 
-Codex had not landed on main when this was written, so `fixer` is a Claude Code capsule too
-(FIXER_COMMAND below is the one line to change).
+The scenario's processes are found by containment and the process tree only: the lead's
+`mur run` and its descendants, plus every process in the cgroup units beneath it
+(:func:`scenario_pids`), never by environment or command line.
+
+`fixer` is keyless: a delegated child gets a variable only through `capabilities.env.allow`
+of every session above it (spec/delegation.md), which would put its key into the
+environment of the lead's and reviewer's commands. The scan still covers every process of
+the Codex capsule, Codex itself included.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ import pytest
 
 from agent.npm_cli import npm_bin
 from agent.scripted import Reply, an_text, an_tools
+from agent.scripted_openai import ModelReply, exec_call, function_outputs, input_texts, message
+from murmur.containment import cgroup
+from murmur.containment.host import CGROUP, detect, pid_cgroup
 from murmur.registry import install
 
 from ._delegation import (
@@ -44,12 +54,11 @@ from ._models import ModelServers, claude_side, model_servers
 pytestmark = pytest.mark.e2e
 
 LEAD_KEY = "sk-ant-lead-SECRET-5e0c7b2d9f41a3"
-FIXER_COMMAND = "claude"
 GRACE = 25.0  # seconds: the cascade's bound (spec/tree.md, "one grace for every depth")
 
 
 def agent_capsule(root: Path, name: str, *, endpoint: str, spawn: tuple[str, ...] = (),
-                  shell: tuple[str, ...] = ("echo",), key: str | None = None,
+                  shell: tuple[str, ...] = ("echo", "sleep"), key: str | None = None,
                   command: str = "claude") -> Path:
     d = root / name
     d.mkdir(parents=True, exist_ok=True)
@@ -68,12 +77,15 @@ def agent_capsule(root: Path, name: str, *, endpoint: str, spawn: tuple[str, ...
 
 @pytest.fixture(scope="module")
 def clis() -> Path:
-    return npm_bin("@anthropic-ai/claude-code", "claude")
+    claude = npm_bin("@anthropic-ai/claude-code", "claude")
+    codex = npm_bin("@openai/codex", "codex")
+    assert claude == codex, (claude, codex)  # one node_modules/.bin for both
+    return claude
 
 
 @pytest.fixture(scope="module")
 def models() -> Iterator[ModelServers]:
-    with model_servers({"lead": claude_side, "reviewer": claude_side, "fixer": claude_side}) as servers:
+    with model_servers({"lead": claude_side, "reviewer": claude_side}, responses=("fixer",)) as servers:
         yield servers
 
 
@@ -82,7 +94,7 @@ def home(tmp_path_factory: pytest.TempPathFactory, models: ModelServers) -> Iter
     home = tmp_path_factory.mktemp("harness-home")
     src = tmp_path_factory.mktemp("harness-src")
     dirs = [
-        agent_capsule(src, "fixer", endpoint=models["fixer"].url, command=FIXER_COMMAND),
+        agent_capsule(src, "fixer", endpoint=models.responses("fixer").base_url, command="codex"),
         agent_capsule(src, "reviewer", endpoint=models["reviewer"].url, spawn=("fixer",)),
         agent_capsule(src, "lead", endpoint=models["lead"].url, spawn=("reviewer", "fixer"), key="LEAD_KEY"),
     ]
@@ -98,11 +110,15 @@ def procs(tmp_path: Path, home: Path, clis: Path, models: ModelServers) -> Itera
         server.script.clear()
         server.requests.clear()
         server.holding = type(server.holding)()
+    for responses in models.openai.values():
+        responses.script.clear()
+        responses.requests.clear()
     env = dict(os.environ)
     env["MURMUR_HOME"] = str(home)
     env["PATH"] = f"{clis}:{env.get('PATH', '/usr/bin:/bin')}"
     for name in ("MURMUR_ROOST_URL", "MURMUR_SPAWNER", "MURMUR_SPAWNER_LIFELINE", "MURMUR_LINEAGE", "MURMUR_SPAWN",
-                 "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LEAD_KEY"):
+                 "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                 "CODEX_HOME", "LEAD_KEY"):
         env.pop(name, None)
     p = Procs(tmp_path, env)
     try:
@@ -150,22 +166,20 @@ def chain(roots: list[dict[str, Any]], root_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def session_pids(home: Path, exclude: set[int]) -> set[int]:
-    """Every live process of the scenario: environment naming the test's MURMUR_HOME, plus
-    their descendants (the CLIs, their shells, the links and commands), minus ``exclude``."""
-    needle = f"MURMUR_HOME={home}".encode()
-    records = str(home).encode()
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in exclude or int(entry.name) == os.getpid():
-            continue
-        try:
-            env = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in env or b"HOME=" + records in env:
-            found.add(int(entry.name))
-    return alive(descendants(found) - exclude)
+def scenario_pids(env: dict[str, str], lead_pid: int, lead_session: str) -> set[int]:
+    """Every live process of the scenario, by the process trees and by containment: the
+    sessions `mur ps --tree` records under the lead (their pids) and their descendants (the
+    CLIs, their shells, the links and commands, Codex's sandbox and what runs in it), plus
+    every process in the lead session's cgroup unit `murmur-<ses_id>` and its sub-units (on a
+    cgroup host), escapees that left the process tree included."""
+    sessions = {lead_pid, *(n["pid"] for n in chain(tree(env), lead_session) if isinstance(n.get("pid"), int))}
+    found = descendants(sessions)
+    host = detect()
+    own = pid_cgroup(lead_pid)
+    if host.name == CGROUP and host.mount is not None and own is not None:
+        unit = host.mount / own.lstrip("/") / f"murmur-{lead_session}"
+        found |= set(cgroup.procs(unit))
+    return alive(found)
 
 
 def test_three_levels_answers_flow_up_with_lineage(procs: Procs, tmp_path: Path, models: ModelServers,
@@ -174,17 +188,25 @@ def test_three_levels_answers_flow_up_with_lineage(procs: Procs, tmp_path: Path,
                        Reply(an_text("LEAD: the patch is reviewed and fixed.", msg_id="msg_l2")))
     models["reviewer"].add(bash("toolu_r1", 'fixer "fix the off-by-one"', "msg_r1"),
                            Reply(an_text("REVIEWER: approved after the fixer's change.", msg_id="msg_r2")))
-    models["fixer"].add(bash("toolu_f1", "echo FIXED-BY-FIXER", "msg_f1"),
-                        Reply(an_text("FIXER: FIXED-BY-FIXER", msg_id="msg_f2")))
+    fixer = models.responses("fixer")
+    fixer.add(ModelReply([exec_call("echo FIXED-BY-$((6*7))")]),
+              ModelReply([message("FIXER: FIXED-BY-42")]))
     p, url = lead(procs, tmp_path)
     task = send_task(url, "Get the patch reviewed.", timeout=240)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     answer = "".join(part.get("text", "") for a in task.get("artifacts", []) for part in a.get("parts", []))
     assert answer == "LEAD: the patch is reviewed and fixed."
     # each answer flowed up as the tool result its parent's model read
-    assert "FIXED-BY-FIXER" in tool_result(models["fixer"].requests, 1)
+    first, second = fixer.model_calls
+    # the link's task reached Codex fenced (a delegated task is untrusted input)
+    fenced = "<untrusted-content source=task:event>\nfix the off-by-one\n</untrusted-content>"
+    assert input_texts(first.body, "user")[-1].strip() == fenced, input_texts(first.body, "user")
+    assert "You are the fixer." in "\n".join(input_texts(first.body, "developer"))
+    assert "authorization" not in first.headers  # keyless (module docstring)
+    (ran,) = function_outputs(second.body).values()
+    assert "Process exited with code 0" in ran and "FIXED-BY-42" in ran, ran
     from_fixer = tool_result(models["reviewer"].requests, 1)
-    assert "FIXER: FIXED-BY-FIXER" in from_fixer, from_fixer
+    assert "FIXER: FIXED-BY-42" in from_fixer, from_fixer
     from_reviewer = tool_result(models["lead"].requests, 1)
     assert "REVIEWER: approved after the fixer's change." in from_reviewer, from_reviewer
     # the lead's model had its `mur context` in the system prompt
@@ -201,6 +223,11 @@ def test_three_levels_answers_flow_up_with_lineage(procs: Procs, tmp_path: Path,
     assert [r["decision"] for r in of(records, "inference")] == ["tool_call", "end_turn"]
     assert [r["tool_name"] for r in of(records, "tool_call")] == ["Bash"]
     assert [r["outcome"] for r in of(records, "link_request")] == ["ok"]
+    # the fixer's trace: Codex's one turn with its shell command
+    (fixer_trace_path,) = (tmp_path / "work").rglob(f"{nodes[2]['id']}/trace.jsonl")  # in the child's workdir
+    fixer_trace = trace(fixer_trace_path.parent)
+    assert [r["tool_name"] for r in of(fixer_trace, "tool_call")] == ["command_execution"], fixer_trace
+    assert [r.get("harness") for r in of(fixer_trace, "inference")] == ["codex"], of(fixer_trace, "inference")
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -210,24 +237,31 @@ def test_ctrl_c_at_the_root_ends_all_three(procs: Procs, tmp_path: Path, models:
                        Reply(an_text("never asked", msg_id="msg_l2")))
     models["reviewer"].add(bash("toolu_r1", 'fixer "fix slowly"', "msg_r1"),
                            Reply(an_text("never asked", msg_id="msg_r2")))
-    models["fixer"].add(Reply(hold=True))
+    # the fixer's command runs (in Codex's sandbox) until the Ctrl-C
+    models.responses("fixer").add(ModelReply([exec_call("echo started > marker && exec sleep 300")]),
+                                  ModelReply([message("never asked")]))
     p, url = lead(procs, tmp_path)
-    roost_pid = procs.started[0].pid
     submit_task(url, "Get the patch reviewed.")
-    wait_until(models["fixer"].holding.is_set, timeout=180, what="the fixer's model call in flight")
-    pids = session_pids(home, {roost_pid})
+    work = tmp_path / "work"
+    wait_until(lambda: list(work.glob(".murmur/children/reviewer-*/.murmur/children/fixer-*/marker")),
+               timeout=180, what="the fixer's command running")
+    session = p.ready["session_id"]
+    pids = scenario_pids(procs.env, p.pid, session)
     commands = {pid: _cmd(pid) for pid in pids}
-    assert sum("claude" in c for c in commands.values()) >= 3, commands  # three CLIs
+    assert sum("claude" in c for c in commands.values()) >= 2, commands  # two Claude Code CLIs
+    assert any("codex" in c for c in commands.values()), commands  # the Codex CLI
     assert any(c.startswith(("/bin/bash", "bash")) for c in commands.values()), commands  # their shells
+    assert any(c.startswith("bwrap ") for c in commands.values()), commands  # Codex's sandbox
+    assert any(c.startswith("sleep 300") for c in commands.values()), commands  # the fixer's command, in it
     nodes = chain(tree(procs.env), p.ready["session_id"])
     assert [n["state"] for n in nodes] == ["running"] * 3, nodes
-    assert scan_processes(home, procs) >= 6  # the sessions, the CLIs, their shells and links, while busy
+    assert scan_processes(procs) >= 6  # the sessions, the CLIs, their shells and links, while busy
     began = time.monotonic()
     os.kill(p.pid, signal.SIGINT)
     wait_until(lambda: not alive(pids), timeout=GRACE, what=f"every process gone (left: {alive(pids)})")
     took = time.monotonic() - began
     print(f"\nCtrl-C at the root → {len(pids)} processes gone in {took:.2f}s (grace {GRACE:.0f}s)")
-    ended = wait_until(lambda: _all_ended(procs.env, p.ready["session_id"]), timeout=30, what="three ended")
+    ended = wait_until(lambda: _all_ended(procs.env, session), timeout=30, what="three ended")
     assert [(n["state"], n["status"]) for n in ended] == [("ended", "canceled")] * 3, ended
     scan_for_secrets(home, tmp_path, procs)
 
@@ -247,7 +281,7 @@ def test_narrowed_spawn_set_is_126_seen_by_the_model(procs: Procs, tmp_path: Pat
     seen = tool_result(models["lead"].requests, 1)
     assert "126" in seen, seen
     assert "spawn refused: 'fixer' is not in this session's spawn set (narrowed by --spawn / MURMUR_SPAWN)" in seen
-    assert not models["fixer"].requests  # no fixer session ever asked its model
+    assert not models.responses("fixer").requests  # no fixer session ever asked its model
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -273,16 +307,20 @@ def scan_for_secrets(home: Path, tmp_path: Path, procs: Procs) -> None:
                 assert secret not in data, path
                 if path.name.endswith((".jsonl", ".log", ".err", ".md", ".json")) and "artifacts" not in path.parts:
                     assert not TOKEN.search(data), path
-    scan_processes(home, procs)
+    scan_processes(procs)
 
 
-def scan_processes(home: Path, procs: Procs) -> int:
-    """The argv / environment part of the scan; returns how many processes were read."""
+def scan_processes(procs: Procs) -> int:
+    """The argv / environment part of the scan over every live process of the scenario
+    (:func:`scenario_pids`; the Codex capsule's `mur run`, its CLI, sandbox and commands
+    included); returns how many processes were read."""
     secret = LEAD_KEY.encode()
-    lead_pid = next((p.pid for p in procs.started if "local/lead" in " ".join(map(str, p.proc.args))), None)
+    lead = next((p for p in procs.started if "local/lead" in " ".join(map(str, p.proc.args))), None)
+    if lead is None or not lead.alive():
+        return 0
     seen = 0
-    for pid in session_pids(home, {p.pid for p in procs.started if p.pid != lead_pid}):
-        if pid == lead_pid:
+    for pid in scenario_pids(procs.env, lead.pid, lead.ready["session_id"]):
+        if pid == lead.pid:  # the lead's own `mur run` holds LEAD_KEY by design
             continue
         for part in ("cmdline", "environ"):
             try:

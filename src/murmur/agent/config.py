@@ -26,7 +26,7 @@ from pathlib import Path
 
 import attrs
 
-from murmur.agent.harness.choose import INSTALL_HINTS, STDIO, protocol_for, protocol_name
+from murmur.agent.harness.choose import INSTALL_HINTS, STDIO, protocol_name
 from murmur.agent.transports import anthropic, openai
 from murmur.agent.transports.http import check_endpoint, key_variable
 from murmur.diagnostics import error
@@ -233,12 +233,7 @@ def _process_config(
             "E-MAN-003",
             f"inference.command names a path ({binary}); name a bare program found on PATH",
         )
-    protocol = protocol_name(argv, inf.protocol)
-    if protocol != STDIO:
-        try:
-            protocol_for(protocol)
-        except LookupError as exc:
-            raise _refuse("E-RUN-006", str(exc), "set inference.protocol: stdio or claude-code") from None
+    protocol = protocol_name(argv, inf.protocol)  # a valid name: the manifest rules checked it
     if shutil.which(binary, path=environ.get("PATH", "")) is None:
         raise _refuse(
             "E-RUN-006",

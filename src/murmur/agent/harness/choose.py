@@ -38,14 +38,10 @@ def protocol_for(name: str) -> HarnessProtocol:
     """The protocol object of ``claude-code`` or ``codex`` (its module's ``PROTOCOL``).
 
     Raises:
-        LookupError: ``stdio`` or an unknown name (no harness protocol), or the protocol's
-            module is not part of this build.
+        LookupError: ``stdio`` or an unknown name (no harness protocol).
     """
     module = _MODULES.get(name)
     if module is None:
         raise LookupError(f"no harness protocol named {name}")
-    try:
-        found: HarnessProtocol = importlib.import_module(module).PROTOCOL
-    except ImportError as exc:
-        raise LookupError(f"the {name} protocol is not part of this build") from exc
+    found: HarnessProtocol = importlib.import_module(module).PROTOCOL
     return found
