@@ -313,7 +313,9 @@ def scan_for_secrets(home: Path, tmp_path: Path, procs: Procs) -> None:
 def scan_processes(procs: Procs) -> int:
     """The argv / environment part of the scan over every live process of the scenario
     (:func:`scenario_pids`; the Codex capsule's `mur run`, its CLI, sandbox and commands
-    included); returns how many processes were read."""
+    included); returns how many processes were read. Only the lead's `mur run` is exempt:
+    the fixer is keyless here (module docstring), so its Codex CLI — which by design holds
+    its key in its own environment (spec/agent.md, "Codex protocol") — is scanned too."""
     secret = LEAD_KEY.encode()
     lead = next((p for p in procs.started if "local/lead" in " ".join(map(str, p.proc.args))), None)
     if lead is None or not lead.alive():
