@@ -31,9 +31,10 @@ from murmur.manifest.model import AfterTask, Lifecycle, Manifest, TaskAcceptance
 from murmur.session import door, held, tasks
 from murmur.session.lifecycle import Policy
 from murmur.session.records import create_records, records_dir_for
-from murmur.session.session import Session, SessionSetup
+from murmur.session.session import Session
+from murmur.session.setup import SessionSetup
 from murmur.session.winddown import signal_wind_down
-from murmur.session.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome
 
 
 def rss_kib() -> int:
