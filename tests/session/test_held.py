@@ -134,7 +134,12 @@ class TestDoor:
                     task = (await result(c, "SendMessage", send_params(str(i))))["task"]
                     assert task["artifacts"][0]["parts"][0]["text"] == _answer(i)
                     ids.append(task["id"])
-                await h.session.flush_records()  # the spill callbacks run before this returns
+                # The spill callbacks come back from the writer's thread (run_sync_soon), so
+                # flush and let the loop run them until every task has spilled (bounded).
+                await h.session.flush_records()
+                while any((t := h.session.get_task(i)) is not None and t.spilled is None for i in ids):
+                    await trio.sleep(0.005)
+                    await h.session.flush_records()
             tasks = [t for t in (h.session.get_task(i) for i in ids) if t is not None]
             assert len(tasks) == 30
             assert _text_bytes_held(tasks) == 0
@@ -181,6 +186,13 @@ class TestDoor:
             events = sse_events(r.text)
             arts = [e["result"]["artifactUpdate"] for e in events if "artifactUpdate" in e.get("result", {})]
             assert arts[0]["artifact"]["parts"][0]["text"] == _answer(4, 200_000)
-            await h.session.flush_records()
             (task,) = list(h.session.book)
+            # The spill is handed back from the records writer's thread with run_sync_soon
+            # after the file is written, which can be after the stream's last event: flush,
+            # then let the loop run that callback (a bounded wait; no event marks it).
+            with trio.fail_after(10):
+                await h.session.flush_records()
+                while task.spilled is None:
+                    await trio.sleep(0.005)
+                    await h.session.flush_records()
             assert task.spilled is not None
