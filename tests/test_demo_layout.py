@@ -9,6 +9,8 @@ import pytest
 import murmur
 from murmur.demo.layout import (
     MARKER,
+    DemoOutcome,
+    Layout,
     copy_example,
     default_target,
     examples_dir,
@@ -91,3 +93,19 @@ class TestCopy:
         copied = sorted(p.relative_to(layout.project).as_posix() for p in layout.project.rglob("*") if p.is_file())
         assert copied == shipped and "roster.yaml" in copied
         assert layout.desk_workdir.is_dir()
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_json_summary_names_only_paths_that_remain(tmp_path: Path, kept: bool) -> None:
+    """--json always carries the report's text; its paths are null once the directory is gone."""
+    layout = Layout(tmp_path / "demo")
+    outcome = DemoOutcome(0, layout, kept=kept, report="# Audit\n", report_path=layout.base / "result.txt",
+                          formation_id="frm_x", child_dir=layout.desk_workdir / "children" / "c")
+    summary = outcome.summary()
+    assert summary["report_text"] == "# Audit\n" and summary["kept"] is kept
+    paths = [summary[k] for k in ("report", "child_dir", "home", "base")]
+    if kept:
+        assert paths == [str(layout.base / "result.txt"), str(layout.desk_workdir / "children" / "c"),
+                         str(layout.home), str(layout.base)]
+    else:
+        assert paths == [None, None, None, None]

@@ -39,6 +39,32 @@ def serve_once(links: Path, reply: bytes) -> threading.Thread:
     return t
 
 
+def serve_capture(links: Path, answer: Answer) -> tuple[threading.Thread, list[bytes]]:
+    """Listen on ``links/cap.sock``; read the first connection's request line into the list
+    returned, answer it with ``answer``, close."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(links / "cap.sock"))
+    srv.listen(1)
+    srv.settimeout(30)
+    got: list[bytes] = []
+
+    def run() -> None:
+        try:
+            conn, _ = srv.accept()
+            data = b""
+            while not data.endswith(b"\n"):
+                data += conn.recv(65536)
+            got.append(data)
+            conn.sendall(answer.line())
+            conn.close()
+        finally:
+            srv.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, got
+
+
 @pytest.mark.parametrize(("reply", "code", "stderr"), [
     (Answer(126, stderr="murmur: link refused: process 1 is not inside session ses_x (…)\n").line(), 126,
      "murmur: link refused: process 1 is not inside session ses_x (…)\n"),
@@ -58,24 +84,7 @@ def test_cleared_environment_and_the_request_line(tmp_path: Path) -> None:
     """`env -i stub a b`: the stub finds the socket by its own path and sends one JSON line."""
     links = tmp_path / "links"
     stub = write_links(links, ["kid"]) / "kid"
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(str(links / "cap.sock"))
-    srv.listen(1)
-    srv.settimeout(30)
-    got: list[bytes] = []
-
-    def run() -> None:
-        conn, _ = srv.accept()
-        data = b""
-        while not data.endswith(b"\n"):
-            data += conn.recv(65536)
-        got.append(data)
-        conn.sendall(Answer(0, stdout="kid a b\n", stderr="kid: ok\n").line())
-        conn.close()
-        srv.close()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    t, got = serve_capture(links, Answer(0, stdout="kid a b\n", stderr="kid: ok\n"))
     done = subprocess.run(["env", "-i", str(stub), "a", "b"], capture_output=True, text=True, timeout=30)
     t.join(10)
     assert (done.returncode, done.stdout, done.stderr) == (0, "kid a b\n", "kid: ok\n")
@@ -88,3 +97,29 @@ def test_scoped_names_get_their_last_segment_as_command(tmp_path: Path) -> None:
     assert sorted(p.name for p in binary.iterdir()) == ["kid", "mur", "napper"]
     assert "NAME = 'local/kid'" in (binary / "kid").read_text()
     assert (binary.stat().st_mode & 0o777) == 0o700 and ((binary / "kid").stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("argv", [["--bogus", "x"], ["-q", "x"], ["--capsule-versio=1", "x"]])
+def test_an_unknown_option_is_a_usage_error(tmp_path: Path, argv: list[str]) -> None:
+    """An option-shaped word the stub does not know is exit 2 naming it, before any connection
+    (no socket exists here: a connection attempt would exit 125 instead)."""
+    stub = write_links(tmp_path / "links", ["kid"]) / "kid"
+    done = subprocess.run([str(stub), *argv], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done
+    assert f"kid: unknown option {argv[0]} (put -- before a task that starts with -)" in done.stderr
+
+
+@pytest.mark.parametrize(("argv", "task"), [
+    (["--", "--bogus", "x"], "--bogus x"),
+    (["-5", "degrees"], "-5 degrees"),
+    (["-x is a flag"], "-x is a flag"),
+])
+def test_dash_words_that_are_tasks(tmp_path: Path, argv: list[str], task: str) -> None:
+    """After `--`, a number, or a word with spaces: the words are the task."""
+    links = tmp_path / "links"
+    stub = write_links(links, ["kid"]) / "kid"
+    t, got = serve_capture(links, Answer(0, stdout="ok\n"))
+    done = subprocess.run([str(stub), *argv], capture_output=True, text=True, timeout=30)
+    t.join(10)
+    assert done.returncode == 0, done
+    assert json.loads(got[0])["task"] == task

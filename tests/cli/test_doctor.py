@@ -154,6 +154,15 @@ class TestRefusals:
         proc = mur("doctor", cwd=tmp_path)
         assert proc.returncode == 1 and "error[E-IO-001]" in proc.stderr
 
+    @pytest.mark.parametrize("kind", ["fifo", "directory"])
+    def test_roster_that_is_not_a_file_is_named(self, tmp_path: Path, kind: str) -> None:
+        """A roster.yaml that is a FIFO or a directory is checked and refused by name, never
+        reported as "nothing to check" (and the FIFO is never opened: no hang)."""
+        os.mkfifo(tmp_path / "roster.yaml") if kind == "fifo" else (tmp_path / "roster.yaml").mkdir()
+        proc = mur("doctor", cwd=tmp_path)
+        assert proc.returncode == 1 and "E-IO-001" not in proc.stderr
+        assert f"roster.yaml cannot be read: it is a {'FIFO' if kind == 'fifo' else 'directory'}" in proc.stderr
+
     def test_broken_manifest(self, tmp_path: Path) -> None:
         """A capsule whose murmur.yaml is invalid: exit 1, its E-MAN diagnostic."""
         (tmp_path / "murmur.yaml").write_text("name: x\n")

@@ -223,6 +223,17 @@ class TestHelpers:
             read_task("big.md", tmp_path)
         assert info.value.code == "E-IO-003" and "larger than 16 MiB" in str(info.value)
 
+    @pytest.mark.parametrize("name", ["/dev/zero", "./fifo", "./adir"])
+    def test_task_path_that_is_not_a_regular_file(self, tmp_path: Path, name: str) -> None:
+        """A path (a value with ``/``) naming a device, a FIFO or a directory is E-IO-003, read
+        no further and never sent as the task's text; a bare word stays text."""
+        os.mkfifo(tmp_path / "fifo")
+        (tmp_path / "adir").mkdir()
+        with pytest.raises(DiagnosticError) as info:  # a FIFO is refused before any open
+            read_task(name, tmp_path)
+        assert info.value.code == "E-IO-003" and "cannot read the task file" in str(info.value)
+        assert read_task("adir", tmp_path) == "adir"
+
     def test_env_file_fifo_does_not_hang(self, tmp_path: Path) -> None:
         os.mkfifo(tmp_path / ".env")
         assert load_env_file(tmp_path / ".env") == {}

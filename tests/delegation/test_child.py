@@ -214,6 +214,20 @@ class TestRegistration:
         assert summary.diagnostic is not None and summary.diagnostic.code == "E-RUN-019"
         assert "capsule 'orch' is not in --spawn-allow" in summary.diagnostic.message
 
+    async def test_unresolvable_capsule_hint_names_the_install(self, tmp_path: Path, roost: StartRoost) -> None:
+        """Allowed but absent from the daemon's registry (a 500): the hint says where to install
+        the artifact, not to change --spawn-allow (which already names it)."""
+        m = capsule(spawn=("worker",))
+        url = await roost([], spawn_allow=["orch"])
+        setup = make_setup(tmp_path, m, EchoWorkload())
+        install(setup, {"MURMUR_ROOST_URL": url}, stdin_fd=closed_stdin())
+        async with running(setup) as h:
+            summary = await h.wait()
+        assert summary.diagnostic is not None and summary.diagnostic.code == "E-RUN-019"
+        assert "could not be resolved from this daemon's registry" in summary.diagnostic.message
+        hint = summary.diagnostic.hint or ""
+        assert "mur install -g" in hint and "--registry-path" in hint and "--spawn-allow" not in hint
+
     async def test_spawn_refusal_is_a_refused_result(self, tmp_path: Path, roost: StartRoost) -> None:
         """The delegate service answers a daemon refusal with status refused and its sentence."""
         m = capsule(spawn=("worker", "other"))

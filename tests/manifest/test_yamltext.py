@@ -40,6 +40,32 @@ class TestParseLocated:
         assert loc is not None and loc.line == 2
 
 
+    @pytest.mark.parametrize(("text", "line"), [
+        ("a: 1\nb: " + "[" * 20_000 + "\n", 2),
+        ("a: " + "{x: " * 101 + "\n", 1),
+        ("a: '" + "[" * 101 + "'\n", 1),  # quoting cannot hide nesting from the check
+    ])
+    def test_deep_flow_nesting_refused_before_parsing(self, text: str, line: int) -> None:
+        """Over 100 levels of [ or { is refused at its line, before ruamel (whose scanner takes
+        seconds on a line of 20,000 [); the message names the limit, not a Python error."""
+        with pytest.raises(DiagnosticError) as info:
+            parse_located(text, path="f")
+        d = info.value.diagnostics[0]
+        assert d.code == "E-MAN-002" and d.message == "the document nests more than 100 levels of [ and {"
+        assert d.location is not None and d.location.line == line
+
+    def test_block_nesting_too_deep_is_named(self) -> None:
+        """A deep block sequence (no brackets) is still refused with words, not 'RecursionError'."""
+        with pytest.raises(DiagnosticError) as info:
+            parse_located("- " * 20_000 + "x\n", path="f")
+        assert info.value.diagnostics[0].message == "the document nests too deeply"
+
+    def test_many_balanced_brackets_pass(self) -> None:
+        """Many brackets that never nest deep are ordinary YAML."""
+        root = parse_located("a: [" + ", ".join("[1]" for _ in range(300)) + "]\n", path="f")
+        assert isinstance(root, YMap) and len(root["a"]) == 300
+
+
 class TestPlain:
     def test_to_plain_core_schema(self) -> None:
         """Free-form blocks get YAML 1.2 core typing."""

@@ -84,17 +84,19 @@ def session_environ(opts: RunOptions, environ: Mapping[str, str], cwd: Path) -> 
 
 
 def read_task(value: str, cwd: Path) -> str:
-    """``--task``: an existing file's contents, else the text itself.
+    """``--task``: an existing file's contents, else the text itself. A value with a ``/`` that
+    names something other than a regular file (a device, a FIFO, a directory) is refused, never
+    read and never taken as the task's text.
 
     Raises:
         DiagnosticError: ``E-IO-002``/``E-IO-003`` when the named file cannot be read.
     """
     path = Path(value) if os.path.isabs(value) else cwd / value
     try:
-        is_file = len(value) < 4096 and "\n" not in value and path.is_file()
+        named = len(value) < 4096 and "\n" not in value and (path.is_file() or ("/" in value and path.exists()))
     except OSError:
-        is_file = False
-    if not is_file:
+        named = False
+    if not named:
         return value
     try:
         return read_user_text(path, limit=MAX_TASK_FILE_BYTES)

@@ -71,9 +71,11 @@ def run(args: argparse.Namespace) -> int:
         except DiagnosticError as exc:
             roster_arg = exc
     else:
-        if (cwd / ROSTER_FILENAME).is_file():
+        # Anything by those names is checked (a FIFO or a directory is then refused by name),
+        # never skipped as if absent.
+        if os.path.lexists(cwd / ROSTER_FILENAME):
             roster_arg = cwd / ROSTER_FILENAME
-        if (cwd / MANIFEST_FILENAME).is_file():
+        if os.path.lexists(cwd / MANIFEST_FILENAME):
             manifest_path = cwd / MANIFEST_FILENAME
 
     ok = True

@@ -175,7 +175,7 @@ class DelegationRuntime:
                 error(
                     "E-RUN-019",
                     f"this session could not register with mur-roost at {self.roost_url}: {exc.message}",
-                    hint=_register_hint(approval is not None),
+                    hint=_register_hint(approval is not None, unresolved=exc.status == 500),
                 )
             ) from None
         except RoostError as exc:
@@ -374,7 +374,14 @@ def roost_url_unset() -> Diagnostic:
     )
 
 
-def _register_hint(with_approval: bool) -> str:
+def _register_hint(with_approval: bool, *, unresolved: bool = False) -> str:
+    """What to change after mur-roost refused ``/register``: a 500 means the daemon's registry
+    does not hold this capsule's artifact (spec/roost.md "/register")."""
+    if unresolved:
+        return (
+            "install this capsule where mur-roost reads artifacts (`mur install -g <capsule dir>`, "
+            "or start mur-roost with `--registry-path` at the store that holds it)"
+        )
     if with_approval:
         return "the approval this child was launched with was refused; its parent asks POST /spawn again"
     return "start mur-roost with `--spawn-allow <this capsule's name>` and its artifact in the daemon's registry"

@@ -133,15 +133,22 @@ class DemoOutcome:
     pids: dict[str, int] = attrs.field(factory=dict)
 
     def summary(self) -> dict[str, object]:
-        """The ``--json`` line's object."""
+        """The ``--json`` line's object: the report's text always; the paths only when the
+        demo's directory is kept (null when it was removed at the end, so no path it names is
+        gone)."""
+
+        def kept_path(path: Path | None) -> str | None:
+            return str(path) if path is not None and self.kept else None
+
         return {
             "status": self.status,
-            "report": str(self.report_path) if self.report_path else None,
+            "report_text": self.report,
+            "report": kept_path(self.report_path),
             "formation_id": self.formation_id,
             "sessions": dict(self.sessions),
-            "child_dir": str(self.child_dir) if self.child_dir else None,
-            "home": str(self.layout.home),
-            "base": str(self.layout.base),
+            "child_dir": kept_path(self.child_dir),
+            "home": kept_path(self.layout.home),
+            "base": kept_path(self.layout.base),
             "kept": self.kept,
         }
 

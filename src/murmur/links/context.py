@@ -50,6 +50,7 @@ The child's answer is printed on stdout; one status line goes to stderr.
 Exit status:
   0    ok: the answer is on stdout
   1    the child's task failed, or the child crashed
+  2    usage: an unknown option, no task, or a request over 1 MiB; nothing was started
   124  the child watch bound ended the child (terminated)
   125  refused by mur-roost (depth, concurrency, envelope) or could not start;
        stderr has the referee's sentence saying what to change

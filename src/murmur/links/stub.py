@@ -43,6 +43,9 @@ def _usage(code):
     else:
         sys.stderr.write("usage: %%s [--capsule-version V] [--json] [TASK...]   (TASK from stdin when no arguments)\n" %% NAME)
     return code
+def _option_shaped(word):
+    name = (word[2:] if word.startswith("--") else word[1:]).split("=", 1)[0]
+    return name[:1].isalpha() and not any(c.isspace() for c in word)
 def _request(argv):
     if NAME == "mur":
         if argv[:1] == ["context"]:
@@ -64,6 +67,8 @@ def _request(argv):
             as_json, argv = True, argv[1:]
         elif head in ("-h", "--help"):
             return "help"
+        elif _option_shaped(head):
+            return ("unknown", head)
         else:
             break
     if argv:
@@ -77,6 +82,9 @@ def main():
     req = _request(sys.argv[1:])
     if req == "help":
         return _usage(0)
+    if isinstance(req, tuple):
+        sys.stderr.write("%%s: unknown option %%s (put -- before a task that starts with -)\n" %% (NAME, req[1]))
+        return _usage(%(usage)d)
     if req is None:
         return _usage(%(usage)d)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -35,6 +35,10 @@ from murmur.errors import DiagnosticError
 MAX_NODES = 50_000
 """Most values a document may expand to (anchors and aliases count every use)."""
 
+MAX_FLOW_DEPTH = 100
+"""Most ``[``/``{`` a document may nest: ruamel's scanner is quadratic in flow depth (a line
+of 20,000 ``[`` takes seconds), so deeper text is refused before it is parsed."""
+
 NULL_WORDS = frozenset({"null", "Null", "NULL", "~"})
 """YAML 1.2 core-schema spellings of null (only meaningful where a value is not text)."""
 
@@ -127,6 +131,12 @@ def parse_located(text: str, *, path: str, code: str = "E-MAN-002") -> object:
         DiagnosticError: ``code`` for a syntax error, several documents, a non-scalar or
         duplicate key, or more than :data:`MAX_NODES` values.
     """
+    too_deep = _flow_depth_exceeded(text)
+    if too_deep is not None:
+        raise DiagnosticError(
+            error(code, f"the document nests more than {MAX_FLOW_DEPTH} levels of [ and {{", path=path,
+                  line=too_deep, hint="flatten the document")
+        )
     yaml = YAML(typ="rt")
     try:
         with warnings.catch_warnings():
@@ -141,7 +151,11 @@ def parse_located(text: str, *, path: str, code: str = "E-MAN-002") -> object:
             error(code, f"not valid YAML: {problem}", path=path, line=line, col=col,
                   hint="fix the YAML syntax at this position")
         ) from None
-    except (YAMLError, RecursionError, ValueError, TypeError, IndexError, AttributeError) as exc:
+    except RecursionError:
+        raise DiagnosticError(
+            error(code, "the document nests too deeply", path=path, hint="flatten the document")
+        ) from None
+    except (YAMLError, ValueError, TypeError, IndexError, AttributeError) as exc:
         # ruamel raises a few unmarked errors on pathological input; all mean "not YAML".
         raise DiagnosticError(
             error(code, f"not valid YAML: {type(exc).__name__}", path=path,
@@ -156,6 +170,26 @@ def parse_located(text: str, *, path: str, code: str = "E-MAN-002") -> object:
         raise DiagnosticError(
             error(code, "the document nests too deeply", path=path, hint="flatten the document")
         ) from None
+
+
+def _flow_depth_exceeded(text: str) -> int | None:
+    """The 1-based line where ``[``/``{`` nesting first passes :data:`MAX_FLOW_DEPTH`, or
+    None. Every bracket counts, quoted or not (so nothing can hide nesting from the check;
+    only a text with over a hundred unclosed brackets in its strings is refused by mistake).
+    Text with too few brackets to nest that deep is not scanned."""
+    if text.count("[") + text.count("{") <= MAX_FLOW_DEPTH:
+        return None
+    depth, line = 0, 1
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                return line
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return None
 
 
 def _pos(node: Node) -> tuple[int, int]:
