@@ -176,6 +176,15 @@ def tree_children(env: dict[str, str], session_id: str) -> list[dict[str, Any]]:
     return list(roots[0]["children"]) if roots else []
 
 
+def _runs_sleep_120(pid: int) -> bool:
+    """Whether ``pid`` is a `sleep 120` (by any path to the binary)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\x00")
+    except OSError:
+        return False
+    return os.path.basename(args[0]) == b"sleep" and args[1:2] == [b"120"]
+
+
 def link_records(records: Path) -> list[dict[str, Any]]:
     """The session's `link_request` trace records."""
     return [r for r in trace(records) if r.get("event_type") == "link_request"]
@@ -279,6 +288,10 @@ def test_child_killed_is_exit_1_crashed(procs: Procs, tmp_path: Path) -> None:
     kid = wait_until(lambda: next((k for k in tree_children(procs.env, ready["session_id"])
                                    if k["state"] == "running" and k.get("pid")), None),
                      timeout=120, what="the napper child running")
+    # Kill only once the child runs its task (its `sleep 120` step is in its process tree):
+    # a kill before it took the task is "could not start" (125), another test's case.
+    wait_until(lambda: any(_runs_sleep_120(p) for p in descendants([int(kid["pid"])])),
+               timeout=120, what="the napper child's step running")
     os.kill(int(kid["pid"]), signal.SIGKILL)
     out = future.result(timeout=120)
     assert out.rstrip().endswith("rc=1") and "napper: crashed" in out, out
