@@ -20,10 +20,6 @@ SPEC = ROOT / "spec" / "architecture.md"
 
 # (importing file under src/murmur/, imported unit) -> why it crosses upward today.
 ALLOWED: dict[tuple[str, str], str] = {
-    # routing/refusal.py (the denied-binary message) is needed below routing.
-    ("shell.py", "routing"): "a refused binary's reason comes from routing.refusal",
-    ("plan/load.py", "routing"): "a refused plan binary's reason comes from routing.refusal",
-    ("agent/dispatch.py", "routing"): "a refused tool binary's message comes from routing.refusal",
     # Contributors and packages that reach sideways or up.
     ("routing/gather.py", "formation"): "reads a roster and admits it to list the members' routes",
     ("tree/contrib.py", "delegation"): "reads the spawner handle (delegation.spawner)",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import json
 import os
 import shlex
 import shutil
@@ -35,6 +34,7 @@ import trio
 
 from murmur import containment, timing
 from murmur.errors import MurmurError
+from murmur.grants import denied_reason, grant_entry
 from murmur.manifest import Manifest
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "ShellResult",
     "baseline_env",
     "check_allowed",
-    "grant_entry",
     "kill_group",
     "run_shell",
 ]
@@ -142,31 +141,6 @@ class ShellResult:
         return out
 
 
-_FLOW_SPECIAL = frozenset(",[]{}:#&*!|>'\"%@`")
-
-
-def _flow_item(name: str) -> str:
-    """``name`` as an item of a YAML flow sequence (JSON-quoted when it needs quoting)."""
-    plain = name and name.strip() == name and not (set(name) & _FLOW_SPECIAL) and name[0] not in "-?"
-    return name if plain else json.dumps(name)
-
-
-def grant_entry(key: str, granted: Sequence[str], name: str) -> str:
-    """The whole grant line to write so that ``name`` is allowed and nothing granted is lost.
-
-    Args:
-        key (str): the manifest key, e.g. ``capabilities.shell.allow``.
-        granted (Sequence[str]): what the manifest grants under ``key`` today.
-        name (str): the entry to add.
-
-    Returns:
-        str: e.g. ``capabilities.shell.allow: [echo, tr]`` (existing grants first, in order,
-        then ``name`` unless it is already there).
-    """
-    items = list(dict.fromkeys([*granted, name]))
-    return f"{key}: [{', '.join(_flow_item(i) for i in items)}]"
-
-
 def _grant(binary: str, allow: Sequence[str]) -> str:
     return grant_entry("capabilities.shell.allow", allow, binary)
 
@@ -192,8 +166,6 @@ def check_allowed(binary: str, allow: Sequence[str]) -> None:
             f"`{binary}` is a path; shell commands name a bare binary that is looked up on PATH",
         )
     if binary not in allow:
-        from murmur.routing import denied_reason
-
         raise ShellRefused(binary, denied_reason(binary), grant=_grant(binary, allow))
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 import attrs
 
 from murmur.diagnostics import Diagnostic, error
+from murmur.grants import denied_binary
 from murmur.manifest import Manifest, load_manifest
 from murmur.routing.index import Asker, holds, routes_for
 from murmur.routing.model import Capsule, Catalog, Formation, Member, State
 from murmur.routing.profile import edited
-from murmur.routing.refusal import denied_binary
+from murmur.routing.render import delegate_line
 
 __all__ = ["Gathered", "gather_catalog", "member_refusal", "session_capsules"]
 
@@ -151,6 +152,6 @@ def member_refusal(member: str, callees: Sequence[str], formation_id: str,
         formation = Formation("roster.yaml", (me, *others))
         catalog = Catalog((), formation)
         ready, _blocked = routes_for(catalog, Asker(member, me.capsule, me), holds(binary), binary=binary)
-        return denied_binary(binary, member, manifest.shell_allow, ready)
+        return denied_binary(binary, member, manifest.shell_allow, delegate_line(ready))
 
     return refuse
