@@ -24,10 +24,14 @@ from murmur import lazy
 if TYPE_CHECKING:
     from murmur.routing.gather import gather_catalog, member_refusal
     from murmur.routing.index import answer
+    from murmur.routing.model import Capsule, Formation, Member
     from murmur.routing.profile import started_profile
     from murmur.routing.render import delegate_line, to_json, to_text
 
 __all__ = [
+    "Capsule",
+    "Formation",
+    "Member",
     "answer",
     "delegate_line",
     "gather_catalog",
@@ -40,6 +44,7 @@ __all__ = [
 __getattr__ = lazy.face(__name__, {
     "gather": ["gather_catalog", "member_refusal"],
     "index": ["answer"],
+    "model": ["Capsule", "Formation", "Member"],
     "profile": ["started_profile"],
     "render": ["delegate_line", "to_json", "to_text"],
 })
