@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
+from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.formation.envnames import names_formation
 from murmur.session.setup import SessionSetup
 from murmur.tree import contribute as tree_contribute
@@ -44,8 +44,11 @@ def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
 
 
 def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """Decide the lineage and hook the tree journal in (``E-TRE-001`` refuses)."""
-    tree_contribute(setup, environ)
+    """Decide the lineage against the spawner handle and hook the tree journal in
+    (``E-RUN-020``: an unreadable ``MURMUR_SPAWNER``; ``E-TRE-001``: a bad lineage)."""
+    spawner = parse_spawner(environ.get(SPAWNER_ENV))
+    tree_contribute(setup, environ, spawner_session=spawner.session_id if spawner else None,
+                    spawner_delegation=spawner.delegation_id if spawner else None)
 
 
 def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:
