@@ -8,7 +8,7 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 :func:`end_within` is how an owner ends a process it started (ask, grace, SIGKILL, reap).
 """
 
-from murmur.containment.context import Containment, Unit, here, reset_for_tests
+from murmur.containment.context import Containment, Unit, here, kill_all_here, reset_for_tests
 from murmur.containment.ending import end_within
 from murmur.containment.host import (
     CGROUP,
@@ -33,6 +33,7 @@ __all__ = [
     "end_within",
     "force_problem",
     "here",
+    "kill_all_here",
     "pid_cgroup",
     "reset_for_tests",
 ]
