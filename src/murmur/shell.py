@@ -45,6 +45,7 @@ __all__ = [
     "check_allowed",
     "kill_group",
     "run_shell",
+    "write_stdin",
 ]
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -226,8 +227,9 @@ async def _drain(stream: trio.abc.ReceiveStream, keep: bytearray, cap: int) -> i
             keep += chunk[:room]
 
 
-async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
-    """Write ``data`` then close; a command that exits without reading it is not an error."""
+async def write_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
+    """Write ``data`` to a command's stdin, then close it; a command that exits without
+    reading it is not an error (a shell step's ``stdin``, an agent CLI's prompt)."""
     try:
         if data:
             await stream.send_all(data)
@@ -317,7 +319,7 @@ async def run_shell(
             nursery.start_soon(drain, 1, proc.stderr, err)
             if stdin is not None:
                 assert proc.stdin is not None
-                nursery.start_soon(_feed, proc.stdin, stdin)
+                nursery.start_soon(write_stdin, proc.stdin, stdin)
             await proc.wait()
             # The main process has exited: the command is over. Whatever it left running is
             # killed, and what is already in the pipes is read; a writer outside the unit
@@ -325,13 +327,7 @@ async def run_shell(
             unit.kill()
             nursery.cancel_scope.deadline = trio.current_time() + timing.SHELL_DRAIN_AFTER_EXIT
     finally:
-        unit.kill()
-        with trio.CancelScope(shield=True):
-            await proc.wait()
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if stream is not None:
-                    await stream.aclose()
-        unit.release()
+        await containment.kill_and_reap(unit, proc)
     duration_ms = int((time.monotonic() - started) * 1000)
     assert proc.returncode is not None
     return ShellResult(
