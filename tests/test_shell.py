@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import trio
 
+from murmur.grants import grant_entry
 from murmur.manifest.model import Capabilities, EnvCaps, Manifest, ShellCaps
 from murmur.shell import (
     DEFAULT_PATH,
     ShellRefused,
     baseline_env,
     check_allowed,
-    grant_entry,
     kill_group,
     run_shell,
 )

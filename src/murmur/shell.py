@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import json
 import os
 import shlex
 import shutil
@@ -35,6 +34,7 @@ import trio
 
 from murmur import containment, timing
 from murmur.errors import MurmurError
+from murmur.grants import denied_reason, grant_entry
 from murmur.manifest import Manifest
 
 __all__ = [
@@ -43,9 +43,9 @@ __all__ = [
     "ShellResult",
     "baseline_env",
     "check_allowed",
-    "grant_entry",
     "kill_group",
     "run_shell",
+    "write_stdin",
 ]
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -142,31 +142,6 @@ class ShellResult:
         return out
 
 
-_FLOW_SPECIAL = frozenset(",[]{}:#&*!|>'\"%@`")
-
-
-def _flow_item(name: str) -> str:
-    """``name`` as an item of a YAML flow sequence (JSON-quoted when it needs quoting)."""
-    plain = name and name.strip() == name and not (set(name) & _FLOW_SPECIAL) and name[0] not in "-?"
-    return name if plain else json.dumps(name)
-
-
-def grant_entry(key: str, granted: Sequence[str], name: str) -> str:
-    """The whole grant line to write so that ``name`` is allowed and nothing granted is lost.
-
-    Args:
-        key (str): the manifest key, e.g. ``capabilities.shell.allow``.
-        granted (Sequence[str]): what the manifest grants under ``key`` today.
-        name (str): the entry to add.
-
-    Returns:
-        str: e.g. ``capabilities.shell.allow: [echo, tr]`` (existing grants first, in order,
-        then ``name`` unless it is already there).
-    """
-    items = list(dict.fromkeys([*granted, name]))
-    return f"{key}: [{', '.join(_flow_item(i) for i in items)}]"
-
-
 def _grant(binary: str, allow: Sequence[str]) -> str:
     return grant_entry("capabilities.shell.allow", allow, binary)
 
@@ -192,8 +167,6 @@ def check_allowed(binary: str, allow: Sequence[str]) -> None:
             f"`{binary}` is a path; shell commands name a bare binary that is looked up on PATH",
         )
     if binary not in allow:
-        from murmur.routing import denied_reason
-
         raise ShellRefused(binary, denied_reason(binary), grant=_grant(binary, allow))
 
 
@@ -254,8 +227,9 @@ async def _drain(stream: trio.abc.ReceiveStream, keep: bytearray, cap: int) -> i
             keep += chunk[:room]
 
 
-async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
-    """Write ``data`` then close; a command that exits without reading it is not an error."""
+async def write_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
+    """Write ``data`` to a command's stdin, then close it; a command that exits without
+    reading it is not an error (a shell step's ``stdin``, an agent CLI's prompt)."""
     try:
         if data:
             await stream.send_all(data)
@@ -345,7 +319,7 @@ async def run_shell(
             nursery.start_soon(drain, 1, proc.stderr, err)
             if stdin is not None:
                 assert proc.stdin is not None
-                nursery.start_soon(_feed, proc.stdin, stdin)
+                nursery.start_soon(write_stdin, proc.stdin, stdin)
             await proc.wait()
             # The main process has exited: the command is over. Whatever it left running is
             # killed, and what is already in the pipes is read; a writer outside the unit
@@ -353,13 +327,7 @@ async def run_shell(
             unit.kill()
             nursery.cancel_scope.deadline = trio.current_time() + timing.SHELL_DRAIN_AFTER_EXIT
     finally:
-        unit.kill()
-        with trio.CancelScope(shield=True):
-            await proc.wait()
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if stream is not None:
-                    await stream.aclose()
-        unit.release()
+        await containment.kill_and_reap(unit, proc)
     duration_ms = int((time.monotonic() - started) * 1000)
     assert proc.returncode is not None
     return ShellResult(

@@ -350,3 +350,74 @@ async def test_the_janitor_cleans_up_after_a_sigkilled_owner(
             assert info["session"] and not present(info["session"])
     finally:
         await reap(owner)
+
+
+FORCED = textwrap.dedent(
+    """
+    import json, os, signal, subprocess, sys, time
+    from murmur import containment
+    from murmur.session.winddown import forced_exit
+    env = dict(os.environ)
+    c = containment.here(sys.argv[1])
+    u = c.new_unit("cmd")
+    p = subprocess.Popen(u.command(["sleep", "300"], env), env=env, start_new_session=True)
+    u.started(p.pid)
+    print(json.dumps({"cmd": p.pid, "janitor": c.janitor_pid}), flush=True)
+    real_exit = os._exit
+
+    def exit_once_checked(status):
+        # forced_exit's own exit: before this process goes (and its janitor with it), the
+        # command must already be dead of SIGKILL (a bounded poll of its exit, 5 s).
+        deadline = time.monotonic() + 5
+        got = (0, 0)
+        while got == (0, 0) and time.monotonic() < deadline:
+            got = os.waitpid(p.pid, os.WNOHANG)
+            time.sleep(0.01)
+        killed = got != (0, 0) and os.WIFSIGNALED(got[1]) and os.WTERMSIG(got[1]) == signal.SIGKILL
+        print(json.dumps({"killed": killed}), flush=True)
+        real_exit(status)
+
+    os._exit = exit_once_checked
+    forced_exit(143)
+    """
+)
+
+
+async def test_a_forced_exit_kills_what_the_containment_holds(
+    contained: Containment, owned: Owned, units: list[Path], tmp_path: Path
+) -> None:
+    """``forced_exit`` SIGKILLs this process's contained commands before ``os._exit``
+    (murmur.containment.kill_all_here), not only after it, when the janitor would."""
+    script = tmp_path / "forced.py"
+    script.write_text(FORCED)
+    env = dict(os.environ)
+    env.pop(UNIT_ENV, None)
+    if contained.class_name == GROUPS:
+        env["MURMUR_CONTAINMENT"] = "groups"
+    else:
+        env.pop("MURMUR_CONTAINMENT", None)
+    name = label()
+    if HOST.base is not None:
+        units.append(HOST.base / f"murmur-{name}")
+    owner = await trio.lowlevel.open_process(
+        [sys.executable, str(script), name], env=env, stdout=subprocess.PIPE, start_new_session=True,
+    )
+    owned.add(owner.pid)
+    try:
+        assert owner.stdout is not None
+        got = b""
+        with trio.fail_after(20):
+            while got.count(b"\n") < 2:
+                chunk = await owner.stdout.receive_some()
+                if not chunk:
+                    break
+                got += chunk
+                if got.count(b"\n") == 1:
+                    info = json.loads(got.splitlines()[0])
+                    for pid in (info["cmd"], info["janitor"]):
+                        if pid is not None:
+                            owned.add(pid)
+            assert await owner.wait() == 143
+        assert json.loads(got.splitlines()[1]) == {"killed": True}
+    finally:
+        await reap(owner)

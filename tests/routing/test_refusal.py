@@ -1,10 +1,12 @@
-"""The denied-binary message: ready routes only, best first, and the grant line."""
+"""The denied-binary message (murmur.grants, routing.delegate_line): ready routes only, best
+first, and the grant line."""
 
 from __future__ import annotations
 
+from murmur.grants import denied_binary, denied_reason, is_binary_name
 from murmur.routing.index import answer
 from murmur.routing.model import Catalog, Formation
-from murmur.routing.refusal import denied_binary, denied_reason, is_binary_name
+from murmur.routing.render import delegate_line
 from murmur.shell import ShellRefused, check_allowed
 from routing.fixtures import capsule, member
 
@@ -22,7 +24,7 @@ def _formation() -> Catalog:
 def test_message_names_the_ready_route_and_never_the_blocked_one() -> None:
     ans = answer(_formation(), can="cargo", asking="lead")
     assert [r.target for r in ans.blocked if r.kind.value == "call-member"] == ["qa"]
-    text = denied_binary("cargo", "lead", ("echo",), (*ans.ready, *ans.blocked))
+    text = denied_binary("cargo", "lead", ("echo",), delegate_line((*ans.ready, *ans.blocked)))
     assert text == (
         "[capsule] `cargo` is not in capsule 'lead''s capabilities.shell.allow, so the runtime "
         "refused to run it.\n"
@@ -36,7 +38,7 @@ def test_message_names_the_ready_route_and_never_the_blocked_one() -> None:
 
 
 def test_with_no_ready_route_only_the_grant_line() -> None:
-    text = denied_binary("cargo", "solo", (), ())
+    text = denied_binary("cargo", "solo", (), delegate_line(()))
     assert "DELEGATE" not in text
     assert "No capsule or member 'solo' may call holds `cargo`." in text
     assert text.endswith("(`capabilities.shell.allow: [cargo]`), reinstall, and restart the session.")
@@ -50,7 +52,7 @@ def test_indirect_route_names_what_it_reaches() -> None:
         member("builder", capsule("builder", shell=("cargo",))),
     ))
     ans = answer(Catalog(tuple(m.capsule for m in f.members), f), can="cargo", asking="lead")
-    text = denied_binary("cargo", "lead", (), ans.ready)
+    text = denied_binary("cargo", "lead", (), delegate_line(ans.ready))
     assert 'Best first: "worker" (via builder).' in text
 
 

@@ -37,7 +37,7 @@ from murmur.agent.tools import (
 )
 from murmur.agent.transports import ToolCall, ToolResult
 from murmur.errors import MurmurError
-from murmur.routing.refusal import denied_binary, is_binary_name
+from murmur.grants import denied_binary, is_binary_name
 from murmur.shell import ShellRefused, ShellResult, run_shell
 from murmur.workload import TaskContext
 
@@ -117,7 +117,7 @@ class ToolDispatcher:
         deny = self.ctx.services.denied_binary
         if deny is not None:
             return deny(name)
-        return denied_binary(name, self.ctx.manifest.name, self.ctx.manifest.shell_allow, ())
+        return denied_binary(name, self.ctx.manifest.name, self.ctx.manifest.shell_allow)
 
     # --- the tools ----------------------------------------------------------------------
 

@@ -28,8 +28,8 @@ import attrs
 
 from murmur.agent.fence import fence
 from murmur.agent.transports import ToolSpec
+from murmur.grants import grant_entry
 from murmur.manifest.model import Manifest
-from murmur.shell import grant_entry
 from murmur.workload import TaskServices
 
 __all__ = [

@@ -8,21 +8,27 @@ session's environment, and adds its watchers, hooks, verifiers and services, in 
 2. the process tree (:func:`murmur.tree.contrib.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
 3. the delegated-child side (:func:`murmur.delegation.child.contribute`), when the run was
-   delegated or its manifest may delegate.
+   delegated or its manifest may delegate, and the capsule links of a capsule that may
+   delegate (:func:`murmur.links.service.install`, the capability socket).
 
-The formation and delegation sides are imported only when their gate says they have work to
+The formation, delegation and links sides are imported only when their gate says they have work to
 do, so a plain session loads neither (nor the transports, roost client and cryptography they
 import; spec/session.md "Start-up").
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
+from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.formation.envnames import names_formation
 from murmur.session.setup import SessionSetup
 from murmur.tree import contribute as tree_contribute
+
+if TYPE_CHECKING:
+    from murmur.delegation.runtime import DelegationRuntime
 
 Contributor = Callable[[SessionSetup, Mapping[str, str]], None]
 """``contribute(setup, environ)``; a ``DiagnosticError`` refuses the launch."""
@@ -44,17 +50,41 @@ def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
 
 
 def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """Decide the lineage and hook the tree journal in (``E-TRE-001`` refuses)."""
-    tree_contribute(setup, environ)
+    """Decide the lineage against the spawner handle and hook the tree journal in
+    (``E-RUN-020``: an unreadable ``MURMUR_SPAWNER``; ``E-TRE-001``: a bad lineage)."""
+    spawner = parse_spawner(environ.get(SPAWNER_ENV))
+    tree_contribute(setup, environ, spawner_session=spawner.session_id if spawner else None,
+                    spawner_delegation=spawner.delegation_id if spawner else None)
 
 
 def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """The delegation side: a delegated child's completion, ``delegate-task`` services."""
+    """The delegation side: a delegated child's completion, ``delegate-task`` services, and
+    for a capsule that may delegate, its capsule links (:func:`capsule_links`)."""
     if not delegation_wanted(setup, environ):
         return
     from murmur.delegation import child  # the delegation side, only when it has work
 
-    child.contribute(setup, environ)
+    runtime = child.contribute(setup, environ)
+    if runtime is not None and setup.manifest.spawn_allow:
+        capsule_links(setup, runtime)
+
+
+def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> None:
+    """Write the session's links and serve its capability socket (spec/links.md); a links
+    directory that cannot be written is one line on stderr, never a refused launch."""
+    from murmur.links.service import install
+
+    try:
+        install(setup, runtime)
+    except OSError as exc:
+        _say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 CONTRIBUTORS: tuple[Contributor, ...] = (formation_member, process_tree, delegated_child)

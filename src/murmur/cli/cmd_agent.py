@@ -14,6 +14,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from murmur.routing import Formation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +64,8 @@ def who(args: argparse.Namespace) -> int:
     roster = resolve_roster_path(args.roster) if args.roster is not None else None
     project = Path(args.project).resolve() if args.project else (
         roster.resolve().parent if roster is not None else Path.cwd())
-    got = gather_catalog(project_dir=project, roster=roster, display=_shown(roster) if roster else None)
+    formation = _roster_formation(roster, _shown(roster)) if roster is not None else None
+    got = gather_catalog(project_dir=project, formation=formation)
     for d in got.problems:
         emit(d)
     try:
@@ -78,6 +83,23 @@ def who(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_text(ans, can=args.can, skill=args.skill, edited=got.edited_why))
     return 0 if ans.holders else 1
+
+
+def _roster_formation(roster: Path, shown: str) -> Formation:
+    """The roster's members and edges as the routing index reads them, admitted as
+    ``mur run --roster`` would admit it (``shown``: how ``authorize:`` lines name it).
+
+    Raises:
+        DiagnosticError: the roster is refused (its admission diagnostic).
+    """
+    from murmur.formation.admission import admit_file
+    from murmur.formation.roster import ReachabilityKind
+    from murmur.routing import Capsule, Formation, Member
+
+    admitted = admit_file(roster)
+    members = tuple(Member(m.name, Capsule(m.manifest.name, m.version, m.manifest), m.entry, m.callees)
+                    for m in admitted.members)
+    return Formation(shown, members, admitted.reachability is ReachabilityKind.ALL)
 
 
 def _shown(path: Path) -> str:

@@ -5,11 +5,12 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 :mod:`murmur.containment.context` for the model, :mod:`~murmur.containment.cgroup` and
 :mod:`~murmur.containment.groups` for the two classes, and
 :mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner;
-:func:`end_within` is how an owner ends a process it started (ask, grace, SIGKILL, reap).
+:func:`end_within` is how an owner ends a process it started (ask, grace, SIGKILL, reap);
+:func:`kill_and_reap` ends a command nobody asks (SIGKILL its unit, reap, close, release).
 """
 
-from murmur.containment.context import Containment, Unit, here, reset_for_tests
-from murmur.containment.ending import end_within
+from murmur.containment.context import Containment, Unit, here, kill_all_here, reset_for_tests
+from murmur.containment.ending import end_within, kill_and_reap
 from murmur.containment.host import (
     CGROUP,
     FORCE_ENV,
@@ -33,6 +34,8 @@ __all__ = [
     "end_within",
     "force_problem",
     "here",
+    "kill_all_here",
+    "kill_and_reap",
     "pid_cgroup",
     "reset_for_tests",
 ]

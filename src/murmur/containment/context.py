@@ -281,7 +281,7 @@ class Containment:
             return list(self._units.values())
 
     def kill_all(self) -> None:
-        """SIGKILL everything every live unit holds (synchronous; the forced-exit hook)."""
+        """SIGKILL everything every live unit holds (synchronous; a forced exit's, :func:`kill_all_here`)."""
         for unit in self.live_units():
             unit.kill()
         self._sweep_until_quiet(_FORCED_SWEEP)
@@ -398,17 +398,21 @@ def here(label: str | None = None) -> Containment:
         if _here is None:
             env = dict(os.environ)
             _here = Containment(detect(env), label or f"pid{os.getpid()}", env)
-            _register_forced_exit(_here)
+            atexit.register(_close_at_exit)
         elif label is not None:
             _here.relabel(label)
         return _here
 
 
-def _register_forced_exit(c: Containment) -> None:
-    from murmur.session.winddown import add_forced_exit_hook
+def kill_all_here() -> None:
+    """SIGKILL everything this process's containment holds, if it made one (synchronous).
 
-    add_forced_exit_hook(c.kill_all)
-    atexit.register(_close_at_exit)
+    The last act of a forced exit (:func:`murmur.session.winddown.forced_exit`); it takes no
+    lock, so a timer thread can call it whatever the event loop holds.
+    """
+    c = _here
+    if c is not None:
+        c.kill_all()
 
 
 def _close_at_exit() -> None:

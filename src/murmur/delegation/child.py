@@ -46,14 +46,19 @@ W_SEC_020_LINK = "https://docs.murmur.nexus/reference/diagnostics/#w-sec-020"
 _LIFELINE_HINT = "MURMUR_SPAWNER_LIFELINE is set by a delegating capsule's runtime; unset it to run on your own"
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> DelegationRuntime | None:
     """Extend ``setup`` for delegation (see the module docstring).
+
+    Returns:
+        DelegationRuntime | None: the runtime wired in (the capsule links serve through it,
+        :func:`murmur.assembly.contributors.delegated_child`), or None when the session
+        neither delegates nor was delegated.
 
     Raises:
         DiagnosticError: ``E-RUN-020`` (spawner handle or lifeline unreadable), ``E-RUN-019``
             (a session that must register and ``MURMUR_ROOST_URL`` is unset or blank).
     """
-    install(setup, environ)
+    return install(setup, environ)
 
 
 def install(
@@ -104,12 +109,6 @@ def install(
 
         setup.services = services
         setup.completion_handler = runtime.completion
-        from murmur.links.service import install as install_links
-
-        try:
-            install_links(setup, runtime)
-        except OSError as exc:
-            _say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
         if setup.workload_kind == "plan":
             setup.workload = PlanCompletions(setup.workload)
     return runtime

@@ -18,6 +18,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
+from murmur.grants import grant_entry, plan_hint
 from murmur.manifest import Manifest
 from murmur.plan.condition import Condition, parse_condition
 from murmur.plan.model import (
@@ -34,7 +35,7 @@ from murmur.plan.model import (
     cycle,
 )
 from murmur.plan.template import Template, TemplateError, parse_template
-from murmur.shell import ShellRefused, check_allowed, grant_entry
+from murmur.shell import ShellRefused, check_allowed
 from murmur.userfile import UserFileError, read_user_text
 
 __all__ = ["STEP_ID_RE", "load_plan", "parse_plan"]
@@ -367,8 +368,6 @@ def _parse_shell(node: CommentedMap, label: str, manifest: Manifest, out: _Colle
     try:
         check_allowed(argv[0].source, manifest.shell_allow)
     except ShellRefused as exc:
-        from murmur.routing import plan_hint
-
         hint = plan_hint(exc.binary, exc.grant) if exc.grant else "name a bare binary found on PATH"
         out.add("E-PLN-006", f"{label}: {exc.reason}", where, hint=hint)
         return None

@@ -6,12 +6,13 @@ Specification: ``spec/routing.md``. Layers:
   formation, holders, routes, the ranking key);
 * :mod:`murmur.routing.index` — the pure decisions: who holds a binary or a label, which
   routes exist from a capsule or member, ready or blocked, and their order;
-* :mod:`murmur.routing.refusal` — the denied-binary message a capsule is given (pure);
+* :mod:`murmur.routing.render` — routes in words: ``mur agent who`` and the line of a
+  denied-binary message (:mod:`murmur.grants`) that says where to send the work;
 * :mod:`murmur.routing.gather` — the I/O edge: stores, running records, a roster, and the
   ready routes of a running member.
 
 Other packages import what is in ``__all__`` from here; each name's module is imported on
-first use (a refused binary needs :mod:`~murmur.routing.refusal`, not the index).
+first use, so a command that asks routing nothing loads none of it.
 """
 
 from __future__ import annotations
@@ -23,18 +24,18 @@ from murmur import lazy
 if TYPE_CHECKING:
     from murmur.routing.gather import gather_catalog, member_refusal
     from murmur.routing.index import answer
+    from murmur.routing.model import Capsule, Formation, Member
     from murmur.routing.profile import started_profile
-    from murmur.routing.refusal import denied_binary, denied_reason, is_binary_name, plan_hint
-    from murmur.routing.render import to_json, to_text
+    from murmur.routing.render import delegate_line, to_json, to_text
 
 __all__ = [
+    "Capsule",
+    "Formation",
+    "Member",
     "answer",
-    "denied_binary",
-    "denied_reason",
+    "delegate_line",
     "gather_catalog",
-    "is_binary_name",
     "member_refusal",
-    "plan_hint",
     "started_profile",
     "to_json",
     "to_text",
@@ -43,7 +44,7 @@ __all__ = [
 __getattr__ = lazy.face(__name__, {
     "gather": ["gather_catalog", "member_refusal"],
     "index": ["answer"],
+    "model": ["Capsule", "Formation", "Member"],
     "profile": ["started_profile"],
-    "refusal": ["denied_binary", "denied_reason", "is_binary_name", "plan_hint"],
-    "render": ["to_json", "to_text"],
+    "render": ["delegate_line", "to_json", "to_text"],
 })

@@ -14,11 +14,12 @@ from pathlib import Path
 import attrs
 
 from murmur.diagnostics import Diagnostic, error
+from murmur.grants import denied_binary
 from murmur.manifest import Manifest, load_manifest
 from murmur.routing.index import Asker, holds, routes_for
 from murmur.routing.model import Capsule, Catalog, Formation, Member, State
 from murmur.routing.profile import edited
-from murmur.routing.refusal import denied_binary
+from murmur.routing.render import delegate_line
 
 __all__ = ["Gathered", "gather_catalog", "member_refusal", "session_capsules"]
 
@@ -32,17 +33,14 @@ class Gathered:
     edited_why: dict[str, str] = attrs.field(factory=dict)  # session id -> reason
 
 
-def gather_catalog(*, project_dir: Path, roster: Path | None = None, display: str | None = None) -> Gathered:
+def gather_catalog(*, project_dir: Path, formation: Formation | None = None) -> Gathered:
     """Build the catalog from the project and global stores, running records, and a roster.
 
     Args:
         project_dir (Path): whose project store (and ``murmur.lock``) to read.
-        roster (Path | None): a ``roster.yaml`` whose members and edges to include; it is
-            admitted as ``mur run --roster`` would admit it.
-        display (str | None): how ``authorize:`` lines name the roster (default its path).
-
-    Raises:
-        DiagnosticError: the roster is refused (its admission diagnostic).
+        formation (Formation | None): an admitted roster's members and edges to include (the
+            caller admits it, as ``mur run --roster`` would); a member whose capsule name and
+            version are installed or running gets that catalog entry (and so its state).
     """
     from murmur.registry import scan_installed
     from murmur.session.running import list_running
@@ -77,8 +75,8 @@ def gather_catalog(*, project_dir: Path, roster: Path | None = None, display: st
         if key not in seen:
             seen.add(key)
             capsules.append(_capsule(key[0], key[1], manifest, None, live, flagged))
-    formation = _formation(roster, capsules, display or str(roster)) if roster is not None else None
-    return Gathered(Catalog(tuple(capsules), formation), tuple(problems), flagged)
+    known = _known_members(formation, capsules) if formation is not None else None
+    return Gathered(Catalog(tuple(capsules), known), tuple(problems), flagged)
 
 
 def _capsule(name: str, version: str, manifest: Manifest, store: str | None,
@@ -95,17 +93,12 @@ def _started_manifest(path: str) -> Manifest | None:
         return None
 
 
-def _formation(roster: Path, capsules: Sequence[Capsule], shown: str) -> Formation:
-    from murmur.formation.admission import admit_file
-    from murmur.formation.roster import ReachabilityKind
-
-    admitted = admit_file(roster)
+def _known_members(formation: Formation, capsules: Sequence[Capsule]) -> Formation:
+    """``formation`` with each member's capsule swapped for the catalog's entry, if any."""
     by_key = {(c.name, c.version): c for c in capsules}
-    members = []
-    for m in admitted.members:
-        cap = by_key.get((m.manifest.name, m.version)) or Capsule(m.manifest.name, m.version, m.manifest)
-        members.append(Member(m.name, cap, m.entry, m.callees))
-    return Formation(shown, tuple(members), admitted.reachability is ReachabilityKind.ALL)
+    members = tuple(attrs.evolve(m, capsule=by_key.get((m.capsule.name, m.capsule.version), m.capsule))
+                    for m in formation.members)
+    return attrs.evolve(formation, members=members)
 
 
 # --- inside a running member ------------------------------------------------------------
@@ -151,6 +144,6 @@ def member_refusal(member: str, callees: Sequence[str], formation_id: str,
         formation = Formation("roster.yaml", (me, *others))
         catalog = Catalog((), formation)
         ready, _blocked = routes_for(catalog, Asker(member, me.capsule, me), holds(binary), binary=binary)
-        return denied_binary(binary, member, manifest.shell_allow, ready)
+        return denied_binary(binary, member, manifest.shell_allow, delegate_line(ready))
 
     return refuse

@@ -18,6 +18,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 
+from murmur.grants import grant_entry
 from murmur.roost import Envelope, lower, referee
 from murmur.routing.model import (
     Answer,
@@ -31,7 +32,6 @@ from murmur.routing.model import (
     RouteKind,
     RouteState,
 )
-from murmur.shell import grant_entry
 
 __all__ = [
     "Asker",

@@ -1,18 +1,20 @@
-"""``mur agent who`` output: its text and its ``--json`` document.
+"""Routes in words: ``mur agent who``'s text and ``--json`` document, and the line of a
+denied-binary message that says where to send the work.
 
 Specification: ``spec/routing.md``, "``mur agent who``" (schema ``murmur.agent-who/1``,
-``spec/agent-who.schema.json``). Pure: strings and dicts in, out.
+``spec/agent-who.schema.json``) and "When a capsule is refused a binary". Pure: strings and
+dicts in, out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from murmur.routing.index import skills_of
-from murmur.routing.model import Answer, Holder, Route
+from murmur.routing.model import Answer, Holder, Route, RouteKind, RouteState
 
-__all__ = ["SCHEMA", "holder_json", "route_json", "to_json", "to_text"]
+__all__ = ["SCHEMA", "delegate_line", "holder_json", "route_json", "to_json", "to_text"]
 
 SCHEMA = "murmur.agent-who/1"
 """The ``schema`` value of ``mur agent who --json``."""
@@ -175,3 +177,24 @@ def to_json(answer: Answer, *, can: str | None, skill: str | None, asking: str |
         "routes": routes,
         "problems": problems or [],
     }
+
+
+def delegate_line(routes: Sequence[Route]) -> str | None:
+    """``DELEGATE it instead of asking the user: …`` for a denied-binary message
+    (:func:`murmur.grants.denied_binary`), or None when no route is ready.
+
+    Args:
+        routes (Sequence[Route]): the refused capsule's routes, best first; anything not
+            ready is dropped here, whatever the caller passes.
+    """
+    usable = [r for r in routes if r.state is RouteState.READY]
+    if not usable:
+        return None
+    names = ", ".join(_named(r) for r in usable)
+    return f"DELEGATE it instead of asking the user: {usable[0].call}. Best first: {names}."
+
+
+def _named(route: Route) -> str:
+    held = [v for v in route.via if v != route.target]
+    how = "" if route.kind is RouteKind.CALL_MEMBER else " (delegate-task)"
+    return f'"{route.target}"{how}' + (f" (via {', '.join(held)})" if held else "")

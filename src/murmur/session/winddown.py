@@ -10,7 +10,8 @@ the ``canceled:`` text, the ``session_end.exit_status``).
 :class:`Guard` exits the process with status 143 a fixed time after the trigger wherever
 teardown is (a daemon thread, so even a blocked event loop cannot hold it). :func:`forced_exit`
 is that exit: it runs the registered synchronous forced-exit hooks (kill process groups, remove
-the running record), flushes stdio, and calls ``os._exit``.
+the running record), kills everything this process's containment holds
+(:func:`murmur.containment.kill_all_here`), flushes stdio, and calls ``os._exit``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from murmur import containment
 from murmur.diagnostics import Diagnostic, error
 from murmur.session.deadline import rfc3339
 
@@ -148,8 +150,13 @@ def run_forced_exit_hooks() -> None:
 
 
 def forced_exit(status: int = 143) -> None:
-    """Exit the process now with ``status`` (hooks run, stdio flushed, no unwinding)."""
+    """Exit the process now with ``status`` (hooks run, the contained processes killed,
+    stdio flushed, no unwinding)."""
     run_forced_exit_hooks()
+    try:
+        containment.kill_all_here()
+    except BaseException:  # nothing may stop the exit
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -21,7 +21,6 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from murmur.delegation.spawner import SPAWNER_ENV, parse_spawner
 from murmur.session.running import process_start_time
 from murmur.session.winddown import WindDown, add_forced_exit_hook
 from murmur.tree import journal
@@ -42,18 +41,23 @@ if TYPE_CHECKING:
     from murmur.session.setup import SessionSetup, SessionSummary
 
 
-def decide_lineage(setup: SessionSetup, environ: Mapping[str, str]) -> tuple[Lineage, tuple[Any, ...]]:
+def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,
+                   spawner_delegation: str | None = None) -> tuple[Lineage, tuple[Any, ...]]:
     """The session's lineage and the warnings to print (pure given its inputs).
 
+    Args:
+        setup (SessionSetup): the session being prepared (manifest, formation fields).
+        environ (Mapping[str, str]): its environment (``MURMUR_LINEAGE`` is read).
+        spawner_session (str | None): ``session_id`` of the parsed ``MURMUR_SPAWNER`` handle
+            (None: the run was not delegated); the caller parses the handle.
+        spawner_delegation (str | None): its ``delegation_id``.
+
     Raises:
-        DiagnosticError: ``E-TRE-001`` for an unreadable or inconsistent ``MURMUR_LINEAGE``,
-            ``E-RUN-020`` for an unreadable ``MURMUR_SPAWNER``.
+        DiagnosticError: ``E-TRE-001`` for an unreadable ``MURMUR_LINEAGE`` or one that
+            disagrees with the spawner handle.
     """
-    spawner = parse_spawner(environ.get(SPAWNER_ENV))
     handed = parse_handed(
-        environ.get(LINEAGE_ENV),
-        spawner_session=spawner.session_id if spawner else None,
-        spawner_delegation=spawner.delegation_id if spawner else None,
+        environ.get(LINEAGE_ENV), spawner_session=spawner_session, spawner_delegation=spawner_delegation
     )
     narrow: tuple[Narrowing, ...] = tuple(setup.spawn_narrowings)
     decision = effective_spawn(
@@ -69,13 +73,19 @@ def decide_lineage(setup: SessionSetup, environ: Mapping[str, str]) -> tuple[Lin
     return lineage, decision.warnings
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,
+               spawner_delegation: str | None = None) -> None:
     """Decide the lineage and hook the journal into ``setup`` (see the module docstring).
+
+    ``spawner_session`` and ``spawner_delegation`` come from the run's ``MURMUR_SPAWNER``
+    handle, parsed by the caller (:func:`murmur.assembly.contributors.process_tree`).
 
     Raises:
         DiagnosticError: ``E-TRE-001`` (see :func:`decide_lineage`).
     """
-    lineage, warnings = decide_lineage(setup, environ)
+    lineage, warnings = decide_lineage(
+        setup, environ, spawner_session=spawner_session, spawner_delegation=spawner_delegation
+    )
     setup.lineage = lineage.to_json()
     for w in warnings:
         _say(w.render())

@@ -55,6 +55,7 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.agent.transports import InferenceError
 from murmur.agent.transports.http import redact, resolve_api_key
+from murmur.shell import write_stdin
 from murmur.workload import (
     TaskContext,
     TaskOutcome,
@@ -378,7 +379,7 @@ async def _run_cli(
             if fifo is not None and key:
                 nursery.start_soon(_hand_key, fifo, key)
             assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-            nursery.start_soon(_feed, proc.stdin, inv.stdin)
+            nursery.start_soon(write_stdin, proc.stdin, inv.stdin)
             nursery.start_soon(_tail, proc.stderr, err)
             await _events(proc.stdout, parser, run)
             for event in parser.finish():
@@ -389,15 +390,9 @@ async def _run_cli(
             unit.kill()
             nursery.cancel_scope.deadline = trio.current_time() + timing.SHELL_DRAIN_AFTER_EXIT
     finally:
-        unit.kill()
-        with trio.CancelScope(shield=True):
-            await proc.wait()
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if stream is not None:
-                    await stream.aclose()
-            if fifo is not None:
-                _unlink(fifo)
-        unit.release()
+        await containment.kill_and_reap(unit, proc)
+        if fifo is not None:
+            _unlink(fifo)
     return proc.returncode, bytes(err)
 
 
@@ -423,16 +418,6 @@ async def _events(stdout: trio.abc.ReceiveStream, parser: StreamParser, run: _Ru
     if buf and not run.over:
         for event in feed(bytes(buf[:LINE_CAP])):
             run.apply(event)
-
-
-async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
-    try:
-        if data:
-            await stream.send_all(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-    finally:
-        await stream.aclose()
 
 
 async def _tail(stream: trio.abc.ReceiveStream, keep: bytearray) -> None:

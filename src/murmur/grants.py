@@ -1,19 +1,48 @@
-"""The denied-binary message: a refusal that says where to send the work (pure).
+"""The words for a missing grant: the manifest line that allows a name, and what a capsule
+is told when it asks for a binary it does not hold (pure).
 
 ``spec/routing.md``, "When a capsule is refused a binary". A shell step or the agent's shell
 tool asking for a binary outside ``capabilities.shell.allow`` is told that the refusal is
-fixed at start (there is no approval prompt), the **ready** routes best first as the tool
-call to make, and the grant line that would allow the binary here instead. Blocked routes
-are never named: a capsule sees only routes it may already use.
+fixed at start (there is no approval prompt), where to send the work instead (the ready
+routes, best first, as the tool call to make; :func:`murmur.routing.delegate_line` words
+them) and the grant line that would allow the binary here. Blocked routes are never named:
+a capsule sees only routes it may already use.
+
+The shell (:func:`murmur.shell.check_allowed`), the plan checker (``E-PLN-006``), the agent's
+tool dispatcher and the routing index all word their refusals from here, so this module
+imports nothing of murmur's.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from murmur.routing.model import Route, RouteKind, RouteState
+__all__ = ["denied_binary", "denied_reason", "grant_entry", "grant_line", "is_binary_name", "plan_hint"]
 
-__all__ = ["denied_binary", "denied_reason", "grant_line", "is_binary_name", "plan_hint"]
+_FLOW_SPECIAL = frozenset(",[]{}:#&*!|>'\"%@`")
+
+
+def _flow_item(name: str) -> str:
+    """``name`` as an item of a YAML flow sequence (JSON-quoted when it needs quoting)."""
+    plain = name and name.strip() == name and not (set(name) & _FLOW_SPECIAL) and name[0] not in "-?"
+    return name if plain else json.dumps(name)
+
+
+def grant_entry(key: str, granted: Sequence[str], name: str) -> str:
+    """The whole grant line to write so that ``name`` is allowed and nothing granted is lost.
+
+    Args:
+        key (str): the manifest key, e.g. ``capabilities.shell.allow``.
+        granted (Sequence[str]): what the manifest grants under ``key`` today.
+        name (str): the entry to add.
+
+    Returns:
+        str: e.g. ``capabilities.shell.allow: [echo, tr]`` (existing grants first, in order,
+        then ``name`` unless it is already there).
+    """
+    items = list(dict.fromkeys([*granted, name]))
+    return f"{key}: [{', '.join(_flow_item(i) for i in items)}]"
 
 
 def denied_reason(binary: str) -> str:
@@ -37,8 +66,6 @@ def is_binary_name(name: str) -> bool:
 
 def grant_line(capsule: str, binary: str, allow: Sequence[str]) -> str:
     """``To grant it here instead, …`` — the edit that allows ``binary`` in ``capsule``."""
-    from murmur.shell import grant_entry
-
     line = grant_entry("capabilities.shell.allow", allow, binary)
     return (
         f"To grant it here instead, add `{binary}` to capabilities.shell.allow in {capsule}'s "
@@ -46,36 +73,24 @@ def grant_line(capsule: str, binary: str, allow: Sequence[str]) -> str:
     )
 
 
-def denied_binary(binary: str, capsule: str, allow: Sequence[str], ready: Sequence[Route]) -> str:
+def denied_binary(binary: str, capsule: str, allow: Sequence[str], delegate: str | None = None) -> str:
     """The whole message for a refused binary.
 
     Args:
         binary (str): the binary asked for.
         capsule (str): the refused capsule's name (a member's name inside a formation).
         allow (Sequence[str]): its ``capabilities.shell.allow`` today.
-        ready (Sequence[Route]): its routes, best first; anything not ready is dropped here,
-            whatever the caller passes.
+        delegate (str | None): the line naming its ready routes
+            (:func:`murmur.routing.delegate_line`); None when it has none.
 
     Returns:
         str: several lines; the first is the refusal, the last the grant line.
     """
-    usable = [r for r in ready if r.state is RouteState.READY]
     lines = [
         f"[capsule] `{binary}` is not in capsule '{capsule}''s capabilities.shell.allow, so the "
         "runtime refused to run it.",
         "This is fixed when the capsule starts; there is no approval prompt for it.",
+        delegate if delegate is not None else f"No capsule or member '{capsule}' may call holds `{binary}`.",
+        grant_line(capsule, binary, allow),
     ]
-    if usable:
-        best = usable[0]
-        names = ", ".join(_named(r) for r in usable)
-        lines.append(f"DELEGATE it instead of asking the user: {best.call}. Best first: {names}.")
-    else:
-        lines.append(f"No capsule or member '{capsule}' may call holds `{binary}`.")
-    lines.append(grant_line(capsule, binary, allow))
     return "\n".join(lines)
-
-
-def _named(route: Route) -> str:
-    held = [v for v in route.via if v != route.target]
-    how = "" if route.kind is RouteKind.CALL_MEMBER else " (delegate-task)"
-    return f'"{route.target}"{how}' + (f" (via {', '.join(held)})" if held else "")
