@@ -120,6 +120,34 @@ class Policy:
         return self.after_task is AfterTask.EXIT
 
 
+def refusal(admission: Admission, *, close_cause: str) -> tuple[str, str]:
+    """How a task that is not taken is refused: its ``task_rejected`` reason and cause.
+
+    Args:
+        admission (Admission): :meth:`Policy.admit`'s answer (``CLOSING`` for a queued task
+            refused when the session closes).
+        close_cause (str): why the session is closing (``session_ended`` | ``session_stopped``).
+
+    Returns:
+        tuple[str, str]: ``(reason, cause)``: :data:`BUSY_MESSAGE` and ``busy``, else
+        :data:`CLOSING_MESSAGE` and ``close_cause``.
+
+    Raises:
+        ValueError: for ``ACCEPT`` (a taken task is not refused).
+    """
+    if admission is Admission.ACCEPT:
+        raise ValueError("an accepted task is not refused")
+    if admission is Admission.BUSY:
+        return BUSY_MESSAGE, "busy"
+    return CLOSING_MESSAGE, close_cause
+
+
+def close_cause(*, stopped: bool) -> str:
+    """``task_rejected.cause`` for tasks refused as the session closes: ``session_stopped``
+    after a wind-down began, else ``session_ended`` (its last task ended)."""
+    return "session_stopped" if stopped else "session_ended"
+
+
 def parse_idle_timeout(value: str | None) -> float:
     """``MURMUR_A2A_TIMEOUT_SECS``: a positive number of seconds, else the 30 s default."""
     try:
