@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.formation.envnames import names_formation
-from murmur.session.setup import SessionSetup
+from murmur.session import SessionSetup
 from murmur.tree import contribute as tree_contribute
 
 Contributor = Callable[[SessionSetup, Mapping[str, str]], None]

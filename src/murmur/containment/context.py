@@ -405,7 +405,7 @@ def here(label: str | None = None) -> Containment:
 
 
 def _register_forced_exit(c: Containment) -> None:
-    from murmur.session.winddown import add_forced_exit_hook
+    from murmur.session import add_forced_exit_hook
 
     add_forced_exit_hook(c.kill_all)
     atexit.register(_close_at_exit)

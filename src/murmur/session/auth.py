@@ -28,7 +28,7 @@ from typing import Protocol
 
 import attrs
 
-from murmur.manifest.model import DoorCredential
+from murmur.manifest import DoorCredential
 
 OPERATOR = "operator"
 TOKEN_TAG = "mdt1"

@@ -16,7 +16,7 @@ import enum
 import attrs
 
 from murmur import timing
-from murmur.manifest.model import AfterTask, Lifecycle, TaskAcceptance
+from murmur.manifest import AfterTask, Lifecycle, TaskAcceptance
 
 BUSY_MESSAGE = "task rejected: capsule is busy"
 CLOSING_MESSAGE = "task rejected: the session is closing"
