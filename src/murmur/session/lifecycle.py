@@ -1,6 +1,6 @@
-"""Lifecycle decisions: admit a task, end after a task, the idle rule (pure; spec/session.md).
+"""Lifecycle decisions: admit a task, end after a task, the idle rule (pure).
 
-Facts (contract sheet section 1.4): ``task_acceptance`` ``none`` serves no task-starting
+Spec: spec/session.md "Lifecycle". ``task_acceptance`` ``none`` serves no task-starting
 method; ``single`` takes one task, then the session ends; ``queue`` holds one running task plus
 up to ``queue_depth`` waiting ones (overflow is rejected ``task rejected: capsule is busy``).
 ``after_task: sleep`` loops back for the next task, except under ``single`` where it behaves as

@@ -1,4 +1,4 @@
-"""``trace.jsonl``: one JSON object per line, written and flushed in order (contract sheet §5).
+"""``trace.jsonl``: one JSON object per line, written and flushed in order (spec/trace.md).
 
 Every line starts with ``event_type``, ``event_id`` (``evt_…``), ``parent_id`` (null only on
 ``session_start``), ``session_id`` and ``timestamp`` (Unix milliseconds), in that order, then
