@@ -56,16 +56,6 @@ NOT_YET_SWEPT = frozenset({
     "murmur/formation/supervise.py",
     "murmur/formation/tokens.py",
     "murmur/httpserve.py",
-    "murmur/session/auth.py",
-    "murmur/session/console.py",
-    "murmur/session/door.py",
-    "murmur/session/lanes.py",
-    "murmur/session/lifecycle.py",
-    "murmur/session/origin.py",
-    "murmur/session/running.py",
-    "murmur/session/tasks.py",
-    "murmur/session/trace.py",
-    "murmur/session/wire.py",
     "murmur/starter/__init__.py",
 })
 

@@ -6,7 +6,15 @@ import pytest
 
 from murmur import timing
 from murmur.manifest.model import AfterTask, Lifecycle, TaskAcceptance
-from murmur.session.lifecycle import Admission, Policy, parse_idle_timeout
+from murmur.session.lifecycle import (
+    BUSY_MESSAGE,
+    CLOSING_MESSAGE,
+    Admission,
+    Policy,
+    close_cause,
+    parse_idle_timeout,
+    refusal,
+)
 
 A, T = TaskAcceptance, AfterTask
 
@@ -102,3 +110,29 @@ class TestIdleEnv:
     def test_parse(self, value: str | None, expected: float) -> None:
         """MURMUR_A2A_TIMEOUT_SECS takes a positive number, else the default."""
         assert parse_idle_timeout(value) == expected
+
+
+class TestRefusal:
+    @pytest.mark.parametrize(
+        ("admission", "cause", "expected"),
+        [
+            (Admission.BUSY, "session_ended", (BUSY_MESSAGE, "busy")),
+            (Admission.BUSY, "session_stopped", (BUSY_MESSAGE, "busy")),
+            (Admission.CLOSING, "session_ended", (CLOSING_MESSAGE, "session_ended")),
+            (Admission.CLOSING, "session_stopped", (CLOSING_MESSAGE, "session_stopped")),
+            (Admission.NOT_SERVED, "session_ended", (CLOSING_MESSAGE, "session_ended")),
+        ],
+    )
+    def test_table(self, admission: Admission, cause: str, expected: tuple[str, str]) -> None:
+        """busy says the capsule is busy; any other refusal says the session is closing, and why."""
+        assert refusal(admission, close_cause=cause) == expected
+
+    def test_an_accepted_task_is_not_refused(self) -> None:
+        """Asking how to refuse a taken task is a bug, not a message."""
+        with pytest.raises(ValueError, match="not refused"):
+            refusal(Admission.ACCEPT, close_cause="session_ended")
+
+    @pytest.mark.parametrize(("stopped", "expected"), [(True, "session_stopped"), (False, "session_ended")])
+    def test_close_cause(self, stopped: bool, expected: str) -> None:
+        """A wind-down stops the session; otherwise its last task ended it."""
+        assert close_cause(stopped=stopped) == expected

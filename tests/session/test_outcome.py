@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from murmur.diagnostics import error
-from murmur.session.outcome import deciding_status, exit_code, final_status, task_exit_status
+from murmur.session.outcome import (
+    deciding_status,
+    deciding_task,
+    exit_code,
+    final_status,
+    task_exit_status,
+)
 from murmur.session.states import TaskState
 from murmur.session.winddown import (
     cascade_wind_down,
@@ -124,3 +130,20 @@ class TestTaskExitStatus:
     def test_table(self, state, outcome, status) -> None:
         """task_end.exit_status: ok, canceled, or the workload's failure status."""
         assert task_exit_status(state, outcome) == status
+
+
+class TestDecidingTask:
+    @pytest.mark.parametrize(
+        ("exit_status", "outcome", "expected"),
+        [
+            ("ok", TaskOutcome("ok", "fine"), (None, None)),
+            ("failed", TaskOutcome("failed", "it broke"), ("failed", "it broke")),
+            ("max_turns_reached", TaskOutcome("max_turns_reached", "m"), ("max_turns_reached", "m")),
+            ("canceled", None, ("canceled", None)),  # cancelled: the workload gave no text
+            ("canceled", TaskOutcome("ok", "late"), ("canceled", None)),  # its answer is not a reason
+            ("failed", TaskOutcome("ok", "late"), ("failed", None)),
+        ],
+    )
+    def test_table(self, exit_status, outcome, expected) -> None:
+        """An ok task decides nothing; any other gives its status, and the failure text it had."""
+        assert deciding_task(exit_status, outcome) == expected

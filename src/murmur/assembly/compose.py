@@ -32,10 +32,14 @@ from murmur.errors import DiagnosticError, UsageError
 from murmur.ids import new_id
 from murmur.manifest import AfterTask, TaskAcceptance
 from murmur.routing import started_profile
-from murmur.session.deadline import parse_deadline
-from murmur.session.lifecycle import Policy, parse_idle_timeout
-from murmur.session.records import create_records, records_dir_for
-from murmur.session.setup import SessionSetup
+from murmur.session import (
+    Policy,
+    SessionSetup,
+    create_records,
+    parse_deadline,
+    parse_idle_timeout,
+    records_dir_for,
+)
 from murmur.tree import narrowings
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.formation.envnames import names_formation
-from murmur.session.setup import SessionSetup
+from murmur.session import SessionSetup
 from murmur.tree import contribute as tree_contribute
 
 if TYPE_CHECKING:

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     """List running sessions; returns the exit status."""
     from murmur.cli._common import emit
     from murmur.diagnostics import error
-    from murmur.session.running import list_running
+    from murmur.session import list_running
 
     if args.tree:
         return run_tree(args)

@@ -86,7 +86,7 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mur run``; returns the exit status."""
-    from murmur.session.signals import install_early_handlers
+    from murmur.session import install_early_handlers
 
     early = install_early_handlers()
     if args.roster is not None:

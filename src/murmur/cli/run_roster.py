@@ -31,7 +31,7 @@ from murmur.formation.readiness import HttpProbe
 from murmur.formation.roster import resolve_roster_path
 from murmur.formation.supervise import Timers
 from murmur.formation.tokens import FormationKey
-from murmur.session.deadline import on_trio_clock, parse_deadline, rfc3339
+from murmur.session import on_trio_clock, parse_deadline, rfc3339
 
 
 def refuse_inside_formation(environ: Mapping[str, str]) -> None:

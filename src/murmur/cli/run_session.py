@@ -13,12 +13,19 @@ from typing import Any
 import trio
 
 from murmur import containment
-from murmur.session.console import Console
-from murmur.session.describe import dumps_line
-from murmur.session.session import Session
-from murmur.session.setup import SessionSetup, SessionSummary
-from murmur.session.signals import CASCADE_SIGNAL, SESSION_SIGNALS, EarlySignals, signal_watcher
-from murmur.session.winddown import cascade_wind_down, signal_wind_down
+from murmur.session import (
+    CASCADE_SIGNAL,
+    SESSION_SIGNALS,
+    Console,
+    EarlySignals,
+    Session,
+    SessionSetup,
+    SessionSummary,
+    cascade_wind_down,
+    dumps_line,
+    signal_watcher,
+    signal_wind_down,
+)
 
 
 def _human_ready(console: Console, ready: Mapping[str, Any], *, verbose: bool) -> None:

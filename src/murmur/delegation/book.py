@@ -24,9 +24,7 @@ from typing import Any
 import attrs
 
 from murmur.delegation.completion import CHILD_STATUSES
-from murmur.session import wire
-from murmur.session.door import CompletionRequest, CompletionVerdict
-from murmur.session.wire import RpcError
+from murmur.session import COMPLETION_NOT_AWAITED, CompletionRequest, CompletionVerdict, RpcError
 
 Emit = Callable[..., None]  # emit(event_type, **fields)
 
@@ -181,4 +179,4 @@ def _detail(text: str) -> str | None:
 
 
 def _refuse(message: str) -> CompletionVerdict:
-    return CompletionVerdict(accept=False, error=RpcError(wire.COMPLETION_NOT_AWAITED, message))
+    return CompletionVerdict(accept=False, error=RpcError(COMPLETION_NOT_AWAITED, message))

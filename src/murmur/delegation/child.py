@@ -34,13 +34,11 @@ from murmur.errors import DiagnosticError
 from murmur.lifeline import claim_lifeline
 from murmur.manifest.model import AfterTask, TaskAcceptance
 from murmur.roost.client import roost_url_from_env
-from murmur.session.records import create_records
+from murmur.session import create_records
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
-    from murmur.session.lifecycle import Policy
-    from murmur.session.setup import SessionSetup
-    from murmur.session.tasks import Task
+    from murmur.session import Policy, SessionSetup, Task
 
 W_SEC_020_LINK = "https://docs.murmur.nexus/reference/diagnostics/#w-sec-020"
 _LIFELINE_HINT = "MURMUR_SPAWNER_LIFELINE is set by a delegating capsule's runtime; unset it to run on your own"

@@ -71,7 +71,7 @@ from murmur.errors import DiagnosticError
 from murmur.ids import new_id
 from murmur.manifest.model import Manifest
 from murmur.roost.client import RoostClient, RoostError, RoostRefused, SpawnApproval
-from murmur.session.winddown import add_forced_exit_hook
+from murmur.session import add_forced_exit_hook
 
 __all__ = ["CHILD_STOP_GRACE", "ChildArtifact", "Launcher", "child_dir_name", "resolve_global"]
 

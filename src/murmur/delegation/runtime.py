@@ -42,17 +42,13 @@ from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost.client import RoostClient, RoostError, RoostRefused
 from murmur.roost.ledger import IDENTITY_MESSAGE
-from murmur.session.door import CompletionRequest, CompletionVerdict
-from murmur.session.trace import TraceWriteError
-from murmur.session.winddown import lifeline_wind_down
+from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError, lifeline_wind_down
 from murmur.tree.contrib import session_lineage
 from murmur.tree.lineage import LINEAGE_ENV, refusal_sentence
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session
-    from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
-    from murmur.session.tasks import Task
+    from murmur.session import Session, SessionSetup, SessionSummary, Task, WindDownControl
 
 DEREGISTER_BOUND = 5.0  # seconds the best-effort deregistration may take
 REGISTER_TIMEOUT = 10.0  # seconds a registration request may take

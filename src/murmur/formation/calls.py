@@ -60,9 +60,7 @@ from murmur.formation.call_policy import IN_FLIGHT_GRACE, busy_wait, cut_output,
 from murmur.formation.offers import NO_ANSWER, Offer, Poll, SendReply, classify_get, classify_send
 from murmur.formation.reach import reaches_door
 from murmur.ids import new_id
-from murmur.session.lifecycle import BUSY_MESSAGE
-from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
-from murmur.session.trace import TraceWriteError
+from murmur.session import BUSY_MESSAGE, ORIGIN_HEADER, TRUST_HEADER, TraceWriteError
 from murmur.workload import TaskServices, TraceSink
 
 if TYPE_CHECKING:

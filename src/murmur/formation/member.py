@@ -34,13 +34,11 @@ from murmur.formation.reach import reaches_member_doors
 from murmur.formation.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
 from murmur.routing.gather import member_refusal
-from murmur.session.winddown import deadline_wind_down, lifeline_wind_down
+from murmur.session import deadline_wind_down, lifeline_wind_down
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session
-    from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
-    from murmur.session.tasks import Task
+    from murmur.session import Session, SessionSetup, SessionSummary, Task, WindDownControl
 
 
 class CallsEndWithTask:

@@ -12,7 +12,7 @@ import enum
 import attrs
 
 from murmur.a2a import replies
-from murmur.session.lifecycle import BUSY_MESSAGE
+from murmur.session import BUSY_MESSAGE
 
 REJECTED_PREFIX = "task rejected: "
 

@@ -29,7 +29,7 @@ from murmur import containment, ids
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.formation import dirs, procinfo
-from murmur.session.running import RunningRecord, list_running
+from murmur.session import RunningRecord, list_running
 
 POLL = 0.05
 KILL_WAIT = 5.0

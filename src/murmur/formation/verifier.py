@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from murmur.formation.tokens import FormationTokenError, Reason, VerifyKey
-from murmur.session.auth import AuthRefusal, Principal, invalid_token
+from murmur.session import AuthRefusal, Principal, invalid_token
 
 FORMATION_SCOPES = frozenset({"SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"})
 """The five door methods a formation token reaches."""

@@ -32,13 +32,13 @@ from murmur.links import protocol as p
 from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
 from murmur.links.peer import Peer, check, parent_of, peer_of
 from murmur.links.stub import write_links
-from murmur.session.trace import TraceWriteError
+from murmur.session import TraceWriteError
 from murmur.tree.contrib import session_lineage
 from murmur.tree.lineage import cut_caller, refusal_sentence
 
 if TYPE_CHECKING:
     from murmur.delegation.runtime import DelegationRuntime
-    from murmur.session.setup import SessionSetup, WindDownControl
+    from murmur.session import SessionSetup, WindDownControl
 
 ROOST_DEFAULT_CONCURRENT = 4  # mur-roost's default --max-concurrent
 CONNECTIONS = ROOST_DEFAULT_CONCURRENT + 4

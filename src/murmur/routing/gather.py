@@ -43,7 +43,7 @@ def gather_catalog(*, project_dir: Path, formation: Formation | None = None) -> 
             version are installed or running gets that catalog entry (and so its state).
     """
     from murmur.registry import scan_installed
-    from murmur.session.running import list_running
+    from murmur.session import list_running
 
     listing = scan_installed(project_dir=project_dir)
     problems: list[Diagnostic] = list(listing.problems)
@@ -109,7 +109,7 @@ def session_capsules(formation_id: str, names: Sequence[str]) -> dict[str, tuple
 
     Reads the running records; the capsule's manifest is the one each session loaded.
     """
-    from murmur.session.running import list_running
+    from murmur.session import list_running
 
     wanted = set(names)
     out: dict[str, tuple[Capsule, tuple[str, ...]]] = {}

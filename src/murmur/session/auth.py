@@ -1,4 +1,4 @@
-"""Door authentication: who is calling, and may they call this method (spec/door.md "Auth").
+"""Door authentication: who is calling, and may they call this method (spec/door.md "Authentication").
 
 Pure decisions, no I/O. A door holds one :class:`Authenticator`:
 
@@ -10,7 +10,7 @@ Pure decisions, no I/O. A door holds one :class:`Authenticator`:
   in ``mft1.`` formation tokens); each answers ``None`` for a token that is not its kind.
 
 Refusals are HTTP answers with the body ``{"error":"<code>","message":"<sentence>"}`` and the
-``www-authenticate`` values of the contract sheet section 6.4; every refusal of one kind is
+``www-authenticate`` values of spec/door.md "Authentication"; every refusal of one kind is
 byte-identical. Order: no header → 401 ``unauthenticated``; malformed, several headers,
 unknown or unverifiable token → 401 ``invalid_token``; a verifier's 403 ``not_permitted``;
 then (after request parsing) a missing scope → 403 ``insufficient_scope``.
@@ -28,7 +28,7 @@ from typing import Protocol
 
 import attrs
 
-from murmur.manifest.model import DoorCredential
+from murmur.manifest import DoorCredential
 
 OPERATOR = "operator"
 TOKEN_TAG = "mdt1"

@@ -1,4 +1,4 @@
-"""Console output that survives a closed stdout or stderr (contract sheet section 3.1).
+"""Console output that survives a closed stdout or stderr (spec/session.md "Output").
 
 A supervisor may read the readiness line and close the pipe. A closed stream must not stop
 the session: a line that cannot be written goes to ``logs/bootstrap.log`` in the records

@@ -2,13 +2,14 @@
 
 A plain ASGI app (no web framework: the door's three answers do not need one, and a
 framework's import would be paid by every member) served by hypercorn's Trio worker on
-127.0.0.1 (port chosen by the OS), wrapped in :func:`shield_send` (trio-stack.md P1). Routes:
+127.0.0.1 (port chosen by the OS), wrapped in :func:`shield_send`. Routes:
 
 * ``GET /.well-known/agent-card.json``: the card, never behind auth;
 * any other path: a JSON 404; another method on these paths: a JSON 405 with ``Allow``;
-* ``POST /``: one JSON-RPC 2.0 request. Checks run in the contract's order: token → peer
-  consent → ``-32700`` → ``-32600`` → ``-32009`` (``A2A-Version``) → completion addressing
-  (``-31001``) → ``-32601`` → method scope (403) → ``-32602`` → the method.
+* ``POST /``: one JSON-RPC 2.0 request. Checks run in the order of spec/door.md "Request
+  checks, in order": token → peer consent → ``-32700`` → ``-32600`` → ``-32009``
+  (``A2A-Version``) → completion addressing (``-31001``) → ``-32601`` → method scope (403) →
+  ``-32602`` → the method.
 
 The door only parses, asks its :class:`DoorBackend` (the session) and serialises. JSON-RPC
 errors travel with HTTP 200; auth refusals are HTTP 401/403. Streams (SendStreamingMessage,
@@ -137,7 +138,12 @@ class DoorBackend(Protocol):
 
 
 def shield_send(app: Any, bound: float = 5.0) -> Any:
-    """Wrap an ASGI app so the last body chunk is sent in a shielded scope (trio-stack P1).
+    """Wrap an ASGI app so each response's last body chunk is sent in a shielded scope.
+
+    A handler whose scope is being cancelled as it answers still finishes its response, and
+    hypercorn, which re-arms the connection's keep-alive timer from inside that send, keeps
+    the timer (spec/door.md, its opening). The shielded send is bounded, so a client that
+    stopped reading cannot hold it.
 
     Args:
         app: the ASGI app.

@@ -1,4 +1,4 @@
-"""Lanes: which queued task runs next (pure; contract sheet section 6.5).
+"""Lanes: which queued task runs next (pure; spec/session.md "Tasks").
 
 Three lanes, ``user`` > ``peer`` > ``bg``. The next task is the front of the highest non-empty
 lane; within a lane tasks run first in, first out. A running task is never preempted: the queue

@@ -1,6 +1,6 @@
-"""Lifecycle decisions: admit a task, end after a task, the idle rule (pure; spec/session.md).
+"""Lifecycle decisions: admit a task, end after a task, the idle rule (pure).
 
-Facts (contract sheet section 1.4): ``task_acceptance`` ``none`` serves no task-starting
+Spec: spec/session.md "Lifecycle". ``task_acceptance`` ``none`` serves no task-starting
 method; ``single`` takes one task, then the session ends; ``queue`` holds one running task plus
 up to ``queue_depth`` waiting ones (overflow is rejected ``task rejected: capsule is busy``).
 ``after_task: sleep`` loops back for the next task, except under ``single`` where it behaves as
@@ -16,7 +16,7 @@ import enum
 import attrs
 
 from murmur import timing
-from murmur.manifest.model import AfterTask, Lifecycle, TaskAcceptance
+from murmur.manifest import AfterTask, Lifecycle, TaskAcceptance
 
 BUSY_MESSAGE = "task rejected: capsule is busy"
 CLOSING_MESSAGE = "task rejected: the session is closing"
@@ -118,6 +118,34 @@ class Policy:
         if self.launch_task:
             return False  # the session ends with its launch task, not before
         return self.after_task is AfterTask.EXIT
+
+
+def refusal(admission: Admission, *, close_cause: str) -> tuple[str, str]:
+    """How a task that is not taken is refused: its ``task_rejected`` reason and cause.
+
+    Args:
+        admission (Admission): :meth:`Policy.admit`'s answer (``CLOSING`` for a queued task
+            refused when the session closes).
+        close_cause (str): why the session is closing (``session_ended`` | ``session_stopped``).
+
+    Returns:
+        tuple[str, str]: ``(reason, cause)``: :data:`BUSY_MESSAGE` and ``busy``, else
+        :data:`CLOSING_MESSAGE` and ``close_cause``.
+
+    Raises:
+        ValueError: for ``ACCEPT`` (a taken task is not refused).
+    """
+    if admission is Admission.ACCEPT:
+        raise ValueError("an accepted task is not refused")
+    if admission is Admission.BUSY:
+        return BUSY_MESSAGE, "busy"
+    return CLOSING_MESSAGE, close_cause
+
+
+def close_cause(*, stopped: bool) -> str:
+    """``task_rejected.cause`` for tasks refused as the session closes: ``session_stopped``
+    after a wind-down began, else ``session_ended`` (its last task ended)."""
+    return "session_stopped" if stopped else "session_ended"
 
 
 def parse_idle_timeout(value: str | None) -> float:

@@ -1,4 +1,4 @@
-"""Task origin, trust class and lane from request headers (pure; contract sheet section 6.5).
+"""Task origin, trust class and lane from request headers (pure; spec/session.md "Tasks").
 
 Only two origins are accepted from the wire: ``peer`` (``x-murmur-task-origin: peer``) and
 ``completion``. Every other inbound request, including one whose origin header is absent or

@@ -101,3 +101,19 @@ def task_exit_status(state: TaskState, outcome: TaskOutcome | None) -> str:
     if state is TaskState.CANCELED:
         return "canceled"
     return outcome.status if outcome is not None and outcome.status != "ok" else "failed"
+
+
+def deciding_task(exit_status: str, outcome: TaskOutcome | None) -> tuple[str | None, str | None]:
+    """What the task that ends the session gives its ending: ``(deciding status, reason)``.
+
+    Args:
+        exit_status (str): the task's ``task_end.exit_status`` (:func:`task_exit_status`).
+        outcome (TaskOutcome | None): what the workload returned (None when it was cancelled).
+
+    Returns:
+        tuple[str | None, str | None]: ``(None, None)`` for an ``ok`` task; else its status,
+        and the workload's failure text when it gave one (``SessionSummary.reason``).
+    """
+    if exit_status == "ok":
+        return None, None
+    return exit_status, (outcome.answer if outcome is not None and outcome.status != "ok" else None)

@@ -1,8 +1,8 @@
 """A session's records directory (spec/session.md "Records directory").
 
 The runtime writes nothing into the work folder; everything a session produces lives apart,
-in ``$MURMUR_HOME/records/<work folder without its leading />/<ses_id>/`` (S004's layout,
-generalised to every session), each directory owner-only (0700)::
+in ``$MURMUR_HOME/records/<work folder without its leading />/<ses_id>/``, each directory
+owner-only (0700)::
 
     task.md            the text of the task being run (rewritten per task)
     trace.jsonl        the session's trace

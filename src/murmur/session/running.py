@@ -1,4 +1,4 @@
-"""Running-session records: ``$MURMUR_HOME/running/<ses_id>.json`` (contract sheet §3.3).
+"""Running-session records: ``$MURMUR_HOME/running/<ses_id>.json`` (spec/session.md "Running records").
 
 Written (directory 0700, file 0600, atomically) once the door serves, removed when the session
 ends. A record names the process by pid *and* start time (``/proc/<pid>/stat`` field 22, in

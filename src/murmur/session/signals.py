@@ -1,6 +1,6 @@
 """Signals: the first SIGTERM/SIGINT/SIGHUP winds the session down, the second exits 143.
 
-Two layers (trio-stack.md d, P10):
+Two layers (spec/session.md "Wind-down"):
 
 * :func:`install_early_handlers`, called before anything slow: a signal that arrives before
   the Trio loop runs is remembered (a second one exits 143 at once), so a launcher's SIGTERM

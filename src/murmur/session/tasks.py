@@ -56,7 +56,7 @@ class Task:
         id (str): ``tsk_…``.
         context_id (str): ``ctx_…`` (the caller's, or minted).
         text (str): the task text given to the workload.
-        origin, trust, lane (str): classification (contract sheet §6.5).
+        origin, trust, lane (str): classification (spec/session.md "Tasks").
         source (str): ``a2a`` | ``task_md``.
         message (dict[str, Any]): the user message as received (wire shape), or a synthesised one.
         owner (str | None): the credential that started it when tasks are owner-scoped

@@ -1,4 +1,4 @@
-"""``trace.jsonl``: one JSON object per line, written and flushed in order (contract sheet §5).
+"""``trace.jsonl``: one JSON object per line, written and flushed in order (spec/trace.md).
 
 Every line starts with ``event_type``, ``event_id`` (``evt_…``), ``parent_id`` (null only on
 ``session_start``), ``session_id`` and ``timestamp`` (Unix milliseconds), in that order, then
@@ -58,6 +58,33 @@ class WorkloadTrace:
             return self._writer.emit(event_type, parent_id=parent_id, **fields)
         except TraceWriteError:
             return new_id("evt")
+
+
+class SessionTrace:
+    """The session's own records: parented to ``session_start`` unless told otherwise.
+
+    A failed write returns None instead of raising: the writer's ``on_failure`` has already
+    begun the wind-down, and the session goes on to end ``failed`` with ``E-RUN-007``.
+
+    Attributes:
+        writer (TraceWriter): the session's trace.
+        start_id (str | None): the ``evt_`` id of ``session_start`` once written.
+    """
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self.writer = writer
+        self.start_id: str | None = None
+
+    def emit(self, event_type: str, /, *, parent: str | None = None, **fields: object) -> str | None:
+        """Write one record (its ``parent_id`` is ``parent``, else ``session_start``'s).
+
+        Returns:
+            str | None: the record's ``evt_`` id; None when the trace could not be written.
+        """
+        try:
+            return self.writer.emit(event_type, parent_id=parent or self.start_id, **fields)
+        except TraceWriteError:
+            return None
 
 
 class TraceWriter:

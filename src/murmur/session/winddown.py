@@ -12,21 +12,32 @@ teardown is (a daemon thread, so even a blocked event loop cannot hold it). :fun
 is that exit: it runs the registered synchronous forced-exit hooks (kill process groups, remove
 the running record), kills everything this process's containment holds
 (:func:`murmur.containment.kill_all_here`), flushes stdio, and calls ``os._exit``.
+
+:class:`WindingDown` is one session's wind-down once triggered (the sequence above), and
+:func:`watch_deadline` the watcher that triggers it when the ``--deadline`` falls.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from murmur import containment
 from murmur.diagnostics import Diagnostic, error
 from murmur.session.deadline import rfc3339
+
+if TYPE_CHECKING:
+    from murmur.session.admission import Intake
+    from murmur.session.runner import Runner
+    from murmur.session.trace import SessionTrace
 
 
 @attrs.frozen
@@ -196,3 +207,88 @@ class Guard:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+# --- one session's wind-down -------------------------------------------------------------------
+
+
+class WindingDown:
+    """One session's wind-down: begun once, by the first trigger (spec/session.md "Wind-down").
+
+    Args:
+        trace (SessionTrace): where the trigger's own record goes.
+        intake (Intake): admission (closed; its queued tasks are refused).
+        runner (Runner): the runner (its running task is cancelled).
+        guard (Guard | None): armed when the wind-down begins; None in in-process tests.
+        hooks (Sequence[Callable[[WindDown], None]]): ``SessionSetup.wind_down_hooks``.
+        log (logging.Logger): where a failing hook is logged.
+
+    Attributes:
+        reason (WindDown | None): the trigger, once one fired.
+        canceled_running (bool): the wind-down cancelled the task that was running.
+    """
+
+    def __init__(
+        self,
+        trace: SessionTrace,
+        intake: Intake,
+        runner: Runner,
+        *,
+        guard: Guard | None,
+        hooks: Sequence[Callable[[WindDown], None]],
+        log: logging.Logger,
+    ) -> None:
+        self._trace = trace
+        self._intake = intake
+        self._runner = runner
+        self._guard = guard
+        self._hooks = hooks
+        self._log = log
+        self.reason: WindDown | None = None
+        self.canceled_running = False
+
+    def begin(self, reason: WindDown) -> None:
+        """Start the wind-down (idempotent: the first trigger wins).
+
+        Arms the guard, writes the trigger's record, stops taking work and refuses queued
+        tasks, cancels the running one, runs the wind-down hooks, and wakes the runner.
+        """
+        if self.reason is not None:
+            return
+        self.reason = reason
+        if self._guard is not None:
+            self._guard.start()
+        if reason.trace_event:
+            self._trace.emit(reason.trace_event, **dict(reason.trace_fields))
+        self._intake.close(cause="session_stopped")
+        running = self._intake.running
+        if running is not None and not running.terminal and self._runner.cancel(running, reason.cancel_note):
+            self.canceled_running = True
+        for hook in self._hooks:
+            try:
+                hook(reason)
+            except Exception:
+                self._log.error("wind-down hook failed:\n%s", traceback.format_exc())
+        self._intake.wake()
+
+    def disarm(self) -> None:
+        """The session ended in time: cancel the guard."""
+        if self._guard is not None:
+            self._guard.cancel()
+
+
+async def watch_deadline(
+    trigger: Callable[[WindDown], None], *, deadline: float, at: float, formation_id: str | None
+) -> None:
+    """Wind down when a cancel scope whose ``deadline`` is the session's expires.
+
+    Args:
+        trigger (Callable[[WindDown], None]): starts the wind-down.
+        deadline (float): the ``--deadline`` moment, Unix seconds (for the records).
+        at (float): the same moment on the Trio clock (the scope's deadline).
+        formation_id (str | None): carried in ``deadline_reached`` for members.
+    """
+    with trio.CancelScope(deadline=at) as scope:
+        await trio.sleep_forever()
+    if scope.cancelled_caught:
+        trigger(deadline_wind_down(deadline, formation_id=formation_id))

@@ -1,4 +1,4 @@
-"""A2A 1.0 JSON-RPC wire shapes (pure; spec/door.md, reference a2a-wire.md).
+"""A2A 1.0 JSON-RPC wire shapes (pure; spec/door.md).
 
 Builds the objects the door sends (Task, StreamResponse, JSON-RPC results and errors, the
 agent card) and parses what it receives (the ``message`` of SendMessage). No I/O here: the
@@ -17,7 +17,7 @@ from murmur.jsonbody import ECHO_LIMIT as ECHO_LIMIT  # re-exported: the door cu
 from murmur.jsonbody import echo as echo
 from murmur.session.tasks import StreamEvent, Task
 
-# --- JSON-RPC / A2A error codes (a2a-wire.md section 9, contract sheet section 6.3) -----------
+# --- JSON-RPC / A2A error codes (spec/door.md "Request checks, in order", "Methods") -------------
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -408,7 +408,7 @@ def agent_card(
     description: str | None = None,
     extended: bool = False,
 ) -> dict[str, Any]:
-    """The agent card (contract sheet section 6.1, a2a-wire.md section 2).
+    """The agent card (spec/door.md "The card").
 
     Args:
         name (str), version (str): the capsule.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 from murmur import timing
-from murmur.session.signals import CASCADE_SIGNAL
+from murmur.session import CASCADE_SIGNAL
 from murmur.tree.forest import Node
 
 __all__ = ["CASCADE_SIGNAL", "CascadePlan", "Target", "kill_left", "plan_cascade", "signal_plan", "wait_gone"]
@@ -104,7 +104,7 @@ def plan_cascade(
 def _same_process(t: Target) -> bool:
     """The pid still names the target and it has not exited (a zombie waiting to be reaped
     by its parent has ended)."""
-    from murmur.session.running import process_start_time
+    from murmur.session import process_start_time
 
     if process_start_time(t.pid) != t.start_time:
         return False

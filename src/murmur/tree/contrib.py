@@ -21,8 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from murmur.session.running import process_start_time
-from murmur.session.winddown import WindDown, add_forced_exit_hook
+from murmur.session import WindDown, add_forced_exit_hook, process_start_time
 from murmur.tree import journal
 from murmur.tree.lineage import (
     LINEAGE_ENV,
@@ -37,8 +36,7 @@ from murmur.tree.lineage import (
 )
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session
-    from murmur.session.setup import SessionSetup, SessionSummary
+    from murmur.session import Session, SessionSetup, SessionSummary
 
 
 def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,

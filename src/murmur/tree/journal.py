@@ -158,7 +158,7 @@ def prune_plan(events: list[dict[str, Any]], live: set[str], target_bytes: int) 
 
 
 def _prune_locked() -> None:
-    from murmur.session.running import process_start_time
+    from murmur.session import process_start_time
 
     events = read_events()
     live: set[str] = set()

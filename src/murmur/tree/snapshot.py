@@ -5,7 +5,7 @@ The one I/O step in front of :func:`murmur.tree.forest.build_forest`.
 
 from __future__ import annotations
 
-from murmur.session.running import list_running, process_start_time
+from murmur.session import list_running, process_start_time
 from murmur.tree import journal
 from murmur.tree.forest import Node, build_forest
 
