@@ -7,7 +7,7 @@ server's shutdown, and the session's wind-down -- for ever; and a client that cl
 keep-alive connection leaves the socket in CLOSE-WAIT until the keep-alive timeout (30 s).
 
 :class:`BoundedTCPServer` keeps the shield (a response must not be cut by an unrelated
-cancellation; trio-stack.md P1) but gives each send :data:`SEND_BOUND` seconds: a client
+cancellation) but gives each send :data:`SEND_BOUND` seconds: a client
 that takes no bytes for that long has stopped reading, and its connection is closed. On the
 client's EOF the keep-alive timer is stopped, so the socket closes at once. :func:`install`
 puts it in place of hypercorn's own handler (idempotent); :mod:`murmur.session.door` and

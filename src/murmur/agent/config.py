@@ -1,7 +1,7 @@
 """An agent capsule's ``inference`` block, checked and resolved once at launch.
 
 :func:`agent_config` turns the manifest's ``inference`` block into an :class:`AgentConfig`,
-or refuses the launch with a coded diagnostic (contract sheet section 1.3):
+or refuses the launch with a coded diagnostic (``spec/agent.md`` "The ``inference`` block"):
 
 * ``E-RUN-005`` — ``transport: http`` with no ``driver.artifact``;
 * ``E-RUN-006`` — a driver artifact murmur does not provide, or a ``transport: process``

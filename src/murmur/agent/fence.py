@@ -1,4 +1,6 @@
-"""Untrusted-content fences: how outside text reaches the model (contract sheet section 6.5).
+"""Untrusted-content fences: how outside text reaches the model.
+
+Specification: ``spec/agent.md`` "Untrusted content".
 
 Text the capsule did not write itself — an untrusted task, a tool result, a member's answer —
 reaches the model between an opening and a closing marker::

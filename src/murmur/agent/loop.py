@@ -4,14 +4,15 @@ Each turn is one inference call (a ``Transport.infer``); a reply with tool calls
 call answered (:class:`~murmur.agent.dispatch.ToolDispatcher`) and the loop goes round
 again; a reply without tool calls ends the turn. When it ends with turns left and member
 calls outstanding, the task waits for every answer and continues once with all of them
-(contract sheet section 7.2); otherwise the reply's text is the task's answer. Running out
-of turns while the model still calls tools ends ``max_turns_reached``.
+(``spec/agent.md`` "Member answers and the continuation"); otherwise the reply's text is
+the task's answer. Running out of turns while the model still calls tools ends
+``max_turns_reached``.
 
 Every inference call and tool call runs inside the task's cancel scope, so CancelTask,
 wind-down and the deadline abandon whatever is in flight (an HTTP request, a shell
 process group, a wait for member answers) and ``trio.Cancelled`` propagates.
 
-Trace records written here (contract sheet section 5): ``inference`` per turn (parent: the
+Trace records written here (``spec/agent.md`` "Trace"): ``inference`` per turn (parent: the
 task), ``tool_call`` / ``shell`` per call (parent: the turn's ``inference``),
 ``task_continued`` per continuation, ``task_failed`` when the task fails. Counters go to
 ``ctx.usage``. The session writes ``task_start`` / ``task_end`` / ``task_canceled``.

@@ -1,6 +1,7 @@
 """``call-member`` on the agent side: outstanding calls, tool results, the continuation.
 
-Pure bookkeeping and text (contract sheet section 7.2):
+Pure bookkeeping and text (``spec/agent.md`` "Results the model reads" and "Member
+answers and the continuation"):
 
 * a call's tool result is a summary line, the call's data fenced under
   ``tool:call-member``, then a runtime note after the fence;

@@ -1,4 +1,4 @@
-"""The tools an agent's model is offered, and the grants behind them (contract sheet section 7).
+"""The tools an agent's model is offered, and the grants behind them.
 
 A tool exists exactly when its grant exists:
 

@@ -1,8 +1,9 @@
 """``mur run``: run one capsule session, or a formation with ``--roster``.
 
-Thin: parses options, installs the early signal handlers first (trio-stack P10), then hands
-over to :mod:`murmur.assembly` and :mod:`murmur.cli.run_session` (or :mod:`murmur.cli.run_roster` for ``--roster``).
-Specification: spec/session.md.
+Thin: parses options, installs the early signal handlers first (a signal that arrives while
+the rest is imported is remembered, ``spec/session.md`` "Wind-down"), then hands over to
+:mod:`murmur.assembly` and :mod:`murmur.cli.run_session` (or :mod:`murmur.cli.run_roster`
+for ``--roster``). Specification: ``spec/session.md`` "Starting a session".
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ first; a formation's SIGTERM).
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``mur run`` (contract sheet section 3.1)."""
+    """The options of ``mur run`` (``spec/session.md`` "Starting a session")."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _EPILOG
     parser.add_argument("--manifest", metavar="PATH", help="the capsule manifest (default: ./murmur.yaml)")

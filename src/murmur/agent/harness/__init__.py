@@ -1,4 +1,4 @@
-"""Agent CLIs run by ``inference.transport: process`` (issue 20).
+"""Agent CLIs run by ``inference.transport: process``.
 
 * :mod:`murmur.agent.harness.protocol` — the contract: request, invocation, events, parser;
 * :mod:`murmur.agent.harness.claude` — Claude Code (``claude -p --output-format stream-json``);

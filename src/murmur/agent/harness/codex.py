@@ -1,4 +1,4 @@
-"""The Codex protocol: ``codex exec --json`` run once per task (issue 20).
+"""The Codex protocol: ``codex exec --json`` run once per task.
 
 Chosen when ``inference.command``'s program is ``codex``. Relied on (checked against
 ``@openai/codex`` 0.171.0; spec/agent.md, "Codex protocol"):

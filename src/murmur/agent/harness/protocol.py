@@ -1,4 +1,4 @@
-"""The contract between the process transport and one agent CLI's protocol (issue 20).
+"""The contract between the process transport and one agent CLI's protocol.
 
 A *harness protocol* knows how to start one agent CLI (Claude Code, Codex) for one task and
 how to read what it prints. It does no I/O: the process transport

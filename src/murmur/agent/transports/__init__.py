@@ -3,7 +3,7 @@
 The agent loop speaks only the types in this module. A transport turns an
 :class:`InferenceRequest` (system prompt, conversation items, tools) into one provider call
 and the provider's reply into an :class:`InferenceResult`. Built-in HTTP drivers, chosen by
-``inference.driver.artifact`` (contract sheet section 1.3):
+``inference.driver.artifact`` (``spec/agent.md`` "Drivers"):
 
 * ``murmur-driver-openai`` — OpenAI-compatible Chat Completions with tool calls
   (:mod:`murmur.agent.transports.openai`);

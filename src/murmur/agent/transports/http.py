@@ -1,7 +1,7 @@
 """HTTP plumbing shared by the built-in drivers: endpoints, the provider key, retries.
 
 * :func:`check_endpoint` — ``https://`` to any host, ``http://`` only to loopback
-  (contract sheet section 1.3).
+  (``spec/agent.md`` "The ``inference`` block").
 * :func:`resolve_api_key` — ``${UPPER_SNAKE}`` resolved from the capsule process's own
   environment at inference time; anything else is a literal.
 * :func:`malformed_reply`, :func:`usage_tokens` — what every dialect's reply parser says of
