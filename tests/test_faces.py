@@ -19,13 +19,12 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "murmur"
 
-FACES = ("containment", "demo", "manifest", "plan", "registry", "roost", "routing", "session", "tree")
-LAZY = ("manifest", "roost", "routing", "session", "tree")
+FACES = ("agent", "containment", "demo", "manifest", "plan", "registry", "roost", "routing", "session", "tree")
+LAZY = ("agent", "manifest", "roost", "routing", "session", "tree")
 
 # Files (under src/murmur/) that still import another package's modules directly: the packages
 # being rewritten in other branches, and one reach into a containment class.
 NOT_YET_THROUGH_THE_FACE = frozenset({
-    "agent/config.py", "agent/tools.py", "agent/transports/http.py", "agent/workload.py",
     "delegation/child.py", "delegation/environment.py", "delegation/launcher.py", "delegation/release.py",
     "delegation/runtime.py", "delegation/watch.py",
     "formation/admission.py", "formation/member.py", "formation/retention.py",

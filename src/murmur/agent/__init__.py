@@ -1,7 +1,8 @@
 """Agent capsules: the inference loop, its transports and its runtime-provided tools.
 
-A capsule whose manifest has an ``inference`` block runs its tasks through
-:class:`AgentWorkload` (build it with :func:`make_agent_workload` at launch). Modules:
+Specification: ``spec/agent.md``. A capsule whose manifest has an ``inference`` block runs
+its tasks through :class:`AgentWorkload` (build it with :func:`make_agent_workload` at
+launch). Modules:
 
 * :mod:`murmur.agent.config` — the ``inference`` block, checked once;
 * :mod:`murmur.agent.loop` — the turn loop of one task;
@@ -10,9 +11,19 @@ A capsule whose manifest has an ``inference`` block runs its tasks through
 * :mod:`murmur.agent.fence` — untrusted-content markers;
 * :mod:`murmur.agent.transports` — the OpenAI-compatible, Anthropic and process drivers.
 
-Design: spec/agent.md.
+Other packages import what is in ``__all__`` from here; each name's module is imported on
+first use (the workload imports every transport and httpx, which a plan capsule never needs).
 """
 
-from murmur.agent.workload import AgentWorkload, make_agent_workload
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from murmur import lazy
+
+if TYPE_CHECKING:
+    from murmur.agent.workload import AgentWorkload, make_agent_workload
 
 __all__ = ["AgentWorkload", "make_agent_workload"]
+
+__getattr__ = lazy.face(__name__, {"workload": ["AgentWorkload", "make_agent_workload"]})

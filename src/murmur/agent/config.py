@@ -31,7 +31,7 @@ from murmur.agent.transports import anthropic, openai
 from murmur.agent.transports.http import check_endpoint, key_variable
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.manifest.model import Manifest, Transport
+from murmur.manifest import Manifest, Transport
 from murmur.userfile import UserFileError, read_user_text
 
 MAX_SYSTEM_PROMPT_BYTES = 1 << 20

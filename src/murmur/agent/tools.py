@@ -29,7 +29,7 @@ import attrs
 from murmur.agent.fence import fence
 from murmur.agent.transports import ToolSpec
 from murmur.grants import grant_entry
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 from murmur.workload import TaskServices
 
 __all__ = [

@@ -34,7 +34,7 @@ from murmur.agent.transports.harness import run_harness_task
 from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_api_key
 from murmur.agent.transports.openai import OpenAIDriver
 from murmur.agent.transports.process import run_process_task
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 from murmur.shell import run_shell
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, context_for_prompt, with_context
 

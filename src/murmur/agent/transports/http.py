@@ -31,7 +31,7 @@ import httpx
 import trio
 
 from murmur.agent.transports import InferenceError
-from murmur.manifest.netallow import is_loopback_host
+from murmur.manifest import is_loopback_host
 
 __all__ = [
     "JSON_HEADERS",
