@@ -173,6 +173,23 @@ async def test_a_started_command_is_contained_and_release_kills_it(
         await reap(proc)
 
 
+async def test_is_started_process_holds_only_for_the_same_process(contained: Containment, owned: Owned) -> None:
+    """The started pid with its recorded start time is the unit's process; another pid, a unit
+    never started, or the same pid with another start time (a reused pid) is not."""
+    unit, never = contained.new_unit("cmd"), contained.new_unit("cmd")
+    proc, escapee = await start(unit, owned)
+    try:
+        assert unit.is_started_process(proc.pid)
+        assert not unit.is_started_process(escapee)
+        assert not never.is_started_process(proc.pid)
+        unit.start = str(int(unit.start) + 1)  # what a later process with the same pid would show
+        assert not unit.is_started_process(proc.pid)
+    finally:
+        await reap(proc)
+        unit.release()
+        never.release()
+
+
 async def test_wait_empty_returns_once_the_unit_is_killed(contained: Containment, owned: Owned) -> None:
     unit = contained.new_unit("cmd")
     proc, _ = await start(unit, owned)

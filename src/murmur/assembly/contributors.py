@@ -9,7 +9,7 @@ session's environment, and adds its watchers, hooks, verifiers and services, in 
    fields and decides the lineage the delegation side reads);
 3. the delegated-child side (:func:`murmur.delegation.child.contribute`), when the run was
    delegated or its manifest may delegate, and the capsule links of a capsule that may
-   delegate (:func:`murmur.links.service.install`, the capability socket).
+   delegate (:func:`murmur.links.install_links`, the capability socket).
 
 The formation, delegation and links sides are imported only when their gate says they have work to
 do, so a plain session loads neither (nor the transports, roost client and cryptography they
@@ -72,10 +72,10 @@ def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:
 def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> None:
     """Write the session's links and serve its capability socket (spec/links.md); a links
     directory that cannot be written is one line on stderr, never a refused launch."""
-    from murmur.links.service import install
+    from murmur.links import install_links
 
     try:
-        install(setup, runtime)
+        install_links(setup, runtime)
     except OSError as exc:
         _say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
 

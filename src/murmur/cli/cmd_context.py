@@ -19,8 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print :func:`murmur.links.context.general_text`."""
-    from murmur.links.context import general_text
+    """Print :func:`murmur.links.general_text`."""
+    from murmur.links import general_text
 
     print(general_text(), end="")
     return 0

@@ -130,7 +130,7 @@ class Unit:
                 Otherwise (a command) the janitor kills it as soon as its owner is gone.
         """
         self.pid = pid
-        self.start = _start_time(pid)  # guards pid reuse (murmur.links.peer)
+        self.start = _start_time(pid)  # guards pid reuse (is_started_process)
         self._own_group = own_group
         self._owner._started.add(pid)
         watched = pid if winds_down else os.getpid()
@@ -142,6 +142,14 @@ class Unit:
         else:
             msg.update({"add": "pid", "pgid": 0, "pid": pid, "start": _start_time(pid)})
         self._owner._janitor_send(msg)
+
+    def is_started_process(self, pid: int) -> bool:
+        """Whether ``pid`` is the process this unit started, still running as itself.
+
+        The pid and its start time (``/proc/<pid>/stat``) must both be the ones :meth:`started`
+        recorded, so a reused pid is not taken for the unit's process.
+        """
+        return pid == self.pid and bool(self.start) and self.start == _start_time(pid)
 
     # -- ending -----------------------------------------------------------------------------
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from murmur.containment.context import Containment, Unit, _start_time
-from murmur.containment.host import pid_cgroup
+from murmur.containment import Containment, Unit, pid_cgroup
 
 COMMAND_LABEL = "cmd-"
 _CHAIN_LIMIT = 128  # ancestors walked before giving up
@@ -95,7 +94,7 @@ def check(peer: Peer, where: Containment, *, session_id: str) -> Verdict:
         if pid is None or pid <= 1:
             break
         found = by_pid.get(pid)
-        if found is not None and found.start and found.start == _start_time(pid):
+        if found is not None and found.is_started_process(pid):
             return Verdict(True, unit=found.label)
         if pid == os.getpid():
             break  # adopted by the runtime itself: it left its command

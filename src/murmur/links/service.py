@@ -1,6 +1,6 @@
 """The capability socket a session serves to its links (spec/links.md).
 
-:func:`install` is called by the delegation contributor for a session whose effective spawn
+:func:`install_links` is called by the assembly (``capsule_links``) for a session whose effective spawn
 set is non-empty: it writes the links directory (:mod:`murmur.links.stub`), puts its ``bin/``
 first on the ``PATH`` of every command (``SessionSetup.links_bin``), and adds the watcher
 :meth:`LinkService.serve`, which listens on ``links/cap.sock`` for the session's life.
@@ -33,8 +33,7 @@ from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
 from murmur.links.peer import Peer, check, parent_of, peer_of
 from murmur.links.stub import write_links
 from murmur.session import TraceWriteError
-from murmur.tree.contrib import session_lineage
-from murmur.tree.lineage import cut_caller, refusal_sentence
+from murmur.tree import cut_caller, refusal_sentence, session_lineage
 
 if TYPE_CHECKING:
     from murmur.delegation.runtime import DelegationRuntime
@@ -46,7 +45,7 @@ READ_BOUND = 30.0  # seconds the request line may take to arrive
 REFUSED_READ_BOUND = 2.0  # seconds a refused caller's request line is waited for before the refusal
 
 
-def install(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | None:
+def install_links(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | None:
     """Give ``setup`` its links (None when the effective spawn set is empty).
 
     Raises:
@@ -244,8 +243,7 @@ class LinkService:
 
     def _tree_text(self, as_json: bool = False) -> str:
         """This session's subtree: the ``mur ps --tree`` text, or its ``--json`` document."""
-        from murmur.tree.forest import Scoped, find, render_text, to_json
-        from murmur.tree.snapshot import load_forest
+        from murmur.tree import Scoped, find, load_forest, render_text, to_json
 
         node = find(load_forest(), self.setup.session_id)
         nodes = (node,) if node is not None else ()

@@ -13,7 +13,7 @@ from murmur import lazy
 if TYPE_CHECKING:
     from murmur.tree.contrib import contribute, mark_uncertain, session_lineage
     from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
-    from murmur.tree.lineage import LINEAGE_ENV, narrowings, refusal_sentence
+    from murmur.tree.lineage import LINEAGE_ENV, cut_caller, narrowings, refusal_sentence
     from murmur.tree.snapshot import load_forest
     from murmur.tree.stop import find_node, stop_node
 
@@ -21,6 +21,7 @@ __all__ = [
     "LINEAGE_ENV",
     "Scoped",
     "contribute",
+    "cut_caller",
     "find",
     "find_node",
     "load_forest",
@@ -38,7 +39,7 @@ __all__ = [
 __getattr__ = lazy.face(__name__, {
     "contrib": ["contribute", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
-    "lineage": ["LINEAGE_ENV", "narrowings", "refusal_sentence"],
+    "lineage": ["LINEAGE_ENV", "cut_caller", "narrowings", "refusal_sentence"],
     "snapshot": ["load_forest"],
     "stop": ["find_node", "stop_node"],
 })
