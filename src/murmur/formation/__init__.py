@@ -1,4 +1,4 @@
-"""Formations (seed 004): rosters, admission, formation tokens, channels and the launcher.
+"""Formations: rosters, admission, formation tokens, channels and the launcher.
 
 Pure modules: :mod:`~murmur.formation.roster` (``roster.yaml`` schema, check 1),
 :mod:`~murmur.formation.admission` (checks 2-8, ``W-ROS-001``, :class:`AdmittedRoster`),

@@ -1,6 +1,6 @@
 """Roster admission: a parsed roster bound to exact installed artifacts, or refused whole.
 
-Seed 004, "Admission order" (``spec/roster.md``). Admission checks, in this order, and stops
+``spec/roster.md`` "Admission order". Admission checks, in this order, and stops
 at the first failure; within a check, members are taken in roster order:
 
 =====  ==========================================================  ==============
@@ -429,7 +429,7 @@ def caller_overflows(
 def caller_overflow_message(o: CallerOverflow) -> str:
     """The ``W-ROS-001`` message (after ``warning[W-ROS-001]: ``), link included.
 
-    Shape (contract sheet section 2): ``roster.yaml lets <n> member(s) call '<m>'
+    Shape (``spec/roster.md`` "``W-ROS-001``"): ``roster.yaml lets <n> member(s) call '<m>'
     (<callers>), but it holds <capacity> so <rejection>; <remedy> would hold them all
     (<link>)``.
     """

@@ -1,8 +1,8 @@
 """``call-member``: giving another formation member work, for plans and agents.
 
-Seed 004, "Giving a member work"; contract sheet section 7.2 (statuses, the busy schedule,
-answers), section 5 (``a2a_send``, ``member_call_busy``, ``member_call_start``,
-``member_call``) and section 6.5 (origin ``peer`` and the trust header).
+Specification: ``spec/formation.md`` "``call-member``" (statuses, the busy schedule, answers,
+the records ``a2a_send``, ``member_call_busy``, ``member_call_start``, ``member_call``, origin
+``peer`` and the trust header).
 
 One :class:`CallEngine` per member session. :meth:`CallEngine.services` hands each task its
 ``call_member`` / ``member_answer`` functions (:class:`murmur.workload.TaskServices`).

@@ -1,9 +1,9 @@
-"""Formation channel lines: pure encode/decode (seed 004, "The formation channel").
+"""Formation channel lines: pure encode/decode.
 
 The launcher hands each member its credentials on a pipe only that member's ``mur run``
 inherits (``MURMUR_FORMATION_CHANNEL`` names the descriptor). Every line is one JSON object
 followed by ``\\n``, at most :data:`MAX_LINE_BYTES` bytes before the newline
-(``spec/formation-tokens.md``, contract sheet section 6.6):
+(``spec/formation-tokens.md`` "The formation channel"):
 
 * **first line** — the member's credentials, written before the member starts::
 

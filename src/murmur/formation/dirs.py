@@ -1,6 +1,6 @@
 """Formation directories: where each peer works, and the marker saying whose they are.
 
-Layout (seed 004, "Member directories")::
+Layout (``spec/formation.md`` "The launch, step by step", step 3)::
 
     $MURMUR_HOME/formations/                        owner-only
     └── <project>/                                  owner-only; <project> = the project dir's name
@@ -212,7 +212,7 @@ def _describe(exc: OSError) -> str:
 def prepare(layout: FormationLayout, marker: Marker, peers: Sequence[str]) -> PreparedDirs:
     """Make a launch's formation directory, its marker and each peer's work folder.
 
-    Order (seed 004): ``formations/`` and ``formations/<project>/`` are made owner-only; the
+    Order (``spec/formation.md``, launch step 3): ``formations/`` and ``formations/<project>/`` are made owner-only; the
     formation directory is made; ``formation.json`` is written at 0600; then each peer's
     directory at 0700. A path already there is never reused. With no peers nothing is made.
 
@@ -267,7 +267,7 @@ def prepare(layout: FormationLayout, marker: Marker, peers: Sequence[str]) -> Pr
 
 
 def marker_warning_line(reason: str) -> str:
-    """The stderr line printed when ``formation.json`` could not be written (seed 004)."""
+    """The stderr line printed when ``formation.json`` could not be written."""
     return (
         f"[mur run] warning: formation has no ownership marker ({reason}); "
         "its directory will never be removed automatically"

@@ -1,7 +1,7 @@
 """``mur run --roster``: launch an admitted roster as a formation and end it cancel-correctly.
 
-Seed 004, "Launching a formation" (seven steps), "Readiness", "How a formation ends";
-contract sheet section 3.4; ``DESIGN.md`` "One idea underneath"; ``spec/formation.md``.
+Specification: ``spec/formation.md`` "The launch, step by step", "Readiness" and "How a
+formation ends".
 
 The launch is a nursery tree::
 
@@ -179,7 +179,7 @@ class FormationLaunch:
         async for signum in signals:
             seen += 1
             if seen > 1:
-                # a second signal: nothing more is awaited (trio-stack P9)
+                # a second signal: nothing more is awaited, not even a shielded teardown
                 self.live.kill_all()
                 self._exit_now(128 + signum)
             self.end(EndReason.SIGNAL, signum)

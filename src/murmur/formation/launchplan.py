@@ -1,7 +1,8 @@
 """What each member of a launch is started with: command line, environment, channel (pure).
 
-Seed 004, "Launching a formation" (steps 3 and 6 and the "Every member" table) and
-"The formation channel"; contract sheet section 6.6.
+Specification: ``spec/formation.md`` "What each member is started with" and "The launch, step
+by step" (steps 3 and 6); the channel's lines: ``spec/formation-tokens.md`` "The formation
+channel".
 
 Every member runs ``mur run --capsule <scope>/<name> --capsule-version <v> --json``, bound
 to 127.0.0.1 (``mur run``'s default), in the launcher's current directory, with:

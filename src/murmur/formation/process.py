@@ -1,8 +1,8 @@
 """Starting a member as a real process: pipes, process group, relays.
 
-Seed 004, "Launching a formation" step 3 and "How a formation ends"; trio-stack sections 2c
-and 2f and pitfalls P5 (own process groups, always reap), P10 (close the child's pipe ends
-in the launcher right after spawning, or EOF never arrives).
+Specification: ``spec/formation.md`` "What each member is started with" and "How a formation
+ends". A peer leads its own process group and every member is reaped; the launcher closes its
+copies of the member's pipe ends right after the spawn, or the lifeline's EOF never arrives.
 
 Each member gets two inherited pipes, numbered in its environment:
 

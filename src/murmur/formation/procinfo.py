@@ -2,7 +2,7 @@
 
 A pid alone names a process only while it lives; once it is reaped the number can be reused.
 A pid together with its start time names exactly one process. ``formation.json`` records both
-for the launcher (seed 004, "Member directories"), and ``mur stop <formation-id>`` and the
+for the launcher (``spec/formation.md`` "``formation.json``"), and ``mur stop <formation-id>`` and the
 retention pass check both before trusting a marker.
 
 Linux only: the start time is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot), kept

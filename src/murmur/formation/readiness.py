@@ -1,9 +1,8 @@
 """Is a peer ready? Its readiness line, and its door answering as the session it reported.
 
-Seed 004, "Readiness": a peer is ready when the door at the URL its ``--json`` readiness line
+``spec/formation.md`` "Readiness": a peer is ready when the door at the URL its ``--json`` readiness line
 reported serves an agent card naming the session id that line reported. The door is probed
-every 100 ms. Each way a peer can fail is one reason in the ``E-RUN-045`` report
-(contract sheet section 3.4).
+every 100 ms. Each way a peer can fail is one reason in the ``E-RUN-045`` report.
 
 Pure pieces: :func:`parse_readiness_line`, :func:`card_session_id`. The probe loop
 :func:`wait_for_door` takes its fetcher and interval as arguments, so MockClock tests drive it.
@@ -25,7 +24,7 @@ MAX_READINESS_LINE = 1 << 20
 """A first line longer than this (bytes) is not a readiness line."""
 
 CAPSULE_EXTENSION_SUFFIX = "murmur-capsule-v1"
-"""The card extension whose ``params.sessionId`` names the session (contract sheet 6.1)."""
+"""The card extension whose ``params.sessionId`` names the session (``spec/door.md`` "The card")."""
 
 
 @attrs.frozen

@@ -1,6 +1,6 @@
 """Removing old formation directories by the entry member's ``trace.retain``.
 
-Seed 004, "Removing formation directories": at the end of every ``mur run --roster`` — after
+``spec/formation.md`` "Retention": at the end of every ``mur run --roster`` — after
 every member of that launch has stopped, however the launch ended — the entry member's
 ``trace.retain`` bounds its project's formation directories:
 
@@ -178,7 +178,7 @@ def scan(project_formations: Path, running: set[str] | None) -> list[FormationEn
 
 
 def retention_line(removal: Removal) -> str:
-    """The stderr line for one removal (seed 004)."""
+    """The stderr line for one removal."""
     return f"[mur run] retention: removed formation {removal.formation_id} ({removal.reason})"
 
 

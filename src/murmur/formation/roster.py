@@ -2,7 +2,7 @@
 
 A roster declares a formation: the capsules that run together as its **members**, the one
 **entry member** that receives the formation's task, and which members may call which
-(seed 004, "Roster Schema"; ``spec/roster.md``). This module is admission check 1 — "the file
+(``spec/roster.md`` "Schema"). This module is admission check 1 — "the file
 reads and has the shape above" — and nothing else: every shape fault is ``E-ROS-001`` naming
 the file, the line and the key path. The semantic checks (unique names, one entry member,
 rules naming members, ...) are :mod:`murmur.formation.admission`.
@@ -37,7 +37,7 @@ ROSTER_FILENAME = "roster.yaml"
 """The only file name ``mur run --roster`` and ``mur doctor --roster`` accept."""
 
 MEMBER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-"""A member's name within its roster (contract sheet section 6.6)."""
+"""A member's name within its roster (``spec/roster.md`` "Schema")."""
 
 MAX_ROSTER_BYTES = 1 << 20
 """A larger ``roster.yaml`` is refused before parsing (1 MiB)."""
@@ -46,7 +46,7 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
 _TEXT_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL})
 """Scalars a text field reads as written: an unquoted ``null``, ``~``, ``true`` or ``1.10``
-is that text in a name or a version, as in ``murmur.yaml`` (seed 004)."""
+is that text in a name or a version, as in ``murmur.yaml``."""
 
 _TOP_KEYS = ("roster_version", "members", "reachability")
 _MEMBER_KEYS = ("name", "capsule", "version", "entry")

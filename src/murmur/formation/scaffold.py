@@ -13,7 +13,7 @@ Writes, atomically (into ``<dest>/.<NAME>.tmp-<id>`` and then one rename)::
 Both members declare a bearer ``network.authentication`` (the roster has an edge). After
 ``mur build`` and ``mur install -g`` of each member, ``mur doctor --roster <NAME>`` admits it
 and ``mur run --roster <NAME> --task "…"`` runs it offline (no model is called).
-Contract sheet section 3.2; seed 004 ("mur new --roster").
+Specification: ``spec/roster.md`` "``mur new --roster NAME``".
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``mur stop``: end a running formation (through its launcher) or one session.
 
-Seed 004, "How a formation ends": ``mur stop <formation-id>`` ends a formation by sending its
+``spec/formation.md`` "``mur stop``": ``mur stop <formation-id>`` ends a formation by sending its
 launcher SIGTERM, so the launcher closes every lifeline, the entry member's included. It
-never signals a member the launcher owns. Contract sheet section 3.2 and ``E-RUN-022`` /
-``E-RUN-024``.
+never signals a member the launcher owns. Refusals: ``E-RUN-022`` (nothing running) and
+``E-RUN-024`` (it could not be ended).
 
 Finding the launcher: the formation's ``formation.json`` names the launcher's pid and start
 time; both must match a live process (a reused pid is another program). A formation with no

@@ -1,7 +1,8 @@
 """Supervising one member: start it, judge its readiness, and stop it cancel-correctly.
 
-Design: ``DESIGN.md`` "One idea underneath" (a formation is a nursery of supervisor tasks);
-seed 004, "Launching a formation", "Readiness" and "How a formation ends".
+A formation is a nursery of supervisor tasks, one per member. Specification:
+``spec/formation.md`` "The launch, step by step", "Readiness", "How a formation ends" and
+"Bounds".
 
 A supervisor owns exactly one member process, through the :class:`MemberHandle` protocol
 (the real one is :class:`murmur.formation.process.ProcessHandle`; tests pass fakes). Whatever
@@ -151,7 +152,7 @@ class Stopped:
 
 
 async def stop_member(handle: MemberHandle, kill_after: float) -> Stopped:
-    """Close ``handle``'s lifeline, wait ``kill_after`` s, then SIGKILL and reap (seed 004).
+    """Close ``handle``'s lifeline, wait ``kill_after`` s, then SIGKILL and reap.
 
     Call it shielded: it must finish even when the formation's scope is cancelled. Always
     returns with the member reaped.
@@ -320,7 +321,7 @@ async def await_readiness(
     probe: Probe | None,
     timers: Timers,
 ) -> readiness.Report | str:
-    """Judge one peer's readiness (seed 004, "Readiness"), bounded by ``timers.readiness``.
+    """Judge one peer's readiness (``spec/formation.md`` "Readiness"), bounded by ``timers.readiness``.
 
     Args:
         handle (MemberHandle): the peer, just started.
@@ -355,7 +356,7 @@ class LiveMembers:
 
     :meth:`kill_all` is synchronous, for the paths that leave at once (a second signal):
     it SIGKILLs every live member's group (or the entry member's process) before
-    ``os._exit`` so no member that ignores its lifeline outlives the launcher (trio-stack P9).
+    ``os._exit`` so no member that ignores its lifeline outlives the launcher.
     """
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """Formation tokens (``mft1.``): one Ed25519-signed credential per reachability edge.
 
-Seed 004, "The formation credential"; contract sheet section 6.6; ``spec/formation-tokens.md``.
+Specification: ``spec/formation-tokens.md`` "Tokens".
 
 The launcher mints one :class:`FormationKey` per launch (OS CSPRNG; the private half lives only
 in the launcher's memory) and signs one token for every edge ``from -> to``::
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 # cryptography is imported where a signature is made or checked, not with this module: a
-# member that no other member calls never pays its import (issue 19)
+# member that no other member calls never pays its import
 
 TAG = "mft1"
 """The first part of every formation token."""
