@@ -244,7 +244,7 @@ def plan_for(
     json_mode: bool = False,
 ) -> launchplan.LaunchPlan:
     """A launch plan as ``run_roster`` would build it (fake ``mur``)."""
-    return launchplan.build(
+    return launchplan.build_launch_plan(
         admitted,
         formation_id=formation_id,
         key=FormationKey.generate(),

@@ -45,7 +45,7 @@ class TestPrepare:
         """formation.json is 0600 and names the launcher; dirs are owner-only."""
         layout = _layout(tmp_path, murmur_home)
         marker = dirs.Marker(str(layout.project_dir), 4242, "123456")
-        made = dirs.prepare(layout, marker, ["coder", "reviewer"])
+        made = dirs.prepare_dirs(layout, marker, ["coder", "reviewer"])
         assert made.refusals == () and made.marker_warning is None
         assert made.peer_dirs == {n: layout.peer_dir(n) for n in ("coder", "reviewer")}
         assert json.loads(layout.marker_path.read_text()) == {
@@ -65,20 +65,20 @@ class TestPrepare:
         layout.project_formations.mkdir(parents=True)
         os.chmod(layout.root, 0o755)
         os.chmod(layout.project_formations, 0o777)
-        dirs.prepare(layout, dirs.Marker("/p", 1, ""), ["a"])
+        dirs.prepare_dirs(layout, dirs.Marker("/p", 1, ""), ["a"])
         assert _mode(layout.root) == 0o700 and _mode(layout.project_formations) == 0o700
 
     def test_no_peers_makes_nothing(self, tmp_path: Path, murmur_home: Path) -> None:
         """A roster with no peers makes no formation directory and no marker."""
         layout = _layout(tmp_path, murmur_home)
-        made = dirs.prepare(layout, dirs.Marker("/p", 1, ""), [])
+        made = dirs.prepare_dirs(layout, dirs.Marker("/p", 1, ""), [])
         assert made.peer_dirs == {} and not layout.root.exists()
 
     def test_existing_peer_dir_refused(self, tmp_path: Path, murmur_home: Path) -> None:
         """A path already there is never reused: the peer is refused, naming it."""
         layout = _layout(tmp_path, murmur_home)
         os.makedirs(layout.formation_dir)
-        made = dirs.prepare(layout, dirs.Marker("/p", 1, ""), ["a"])
+        made = dirs.prepare_dirs(layout, dirs.Marker("/p", 1, ""), ["a"])
         assert [r.member for r in made.refusals] == ["a"]
         assert str(layout.formation_dir) in made.refusals[0].reason
         assert "already exists" in made.refusals[0].reason
@@ -92,7 +92,7 @@ class TestPrepare:
             raise PermissionError(13, "Permission denied")
 
         monkeypatch.setattr(dirs, "_write_marker", boom)
-        made = dirs.prepare(layout, dirs.Marker("/p", 1, ""), ["a"])
+        made = dirs.prepare_dirs(layout, dirs.Marker("/p", 1, ""), ["a"])
         assert made.refusals == () and "Permission denied" in (made.marker_warning or "")
         line = dirs.marker_warning_line(made.marker_warning or "")
         assert line.startswith("[mur run] warning: formation has no ownership marker (")

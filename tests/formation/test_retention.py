@@ -93,7 +93,7 @@ class TestRunPass:
         old2 = self._make(murmur_home, project, NOW - 9000)
         cur = self._make(murmur_home, project, NOW)
         err = io.StringIO()
-        done = retention.run_pass(project, cur.name, Retain(max_sessions=1), now_ms=NOW, err=err)
+        done = retention.retention_pass(project, cur.name, Retain(max_sessions=1), now_ms=NOW, err=err)
         assert [r.formation_id for r in done] == [old1.name, old2.name]
         assert not old1.exists() and not old2.exists() and cur.exists()
         assert not dirs.records_dir_for(old1.resolve()).exists()
@@ -115,7 +115,7 @@ class TestRunPass:
         m = dirs.Marker(str(project), os.getpid(), procinfo.start_time(os.getpid()) or "")
         (d / "formation.json").write_text(m.to_json())
         cur = frm_at(NOW)
-        assert retention.run_pass(project, cur, Retain(max_sessions=1), now_ms=NOW,
+        assert retention.retention_pass(project, cur, Retain(max_sessions=1), now_ms=NOW,
                                   err=io.StringIO()) == []
         assert d.exists()
 
@@ -133,7 +133,7 @@ class TestRunPass:
         (running / "ses_a.json").write_text(json.dumps({
             "formation_id": d.name, "pid": os.getpid(),
             "start_time": int(procinfo.start_time(os.getpid()) or 0)}))
-        assert retention.run_pass(project, frm_at(NOW), Retain(max_sessions=1), now_ms=NOW,
+        assert retention.retention_pass(project, frm_at(NOW), Retain(max_sessions=1), now_ms=NOW,
                                   err=io.StringIO()) == []
         assert d.exists()
 
@@ -144,6 +144,6 @@ class TestRunPass:
         d = self._make(murmur_home, project, NOW - 5000)
         (murmur_home / "running").write_text("not a directory")
         assert retention.running_formations() is None
-        assert retention.run_pass(project, frm_at(NOW), Retain(max_sessions=1), now_ms=NOW,
+        assert retention.retention_pass(project, frm_at(NOW), Retain(max_sessions=1), now_ms=NOW,
                                   err=io.StringIO()) == []
         assert d.exists()

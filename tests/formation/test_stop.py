@@ -85,7 +85,7 @@ class TestStopFormation:
         p, _ = _launcher(procs, "plain")
         frm = ids.new_id("frm")
         _marker(frm, p.pid, procinfo.start_time(p.pid))
-        report = stop.stop(frm)
+        report = stop.stop_named(frm)
         assert report.lines == (f"stopped: {frm}", f"launcher: pid {p.pid}", "signal: SIGTERM")
         assert p.wait(5) == 143
 
@@ -94,7 +94,7 @@ class TestStopFormation:
         p, _ = _launcher(procs, "ignore")
         frm = ids.new_id("frm")
         _marker(frm, p.pid, procinfo.start_time(p.pid))
-        report = stop.stop(frm, timeout=0.3)
+        report = stop.stop_named(frm, timeout=0.3)
         assert "signal: SIGKILL" in report.lines
         assert p.wait(5) == -9
 
@@ -104,14 +104,14 @@ class TestStopFormation:
         frm = ids.new_id("frm")
         _marker(frm, p.pid, "1")
         with pytest.raises(DiagnosticError) as exc:
-            stop.stop(frm)
+            stop.stop_named(frm)
         assert exc.value.code == "E-RUN-022"
         assert p.poll() is None  # nothing was signalled
 
     def test_unknown(self) -> None:
         """An id naming nothing is E-RUN-022."""
         with pytest.raises(DiagnosticError) as exc:
-            stop.stop(ids.new_id("frm"))
+            stop.stop_named(ids.new_id("frm"))
         assert exc.value.code == "E-RUN-022"
 
     def test_no_marker_launcher_found_through_entry(
@@ -121,7 +121,7 @@ class TestStopFormation:
         p, child = _launcher(procs, "child", "run", "--roster", "x")
         frm = ids.new_id("frm")
         _record(child, formation=frm)
-        report = stop.stop(frm)
+        report = stop.stop_named(frm)
         assert report.lines[1] == f"launcher: pid {p.pid}"
         assert p.wait(5) == 143
 
@@ -132,7 +132,7 @@ class TestStopFormation:
         p, member = _launcher(procs, "starter", "run", "--roster", "x")
         frm = ids.new_id("frm")
         _record(member, formation=frm)
-        report = stop.stop(frm)
+        report = stop.stop_named(frm)
         assert report.lines[1] == f"launcher: pid {p.pid}"
         assert p.wait(5) == 143
 
@@ -143,7 +143,7 @@ class TestStopFormation:
         p, _ = _launcher(procs, "plain")
         frm = ids.new_id("frm")
         rec = _record(p.pid, formation=frm)
-        report = stop.stop(frm)
+        report = stop.stop_named(frm)
         assert report.lines == (f"stopped: {frm}", f"session: {rec.session_id} (SIGTERM)")
         assert p.wait(5) == 143
 
@@ -154,7 +154,7 @@ class TestStopSession:
         p, _ = _launcher(procs, "plain")
         rec = _record(p.pid)
         assert stop.resolve_session("@1").session_id == rec.session_id
-        report = stop.stop(rec.session_id[-6:].upper())
+        report = stop.stop_named(rec.session_id[-6:].upper())
         assert report.lines == (f"stopped: {rec.session_id}", "capsule: cap 0.1.0", "signal: SIGTERM")
         assert p.wait(5) == 143
 
@@ -162,7 +162,7 @@ class TestStopSession:
     def test_nothing(self, name: str) -> None:
         """Too short, out of range or unknown: E-RUN-022."""
         with pytest.raises(DiagnosticError) as exc:
-            stop.stop(name)
+            stop.stop_named(name)
         assert exc.value.code == "E-RUN-022"
 
 

@@ -3,7 +3,7 @@
 Each contributor takes the :class:`~murmur.session.session.SessionSetup` being prepared and the
 session's environment, and adds its watchers, hooks, verifiers and services, in this order:
 
-1. the formation member side (:func:`murmur.formation.member.contribute`), when the
+1. the formation member side (:func:`murmur.formation.contribute`), when the
    environment names a formation;
 2. the process tree (:func:`murmur.tree.contrib.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
-from murmur.formation.envnames import names_formation
+from murmur.formation import names_formation
 from murmur.session import SessionSetup
 from murmur.tree import contribute as tree_contribute
 
@@ -44,9 +44,9 @@ def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     """Join the formation the environment names (``E-RUN-044``/``E-RUN-046`` refuse)."""
     if not names_formation(environ):
         return
-    from murmur.formation import member  # the member side, only for a run in a formation
+    from murmur.formation import contribute  # the member side, only for a run in a formation
 
-    member.contribute(setup, environ)
+    contribute(setup, environ)
 
 
 def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:

@@ -55,7 +55,7 @@ def who(args: argparse.Namespace) -> int:
     """``mur agent who``."""
     from murmur.cli._common import emit
     from murmur.diagnostics import EXIT_USAGE, error
-    from murmur.formation.roster import resolve_roster_path
+    from murmur.formation import resolve_roster_path
     from murmur.routing import answer, gather_catalog, to_json, to_text
 
     if args.can is not None and not args.can.strip():
@@ -92,8 +92,7 @@ def _roster_formation(roster: Path, shown: str) -> Formation:
     Raises:
         DiagnosticError: the roster is refused (its admission diagnostic).
     """
-    from murmur.formation.admission import admit_file
-    from murmur.formation.roster import ReachabilityKind
+    from murmur.formation import ReachabilityKind, admit_file
     from murmur.routing import Capsule, Formation, Member
 
     admitted = admit_file(roster)

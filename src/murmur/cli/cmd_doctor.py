@@ -36,8 +36,7 @@ from pathlib import Path
 from murmur.containment import detect, force_problem
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.formation.admission import AdmittedRoster, admit_file
-from murmur.formation.roster import ROSTER_FILENAME, resolve_roster_path
+from murmur.formation import ROSTER_FILENAME, AdmittedRoster, admit_file, resolve_roster_path
 from murmur.manifest import Manifest
 
 MANIFEST_FILENAME = "murmur.yaml"

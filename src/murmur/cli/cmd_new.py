@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Write the scaffold; print the created path."""
     dest: Path = args.dir if args.dir is not None else Path.cwd()
     if args.roster:
-        from murmur.formation.scaffold import write_roster_scaffold
+        from murmur.formation import write_roster_scaffold
 
         write_roster_scaffold(args.name, dest)
         target = dest / args.name

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from murmur import timing
     from murmur.errors import DiagnosticError
-    from murmur.formation.stop import resolve_session, stop
+    from murmur.formation import resolve_session, stop_named
     from murmur.tree import find_node, load_forest, stop_node
 
     name = args.name.strip()
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             name = resolve_session(name).session_id
         node = find_node(roots, name)
         if node is None:
-            report = stop(name, timeout=args.timeout)
+            report = stop_named(name, timeout=args.timeout)
             if args.json:
                 print(json.dumps(report_json(report.lines)), flush=True)
             else:

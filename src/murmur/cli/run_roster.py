@@ -1,8 +1,8 @@
 """``mur run --roster`` on the command line: admit, mint, prepare directories, launch, report, retain.
 
 :func:`run_roster` is the whole launch for ``mur run``; the formation itself is
-:class:`murmur.formation.launcher.FormationLaunch`. Specification: spec/formation.md
-"Launching a formation".
+:class:`murmur.formation.FormationLaunch`. Specification: ``spec/formation.md`` "The launch,
+step by step".
 """
 
 from __future__ import annotations
@@ -21,16 +21,27 @@ from murmur.assembly.checks import refuse_unknown_containment
 from murmur.cli._common import emit
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.formation import dirs, launchplan, procinfo, retention
-from murmur.formation.admission import admit_file
-from murmur.formation.artifacts import artifact_check
-from murmur.formation.launcher import FORMATION_SIGNALS, FormationLaunch
-from murmur.formation.outcome import not_launched
-from murmur.formation.process import ProcessSpawner, mur_command, warm_starter
-from murmur.formation.readiness import HttpProbe
-from murmur.formation.roster import resolve_roster_path
-from murmur.formation.supervise import Timers
-from murmur.formation.tokens import FormationKey
+from murmur.formation import (
+    FORMATION_SIGNALS,
+    FormationKey,
+    FormationLaunch,
+    FormationLayout,
+    HttpProbe,
+    Marker,
+    ProcessSpawner,
+    RosterOptions,
+    Timers,
+    admit_file,
+    artifact_check,
+    build_launch_plan,
+    marker_warning_line,
+    mur_command,
+    not_launched,
+    prepare_dirs,
+    resolve_roster_path,
+    retention_pass,
+    warm_starter,
+)
 from murmur.session import on_trio_clock, parse_deadline, rfc3339
 
 
@@ -74,7 +85,7 @@ def _early_signal(early: object | None) -> int | None:
 
 async def _launch_main(
     roster_arg: str | None,
-    options: launchplan.RosterOptions,
+    options: RosterOptions,
     deadline_unix: float | None,
     timers: Timers,
     early: object | None = None,
@@ -100,14 +111,11 @@ async def _launch_main(
         units = containment.here(formation_id)
         units.adopt_escapees()
 
-        layout = dirs.FormationLayout(project_dir, formation_id)
-        marker = dirs.Marker(
-            str(project_dir), os.getpid(), procinfo.start_time(os.getpid()) or ""
-        )
+        layout = FormationLayout(project_dir, formation_id)
         peer_names = [m.name for m in admitted.peers]
-        prepared = dirs.prepare(layout, marker, peer_names)
+        prepared = prepare_dirs(layout, Marker.of_this_launcher(project_dir), peer_names)
         if prepared.marker_warning is not None:
-            print(dirs.marker_warning_line(prepared.marker_warning), file=sys.stderr, flush=True)
+            print(marker_warning_line(prepared.marker_warning), file=sys.stderr, flush=True)
         entry = admitted.entry
         retain = entry.manifest.trace.retain if entry.manifest.trace else None
         if prepared.refusals:
@@ -120,13 +128,13 @@ async def _launch_main(
                     [],
                 )
             )
-            retention.run_pass(project_dir, formation_id, retain)
+            retention_pass(project_dir, formation_id, retain)
             return 1
 
         # the warm starter (started with the launcher) goes in a unit of the formation's
         spawner = ProcessSpawner(starter=warm_starter(os.environ))
         deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
-        plan = launchplan.build(
+        plan = build_launch_plan(
             admitted,
             formation_id=formation_id,
             key=key,
@@ -162,11 +170,11 @@ async def _launch_main(
         del key  # step 7: the signing key is dropped with the formation
         for d in result.diagnostics:
             emit(d)
-        retention.run_pass(project_dir, formation_id, retain)
+        retention_pass(project_dir, formation_id, retain)
         return result.exit_status
 
 
-def roster_options(args: object) -> tuple[str | None, launchplan.RosterOptions, str | None]:
+def roster_options(args: object) -> tuple[str | None, RosterOptions, str | None]:
     """Read ``mur run``'s parsed arguments for a ``--roster`` launch.
 
     Args:
@@ -178,7 +186,7 @@ def roster_options(args: object) -> tuple[str | None, launchplan.RosterOptions, 
     """
     roster = getattr(args, "roster", None)
     roster_arg = roster if isinstance(roster, str) and roster.strip() else None
-    options = launchplan.RosterOptions(
+    options = RosterOptions(
         task=getattr(args, "task", None),
         json=bool(getattr(args, "json", False)),
         verbose=bool(getattr(args, "verbose", False)),

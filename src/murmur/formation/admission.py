@@ -44,7 +44,7 @@ from murmur.formation.roster import (
     RosterMember,
     load_roster,
 )
-from murmur.manifest.model import Manifest, TaskAcceptance
+from murmur.manifest import Manifest, TaskAcceptance
 
 W_ROS_001_LINK = "https://docs.murmur.nexus/reference/diagnostics/#w-ros-001"
 """The documentation link every ``W-ROS-001`` line ends with."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from murmur import paths
+from murmur.formation import procinfo
 
 MARKER_NAME = "formation.json"
 """The ownership marker's file name inside a formation directory."""
@@ -116,6 +117,12 @@ class Marker:
     project_dir: str
     launcher_pid: int
     launcher_start: str
+
+    @classmethod
+    def of_this_launcher(cls, project_dir: Path) -> Marker:
+        """The marker of a launch this process runs: ``project_dir``, this pid, its start time."""
+        pid = os.getpid()
+        return cls(str(project_dir), pid, procinfo.start_time(pid) or "")
 
     def to_json(self) -> str:
         """The file's text (one JSON object and a newline)."""
@@ -209,7 +216,7 @@ def _describe(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def prepare(layout: FormationLayout, marker: Marker, peers: Sequence[str]) -> PreparedDirs:
+def prepare_dirs(layout: FormationLayout, marker: Marker, peers: Sequence[str]) -> PreparedDirs:
     """Make a launch's formation directory, its marker and each peer's work folder.
 
     Order (``spec/formation.md``, launch step 3): ``formations/`` and ``formations/<project>/`` are made owner-only; the

@@ -193,7 +193,7 @@ def addresses_line(callees: Sequence[str], urls: Mapping[str, str]) -> bytes:
     )
 
 
-def build(
+def build_launch_plan(
     admitted: AdmittedRoster,
     *,
     formation_id: str,

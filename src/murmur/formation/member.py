@@ -33,7 +33,7 @@ from murmur.formation.membership import Membership, join
 from murmur.formation.reach import reaches_member_doors
 from murmur.formation.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
-from murmur.routing.gather import member_refusal
+from murmur.routing import member_refusal
 from murmur.session import deadline_wind_down, lifeline_wind_down
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 

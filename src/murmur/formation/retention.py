@@ -15,7 +15,7 @@ or a running record names the formation and that member still runs (an unreadabl
 ``running/`` directory counts every formation as running); when its ``formation.json`` names
 another project; or when it has no (parseable) ``formation.json``.
 
-:func:`decide` is the pure rule; :func:`run_pass` reads the disk, removes and prints one
+:func:`decide` is the pure rule; :func:`retention_pass` reads the disk, removes and prints one
 stderr line per removal, newest first.
 """
 
@@ -33,7 +33,7 @@ import attrs
 
 from murmur import ids, paths
 from murmur.formation import dirs, procinfo
-from murmur.manifest.model import Retain
+from murmur.manifest import Retain
 
 
 @attrs.frozen
@@ -182,7 +182,7 @@ def retention_line(removal: Removal) -> str:
     return f"[mur run] retention: removed formation {removal.formation_id} ({removal.reason})"
 
 
-def run_pass(
+def retention_pass(
     project_dir: Path,
     current_id: str,
     retain: Retain | None,

@@ -30,7 +30,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
+from murmur.manifest import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
 from murmur.userfile import UserFileError, read_user_text
 
 ROSTER_FILENAME = "roster.yaml"

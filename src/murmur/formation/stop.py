@@ -293,7 +293,7 @@ def stop_session(address: str, *, timeout: float = 10.0) -> StopReport:
     return StopReport(tuple(lines))
 
 
-def stop(name: str, *, timeout: float | None = None) -> StopReport:
+def stop_named(name: str, *, timeout: float | None = None) -> StopReport:
     """``mur stop NAME``: a formation id goes to its launcher, anything else is a session."""
     if ids.is_id(name.strip(), "frm"):
         wait = FORMATION_TIMEOUT if timeout is None else timeout

@@ -107,7 +107,7 @@ def stop_node(
         )
     lines: tuple[str, ...] = ()
     if node.kind == "formation":
-        from murmur.formation.stop import stop_formation
+        from murmur.formation import stop_formation
 
         members = {c.id for c in node.children}
         cascade.signal_plan(attrs.evolve(plan, targets=tuple(t for t in plan.targets if t.session_id not in members)))
