@@ -18,15 +18,6 @@ OUTSIDE = re.compile(
 
 # Files that still cite outside documents (being rewritten in other branches; swept after).
 NOT_YET_SWEPT = frozenset({
-    "murmur/delegation/__init__.py",
-    "murmur/delegation/approval.py",
-    "murmur/delegation/book.py",
-    "murmur/delegation/completion.py",
-    "murmur/delegation/environment.py",
-    "murmur/delegation/launcher.py",
-    "murmur/delegation/release.py",
-    "murmur/delegation/spawner.py",
-    "murmur/delegation/watch.py",
     "murmur/starter/__init__.py",
 })
 

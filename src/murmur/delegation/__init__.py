@@ -1,7 +1,6 @@
 """Delegation: a capsule spawns a child capsule under mur-roost, watches it, hears its outcome.
 
-Design: seed 000 ("Who launches what", "The child's directory", "The child's environment",
-"The delegation tool", "The completion path"); specification: ``spec/delegation.md``.
+Specification: ``spec/delegation.md``.
 
 Modules::
 

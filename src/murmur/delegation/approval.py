@@ -1,5 +1,6 @@
-"""Reading the spawn approval a delegated child was launched with (seed 000, "Credentials and
-approvals").
+"""Reading the spawn approval a delegated child was launched with.
+
+Specification: ``spec/delegation.md`` "The child's side" and "Secrets".
 
 The parent's launcher writes the approval to the child's standard input and closes it at once
 — never argv, never the environment, both of which any process of the same user can read out

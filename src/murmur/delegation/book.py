@@ -6,7 +6,8 @@ that the door accepts, or by the launcher recording an outcome it posts to nobod
 closing writes the ``delegation`` trace record carrying the child's own outcome word
 (``ok``, ``error``, ``crashed``, ``terminated``, ``unknown``). The call's own word
 (``completed``, ``timed_out``, ``failed``, ``refused``) is written by the launcher when the call
-ends (:meth:`DelegationBook.call_ended`). Contract sheet section 5, "Delegation outcome".
+ends (:meth:`DelegationBook.call_ended`). Specification: ``spec/delegation.md`` "Trace records
+(the delegating session)" and "At the parent's door".
 
 :meth:`DelegationBook.decide` is the session's completion handler: a completion for a
 delegation this session made and that is still open becomes a ``completion``-origin task in

@@ -1,4 +1,6 @@
-"""The completion path: a delegated child's outcome, on disk and on the wire (seed 000).
+"""The completion path: a delegated child's outcome, on disk and on the wire.
+
+Specification: ``spec/delegation.md`` "The completion path".
 
 What a completion carries is the delegation's identity, the outcome and where the result is
 — never the child's output::

@@ -1,4 +1,6 @@
-"""The delegated child's environment, built from nothing (seed 000, "The child's environment").
+"""The delegated child's environment, built from nothing.
+
+Specification: ``spec/delegation.md`` "Launching a child" (step 4).
 
 A child starts from a cleared environment. Its parent's runtime puts in exactly:
 

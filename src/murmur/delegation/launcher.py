@@ -1,4 +1,6 @@
-"""One launcher for plan ``capsule`` steps and the ``delegate-task`` tool (seed 000).
+"""One launcher for plan ``capsule`` steps and the ``delegate-task`` tool.
+
+Specification: ``spec/delegation.md`` "The delegate service".
 
 A delegation, from the delegating session's side::
 
@@ -246,8 +248,8 @@ class Launcher:
 
         Returns:
             dict[str, Any]: ``delegation_id``, ``session_id``, ``capsule``, ``version``,
-            ``status`` and ``child_workdir``/``output`` as seed 000's "What the call returns"
-            says. ``status`` is ``started`` | ``failed`` | ``refused``, and with ``wait`` the
+            ``status`` and ``child_workdir``/``output`` (``spec/delegation.md`` "The call
+            returns"). ``status`` is ``started`` | ``failed`` | ``refused``, and with ``wait`` the
             child task's end: ``completed`` | ``failed`` | ``canceled`` | ``rejected``
             (``output`` the answer or the reason).
         """
@@ -363,7 +365,7 @@ class Launcher:
                     self._reporter.report_stopped(child, f"the launch failed: {failure}", close=False)
                     await self._terminate(child)
                     child.reported = True
-                    await give_back(self.roost_url, grant)  # its mur-roost slot, at once (issue 11)
+                    await give_back(self.roost_url, grant)  # its mur-roost slot, at once
                 else:
                     task_status.started(ready)
                     ending = await self._watch(child)

@@ -1,4 +1,4 @@
-"""A launch that falls short gives its mur-roost slot back at once (issue 11, item 5).
+"""A launch that falls short gives its mur-roost slot back at once.
 
 Design: ``spec/delegation.md``, "Launching a child" (a launch that falls short leaves
 nothing), and ``spec/roost.md``, "When a session's process ends". A granted ``POST /spawn``
@@ -10,7 +10,7 @@ so a few quick failures would refuse every delegation of the parent for a minute
 The parent's runtime still holds the approval. Once the child has been stopped and reaped,
 :func:`give_back` redeems it in the child's place -- ``POST /register`` with the approval,
 under a fresh session id, for the very artifact it names -- and at once deregisters that
-session ``failed``: exactly the exchange seed 000 allows a child, so the daemon releases the
+session ``failed``: exactly the exchange any launched session may make, so the daemon releases the
 slot the way it always does. Neither token leaves this function: the approval is presented
 once, the credential it earns is used once and dropped.
 

@@ -1,4 +1,6 @@
-"""The spawner handle: where a delegated child reports its outcome (seed 000, "What is injected").
+"""The spawner handle: where a delegated child reports its outcome.
+
+Specification: ``spec/delegation.md`` "Launching a child" (step 4) and "The child's side".
 
 A parent's launcher sets ``MURMUR_SPAWNER`` on each child to compact JSON with exactly five
 fields::

@@ -1,6 +1,6 @@
 """The single delegation bound and who reports a delegation's outcome (pure).
 
-Seed 000, "Bounds" and "Who reports, and what happens when nobody can":
+``spec/delegation.md`` "Watching a started child" and "Exactly one reporter":
 
 * :func:`delegation_bound` — ``lifecycle.delegation_deadline_secs`` (default 600), or
   ``MURMUR_DELEGATION_TIMEOUT_SECS`` for the whole process when that is a positive whole
