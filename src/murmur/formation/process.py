@@ -326,7 +326,7 @@ class ProcessSpawner:
             unit.release()
             raise
         finally:
-            # the child holds its own copies now: REQUIRED, or EOF never arrives (P10)
+            # the child holds its own copies now: REQUIRED, or the lifeline's EOF never arrives
             _close_quietly(chan_r)
             _close_quietly(life_r)
             for fd in keep:

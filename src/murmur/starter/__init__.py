@@ -1,6 +1,6 @@
 """The warm starter: one pre-imported process that forks formation members on request.
 
-Specification: ``spec/formation.md`` "The warm start path" (issue 19). A launcher keeps one
+Specification: ``spec/formation.md`` "The warm start path". A launcher keeps one
 starter (:mod:`murmur.starter.server`, run as ``python -m murmur.starter.server``): it has
 imported everything a member's ``mur run`` imports, runs no Trio loop and no thread, and
 forks one process per request (:mod:`murmur.starter.child` is what the fork does before it
