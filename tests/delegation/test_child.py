@@ -277,7 +277,7 @@ class TestCompletionPath:
         assert (fields["delegation_id"], fields["status"], fields["session_id"]) == (handle.delegation_id, "ok", child.session_id)
         assert fields["result_path"] == f".murmur/{child.session_id}/out/result.txt"
         assert (child_dir / fields["result_path"]).read_text() == "echo: job\n"
-        data = comp.read_record(child_dir)
+        data = comp.read_completion(child_dir)
         assert data is not None and (data["reported_by"], data["delivered"], data["delivery_error"]) == ("child", True, None)
 
     async def test_undelivered_completion_does_not_fail_the_child(
@@ -293,7 +293,7 @@ class TestCompletionPath:
         async with running(child) as c:
             summary = await c.wait()
         assert summary.status == "ok" and summary.exit_code == 0
-        data = comp.read_record(tmp_path)
+        data = comp.read_completion(tmp_path)
         assert data is not None and (data["status"], data["delivered"]) == ("ok", False)
         assert "did not answer" in data["delivery_error"]
         err = capsys.readouterr().err.splitlines()
@@ -309,7 +309,7 @@ class TestCompletionPath:
         install(child, {"MURMUR_SPAWNER": handle.encode()}, stdin_fd=closed_stdin())
         async with running(child) as c:
             await c.wait()
-        data = comp.read_record(tmp_path)
+        data = comp.read_completion(tmp_path)
         assert data is not None and (data["reported_by"], data["status"]) == ("launcher", "terminated")
 
     async def test_misaddressed_completion(self, tmp_path: Path) -> None:
@@ -343,5 +343,5 @@ class TestSpawnerLifeline:
         assert (ended["spawned_by"], ended["delegation_id"]) == (handle.session_id, handle.delegation_id)
         kinds = [x["event_type"] for x in records]
         assert kinds.index("spawner_ended") < kinds.index("task_end")
-        data = comp.read_record(tmp_path)
+        data = comp.read_completion(tmp_path)
         assert data is not None and (data["status"], data["delivered"]) == ("error", False)

@@ -52,7 +52,7 @@ class TestFile:
         first = comp.Record(completion("ok"), "child")
         assert comp.claim(tmp_path, first)
         assert not comp.claim(tmp_path, comp.Record(completion("crashed"), "launcher"))
-        data = comp.read_record(tmp_path)
+        data = comp.read_completion(tmp_path)
         assert data is not None and (data["status"], data["reported_by"]) == ("ok", "child")
         assert (data["delivered"], data["delivery_error"]) == (False, None)
         assert stat.S_IMODE(os.stat(tmp_path / comp.COMPLETION_FILE).st_mode) == 0o600
@@ -63,16 +63,16 @@ class TestFile:
         c = completion()
         comp.claim(tmp_path, comp.Record(c, "child"))
         comp.rewrite(tmp_path, comp.Record(c, "child", False, "the parent's door refused it"))
-        data = comp.read_record(tmp_path)
+        data = comp.read_completion(tmp_path)
         assert data is not None
         record = comp.record_from_json(data)
         assert record == comp.Record(c, "child", False, "the parent's door refused it")
 
     def test_unreadable_record(self, tmp_path: Path) -> None:
         """A missing or broken file reads as None."""
-        assert comp.read_record(tmp_path) is None
+        assert comp.read_completion(tmp_path) is None
         (tmp_path / comp.COMPLETION_FILE).write_text("{")
-        assert comp.read_record(tmp_path) is None
+        assert comp.read_completion(tmp_path) is None
         assert comp.record_from_json({"status": "ok"}) is None
 
 

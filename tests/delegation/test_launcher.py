@@ -118,7 +118,7 @@ async def completion_record(child_dir: Path, *, delivered_set: bool = True) -> d
     """completion.json once one of delivered / delivery_error is set."""
     with trio.fail_after(10):
         while True:
-            data = comp.read_record(child_dir)
+            data = comp.read_completion(child_dir)
             if data is not None and (not delivered_set or data["delivered"] or data["delivery_error"]):
                 return data
             await trio.sleep(0.02)
@@ -203,7 +203,7 @@ class TestLaunchFailures:
         (call,) = r.of("delegation")
         assert (call["outcome"], call["reason"], call["delegation_id"]) == ("failed", reason, result["delegation_id"])
         (child_dir,) = (tmp_path / "work" / ".murmur" / "children").iterdir()
-        data = comp.read_record(child_dir)
+        data = comp.read_completion(child_dir)
         assert data is not None and (data["reported_by"], data["status"]) == ("launcher", "terminated")
         assert r.door.requests == []
         assert await parent_figures(r) == (0, 1)  # its mur-roost slot given back (issue 11)

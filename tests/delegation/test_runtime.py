@@ -78,7 +78,7 @@ class TestCompletionWhileClosing:
             summary = await p.wait()
             tasks = p.session.all_tasks()
         assert summary.status == "ok" and seen["closing"] is True and seen["child"].status == "ok"
-        data = comp.read_record(child_dir)
+        data = comp.read_completion(child_dir)
         assert data is not None
         assert (data["reported_by"], data["status"], data["delivered"], data["delivery_error"]) == ("child", "ok", True, None)
         assert [t.origin for t in tasks] == ["user"]  # taken without a task: the runner has stopped

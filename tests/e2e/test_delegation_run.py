@@ -146,7 +146,7 @@ class TestDelegation:
                              what="live_children back to 0")
         assert figures["live_capsules"] == 1
         for d in dirs:
-            data = comp.read_record(d)
+            data = comp.read_completion(d)
             assert data is not None and (data["reported_by"], data["status"], data["delivered"]) == ("child", "ok", True)
             start = of(child_trace(d), "session_start")[0]
             assert (start["spawned_by"], start["delegation_id"]) == (sid, data["delegation_id"])
@@ -251,7 +251,7 @@ class TestEndings:
         elapsed = time.monotonic() - began
         assert elapsed < 30
         for d in children_dirs(work):
-            data = comp.read_record(d)
+            data = comp.read_completion(d)
             assert data is not None and (data["reported_by"], data["delivered"]) == ("child", False)
             assert data["status"] == "error" and "did not answer" in data["delivery_error"]
             assert of(child_trace(d), "spawner_ended")
@@ -315,7 +315,7 @@ class TestLaunchTask:
         assert out == "boss got: received: hi\n"
         assert "not delivered" not in run.stderr and "warning" not in run.stderr, run.stderr
         (child,) = children_dirs(work)
-        data = comp.read_record(child)
+        data = comp.read_completion(child)
         assert data is not None
         assert (data["reported_by"], data["status"], data["delivered"], data["delivery_error"]) == ("child", "ok", True, None)
         (records,) = [line.split(": ", 1)[1] for line in run.stderr.splitlines() if line.startswith("records: ")]

@@ -3,7 +3,7 @@
 Each contributor takes the :class:`~murmur.session.session.SessionSetup` being prepared and the
 session's environment, and adds its watchers, hooks, verifiers and services, in this order:
 
-1. the formation member side (:func:`murmur.formation.contribute`), when the
+1. the formation member side (:func:`murmur.formation.member.contribute`), when the
    environment names a formation;
 2. the process tree (:func:`murmur.tree.contrib.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
@@ -22,13 +22,13 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
+from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.formation import names_formation
 from murmur.session import SessionSetup
 from murmur.tree import contribute as tree_contribute
 
 if TYPE_CHECKING:
-    from murmur.delegation.runtime import DelegationRuntime
+    from murmur.delegation import DelegationRuntime
 
 Contributor = Callable[[SessionSetup, Mapping[str, str]], None]
 """``contribute(setup, environ)``; a ``DiagnosticError`` refuses the launch."""
@@ -44,9 +44,10 @@ def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     """Join the formation the environment names (``E-RUN-044``/``E-RUN-046`` refuse)."""
     if not names_formation(environ):
         return
-    from murmur.formation import contribute  # the member side, only for a run in a formation
+    # the member side, only for a run in a formation
+    from murmur.formation import contribute as formation_contribute
 
-    contribute(setup, environ)
+    formation_contribute(setup, environ)
 
 
 def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:
@@ -62,9 +63,10 @@ def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     for a capsule that may delegate, its capsule links (:func:`capsule_links`)."""
     if not delegation_wanted(setup, environ):
         return
-    from murmur.delegation import child  # the delegation side, only when it has work
+    # the delegation side, only when it has work
+    from murmur.delegation import contribute as delegation_contribute
 
-    runtime = child.contribute(setup, environ)
+    runtime = delegation_contribute(setup, environ)
     if runtime is not None and setup.manifest.spawn_allow:
         capsule_links(setup, runtime)
 

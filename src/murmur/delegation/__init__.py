@@ -16,4 +16,39 @@ Modules::
     reporting     exactly one report per delegation, from the launcher's side
     runtime       registration, hooks and services of one session
     child         the session contributor (called for every `mur run`)
+
+Other packages import what is in ``__all__`` from here; each name's module is imported on
+first use (every ``mur run`` reads the spawner variables; only a session that delegates or was
+delegated loads the rest).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from murmur import lazy
+
+if TYPE_CHECKING:
+    from murmur.delegation.child import contribute
+    from murmur.delegation.completion import read_completion
+    from murmur.delegation.launcher import resolve_global
+    from murmur.delegation.runtime import DelegationRuntime
+    from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
+
+__all__ = [
+    "SPAWNER_ENV",
+    "SPAWNER_LIFELINE_ENV",
+    "DelegationRuntime",
+    "contribute",
+    "parse_spawner",
+    "read_completion",
+    "resolve_global",
+]
+
+__getattr__ = lazy.face(__name__, {
+    "child": ["contribute"],
+    "completion": ["read_completion"],
+    "launcher": ["resolve_global"],
+    "runtime": ["DelegationRuntime"],
+    "spawner": ["SPAWNER_ENV", "SPAWNER_LIFELINE_ENV", "parse_spawner"],
+})

@@ -32,8 +32,8 @@ from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_s
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import claim_lifeline
-from murmur.manifest.model import AfterTask, TaskAcceptance
-from murmur.roost.client import roost_url_from_env
+from murmur.manifest import AfterTask, TaskAcceptance
+from murmur.roost import roost_url_from_env
 from murmur.session import create_records
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 

@@ -165,7 +165,7 @@ def rewrite(child_dir: Path, record: Record) -> None:
         raise
 
 
-def read_record(child_dir: Path) -> dict[str, Any] | None:
+def read_completion(child_dir: Path) -> dict[str, Any] | None:
     """``completion.json`` as a JSON object, or None when absent or unreadable."""
     try:
         data = json.loads((child_dir / COMPLETION_FILE).read_text(encoding="utf-8"))

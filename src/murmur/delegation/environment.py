@@ -32,7 +32,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
-from murmur.roost.client import ROOST_URL_ENV
+from murmur.roost import ROOST_URL_ENV
 
 PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT")
 TREE_NAMES = ("MURMUR_LINEAGE", "MURMUR_SPAWN")  # runtime-owned (spec/tree.md): never forwarded by env.allow

@@ -71,8 +71,8 @@ from murmur.delegation.spawner import SpawnerHandle
 from murmur.delegation.watch import Ending, describe_exit
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
-from murmur.manifest.model import Manifest
-from murmur.roost.client import RoostClient, RoostError, RoostRefused, SpawnApproval
+from murmur.manifest import Manifest
+from murmur.roost import RoostClient, RoostError, RoostRefused, SpawnApproval
 from murmur.session import add_forced_exit_hook
 
 __all__ = ["CHILD_STOP_GRACE", "ChildArtifact", "Launcher", "child_dir_name", "resolve_global"]

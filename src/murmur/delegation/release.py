@@ -32,7 +32,7 @@ import enum
 import trio
 
 from murmur.ids import new_id
-from murmur.roost.client import RoostClient, RoostError, RoostRefused, SpawnApproval
+from murmur.roost import RoostClient, RoostError, RoostRefused, SpawnApproval
 
 __all__ = ["GIVE_BACK_BOUND", "Slot", "give_back"]
 

@@ -122,7 +122,7 @@ class Reporter:
 
     async def _report_exit(self, child: Child) -> None:
         """The child has exited: report ``crashed`` if it left nothing; retry an undelivered one."""
-        data = comp.read_record(child.dir)
+        data = comp.read_completion(child.dir)
         record = comp.record_from_json(data) if data is not None else None
         if record is None:
             report = launcher_report(Ending.EXITED, returncode=child.returncode,
@@ -130,7 +130,7 @@ class Reporter:
             if self._claim(child, report):
                 await self._post(child, self._completion(child, report.status, report.detail), "launcher")
                 return
-            data = comp.read_record(child.dir)
+            data = comp.read_completion(child.dir)
             record = comp.record_from_json(data) if data is not None else None
             if record is None:
                 return

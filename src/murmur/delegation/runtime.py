@@ -40,11 +40,9 @@ from murmur.delegation.watch import delegation_bound
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
-from murmur.roost.client import RoostClient, RoostError, RoostRefused
-from murmur.roost.ledger import IDENTITY_MESSAGE
+from murmur.roost import IDENTITY_MESSAGE, RoostClient, RoostError, RoostRefused
 from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError, lifeline_wind_down
-from murmur.tree.contrib import session_lineage
-from murmur.tree.lineage import LINEAGE_ENV, refusal_sentence
+from murmur.tree import LINEAGE_ENV, refusal_sentence, session_lineage
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
@@ -355,7 +353,7 @@ class DelegationRuntime:
             return
         self.restart_noticed = True
         _stderr_line(f"[capsule-runtime] {RESTART_REFUSAL}")
-        from murmur.tree.contrib import mark_uncertain
+        from murmur.tree import mark_uncertain
 
         mark_uncertain(self.setup.session_id, RESTART_REASON)
 

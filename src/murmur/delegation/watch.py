@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 TIMEOUT_ENV = "MURMUR_DELEGATION_TIMEOUT_SECS"
 DETAIL_LINES = 8  # stderr lines kept in a launcher report's detail

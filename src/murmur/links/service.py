@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from murmur import containment, paths
-from murmur.delegation import completion as comp
+from murmur.delegation import read_completion
 from murmur.ids import new_id
 from murmur.links import protocol as p
 from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
@@ -36,7 +36,7 @@ from murmur.session import TraceWriteError
 from murmur.tree import cut_caller, refusal_sentence, session_lineage
 
 if TYPE_CHECKING:
-    from murmur.delegation.runtime import DelegationRuntime
+    from murmur.delegation import DelegationRuntime
     from murmur.session import SessionSetup, WindDownControl
 
 ROOST_DEFAULT_CONCURRENT = 4  # mur-roost's default --max-concurrent
@@ -239,7 +239,7 @@ class LinkService:
         entry = self.runtime.book.get(dlg) if isinstance(dlg, str) else None
         if entry is None:
             return None
-        return comp.read_record(self.setup.workdir / entry.child_workdir)
+        return read_completion(self.setup.workdir / entry.child_workdir)
 
     def _tree_text(self, as_json: bool = False) -> str:
         """This session's subtree: the ``mur ps --tree`` text, or its ``--json`` document."""
@@ -264,7 +264,7 @@ class LinkService:
 
 
 def _description(name: str) -> str:
-    from murmur.delegation.launcher import resolve_global
+    from murmur.delegation import resolve_global
 
     versions = installed_versions(name)
     if len(versions) != 1:
