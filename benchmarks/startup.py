@@ -14,7 +14,18 @@ floors: ``python -c pass``, ``import trio``, ``import trio, hypercorn.trio`` (wa
 exit, and the RSS after the imports). Targets (issue 19): readiness at most 300 ms or 1.8x the
 ``import trio, hypercorn.trio`` floor; idle RSS of a plain plan session at most 40 MB.
 
-Usage: ``.venv/bin/python benchmarks/startup.py [--repeat 7]``.
+Each figure also has its CPU time (user + system: the ``mur run`` process's own at its
+readiness line, a floor's at its exit), which a shared machine's load disturbs far less than
+the wall time; compare the ratios.
+
+Every interpreter here reads compiled bytecode, as an installed ``mur`` does (pip compiles
+what it installs): the environment's ``PYTHONDONTWRITEBYTECODE`` is dropped and
+``PYTHONPYCACHEPREFIX`` points at a cache in the run's temporary directory, which the warm-up
+run fills (the source tree is not written). ``--no-bytecode`` measures the other case: every
+interpreter compiles every module it imports from source, each time (what an editable
+checkout run with ``PYTHONDONTWRITEBYTECODE=1`` pays for its own modules).
+
+Usage: ``.venv/bin/python benchmarks/startup.py [--repeat 7] [--no-bytecode]``.
 """
 
 from __future__ import annotations
@@ -90,17 +101,30 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def wall(args: list[str]) -> float:
-    """Seconds for ``args`` to run to exit."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wall(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) for ``args`` to run to exit."""
     t0 = time.monotonic()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-    return time.monotonic() - t0
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.monotonic() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, args)
+    return took, usage.ru_utime + usage.ru_stime
 
 
-def probe(imports: list[str]) -> tuple[float, float]:
+def probe(imports: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(seconds, MB) of a fresh interpreter importing ``imports`` in order."""
     body = "\n".join(f"import {name}" for name in imports) or "pass"
-    out = subprocess.run([PY, "-c", RSS_PROBE.format(imports=body)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [PY, "-c", RSS_PROBE.format(imports=body)], env=env, check=True, capture_output=True, text=True
+    )
     secs, mb = out.stdout.split()
     return float(secs), float(mb)
 
@@ -128,8 +152,9 @@ def all_imports(importtime_stderr: str) -> set[str]:
     }
 
 
-def one_run(capsule: Path, env: dict[str, str], *, importtime: bool) -> tuple[float, float, str]:
-    """(seconds to readiness, idle MB, importtime stderr) of one ``mur run --json``."""
+def one_run(capsule: Path, env: dict[str, str], *, importtime: bool) -> tuple[float, float, float, str]:
+    """(seconds to readiness, CPU seconds to readiness, idle MB, importtime stderr) of one
+    ``mur run --json``."""
     flags = ["-X", "importtime"] if importtime else []
     with tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
@@ -141,12 +166,13 @@ def one_run(capsule: Path, env: dict[str, str], *, importtime: bool) -> tuple[fl
             assert proc.stdout is not None
             json.loads(read_line(proc.stdout.fileno(), 60))
             ready = time.monotonic() - t0
+            cpu = cpu_seconds(proc.pid)
             time.sleep(1.0)
             idle = rss_mb(proc.pid)
         finally:
             stop(proc)
         err.seek(0)
-        return ready, idle, err.read().decode(errors="replace")
+        return ready, cpu, idle, err.read().decode(errors="replace")
 
 
 def cumulative_us(importtime_stderr: str, name: str) -> int | None:
@@ -159,9 +185,11 @@ def cumulative_us(importtime_stderr: str, name: str) -> int | None:
     return None
 
 
-def import_cost(name: str) -> int:
+def import_cost(name: str, env: dict[str, str]) -> int:
     """Cumulative microseconds of ``import name`` in a fresh interpreter (``-X importtime``)."""
-    out = subprocess.run([PY, "-X", "importtime", "-c", f"import {name}"], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [PY, "-X", "importtime", "-c", f"import {name}"], env=env, check=True, capture_output=True, text=True
+    )
     us = cumulative_us(out.stderr, name)
     return us if us is not None else -1
 
@@ -170,10 +198,24 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:7.0f} ms"
 
 
+def bench_env(root: Path, *, bytecode: bool) -> dict[str, str]:
+    """The environment every measured interpreter gets (see the module docstring)."""
+    env = {**os.environ, "MURMUR_HOME": str(root / "home")}
+    env.pop("MURMUR_MUR_BINARY", None)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["PYTHONPYCACHEPREFIX"] = str(root / "no-pycache")  # stays empty: nothing is read
+    return env
+
+
 def main() -> None:
     """Measure and print."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7, help="tries per figure (median printed)")
+    ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source at each start")
     a = ap.parse_args()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,8 +224,7 @@ def main() -> None:
         capsule.mkdir()
         (capsule / "murmur.yaml").write_text(MANIFEST)
         (capsule / "plan.yaml").write_text(PLAN)
-        env = {**os.environ, "MURMUR_HOME": str(root / "home")}
-        env.pop("MURMUR_MUR_BINARY", None)
+        env = bench_env(root, bytecode=not a.no_bytecode)
 
         floors = {
             "python -c pass": [PY, "-c", "pass"],
@@ -191,41 +232,54 @@ def main() -> None:
             "import trio, hypercorn.trio": [PY, "-c", "import trio, hypercorn.trio"],
         }
         floor_wall: dict[str, list[float]] = {k: [] for k in floors}
+        floor_cpu: dict[str, list[float]] = {k: [] for k in floors}
         floor_rss = {"python -c pass": [], "import trio": ["trio"], "import trio, hypercorn.trio": ["trio", "hypercorn.trio"]}
         floor_mb: dict[str, list[float]] = {k: [] for k in floors}
         ready: list[float] = []
+        ready_cpu: list[float] = []
         idle: list[float] = []
         imp_s: list[float] = []
         imp_mb: list[float] = []
-        _, _, stderr = one_run(capsule, env, importtime=True)  # warm the disk cache; take the import list
+        for args in floors.values():  # warm the disk cache and the bytecode cache
+            wall(args, env)
+        one_run(capsule, env, importtime=False)
+        _, _, _, stderr = one_run(capsule, env, importtime=True)  # take the import list
         imports = top_level_imports(stderr)
         alone: dict[str, list[int]] = {n: [] for n in MEMBER_PACKAGES}
         in_run: dict[str, list[int]] = {n: [] for n in MEMBER_PACKAGES}
         for _ in range(a.repeat):
-            _, _, timed = one_run(capsule, env, importtime=True)
+            _, _, _, timed = one_run(capsule, env, importtime=True)
             for n in MEMBER_PACKAGES:
-                alone[n].append(import_cost(n))
+                alone[n].append(import_cost(n, env))
                 got = cumulative_us(timed, n)
                 if got is not None:
                     in_run[n].append(got)
         for _ in range(a.repeat):
             for name, args in floors.items():
-                floor_wall[name].append(wall(args))
-                floor_mb[name].append(probe(floor_rss[name])[1])
-            r, i, _ = one_run(capsule, env, importtime=False)
+                w, c = wall(args, env)
+                floor_wall[name].append(w)
+                floor_cpu[name].append(c)
+                floor_mb[name].append(probe(floor_rss[name], env)[1])
+            r, c, i, _ = one_run(capsule, env, importtime=False)
             ready.append(r)
+            ready_cpu.append(c)
             idle.append(i)
-            s, mb = probe(imports)
+            s, mb = probe(imports, env)
             imp_s.append(s)
             imp_mb.append(mb)
 
     base = statistics.median(floor_wall["import trio, hypercorn.trio"])
+    base_cpu = statistics.median(floor_cpu["import trio, hypercorn.trio"])
     heavy = sorted({n.split(".")[0] for n in all_imports(stderr) if n.split(".")[0] in HEAVY})
     print(f"mur run start-up, median of {a.repeat} (this machine, {os.cpu_count()} cores; "
-          f"load average at the start {' '.join(f'{x:.2f}' for x in load0)})")
+          f"load average at the start {' '.join(f'{x:.2f}' for x in load0)}; "
+          f"{'every module compiled from source' if a.no_bytecode else 'compiled bytecode'})")
+    print("                                             wall        cpu      RSS")
     for name in floors:
-        print(f"  floor: {name:<30} {ms(floor_wall[name])}  {statistics.median(floor_mb[name]):6.1f} MB")
-    print(f"  mur run --json start -> readiness     {ms(ready)}  ({statistics.median(ready) / base:.2f}x trio+hypercorn)")
+        print(f"  floor: {name:<30} {ms(floor_wall[name])} {ms(floor_cpu[name])}  {statistics.median(floor_mb[name]):6.1f} MB")
+    print(f"  mur run --json start -> readiness     {ms(ready)} {ms(ready_cpu)}"
+          f"  ({statistics.median(ready) / base:.2f}x trio+hypercorn wall, "
+          f"{statistics.median(ready_cpu) / base_cpu:.2f}x cpu)")
     print(f"  mur run imports (fresh interpreter)   {ms(imp_s)}  {statistics.median(imp_mb):6.1f} MB")
     print(f"  mur run idle RSS (1 s after ready)              {statistics.median(idle):6.1f} MB")
     print(f"  heavy packages mur run imported: {', '.join(heavy) or '(none)'}")
