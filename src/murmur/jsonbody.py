@@ -18,9 +18,12 @@ Integers of any length are accepted: one longer than Python's digit limit decode
 
 from __future__ import annotations
 
-import decimal
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import decimal
 
 __all__ = ["ECHO_LIMIT", "MAX_DEPTH", "BodyError", "decode", "decode_object", "echo", "loggable"]
 
@@ -41,6 +44,8 @@ def _reject_constant(literal: str) -> object:
 def _parse_int(digits: str) -> int | decimal.Decimal:
     if len(digits) <= sys.get_int_max_str_digits() or sys.get_int_max_str_digits() == 0:
         return int(digits)
+    import decimal  # only for an integer past the digit limit: a plain start loads none
+
     return decimal.Decimal(digits)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -104,6 +103,8 @@ class ShellResult:
     @property
     def command(self) -> str:
         """The argv as one shell-quoted line, for display and the trace (never executed)."""
+        import shlex  # only when a command is shown: a plain start loads none
+
         return shlex.join(self.argv)
 
     @property

@@ -23,7 +23,8 @@ import json, sys
 from murmur.cli.mur import main
 rc = main(["run", "--task", "hi"])
 third = sorted({m.split(".")[0] for m in sys.modules if not m.startswith("_")} - set(sys.stdlib_module_names))
-print(json.dumps({"rc": rc, "third": third, "murmur": sorted(m for m in sys.modules if m.startswith("murmur."))}))
+print(json.dumps({"rc": rc, "third": third, "murmur": sorted(m for m in sys.modules if m.startswith("murmur.")),
+                  "stdlib": sorted(m for m in sys.modules if m.split(".")[0] in sys.stdlib_module_names)}))
 """
 
 # Everything a plain plan session needs: trio, hypercorn (and the HTTP codecs it imports),
@@ -38,6 +39,14 @@ NOT_FOR_A_PLAIN_SESSION = (
     "murmur.formation.member", "murmur.formation.membership", "murmur.formation.firstline",
     "murmur.formation.verifier", "murmur.formation.tokens", "murmur.formation.channel",
     "murmur.delegation.child", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
+)
+# Standard-library modules a plain plan session never loads: imported where they are used
+# (a did-you-mean hint, an over-long JSON integer, a shown command line) or never needed by a
+# session. (ssl, hashlib, logging, inspect, platform, ipaddress, idna, textwrap and datetime are
+# not here: trio, hypercorn, attrs and pathlib import them themselves, so every session has them.)
+NOT_STDLIB_FOR_A_PLAIN_SESSION = (
+    "difflib", "decimal", "shlex", "zipfile", "tarfile", "email", "http.client", "urllib.request",
+    "sqlite3", "asyncio", "concurrent.futures", "uuid", "xml", "csv", "getpass",
 )
 
 
@@ -65,6 +74,9 @@ def test_plain_plan_session_imports(tmp_path: Path) -> None:
     murmur_modules = got["murmur"]
     assert isinstance(murmur_modules, list)
     assert [m for m in murmur_modules if m.startswith(NOT_FOR_A_PLAIN_SESSION)] == []
+    stdlib = got["stdlib"]
+    assert isinstance(stdlib, list)
+    assert sorted(set(stdlib) & set(NOT_STDLIB_FOR_A_PLAIN_SESSION)) == []
 
 
 def test_delegating_manifest_loads_the_delegation_side(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ Specification: ``spec/manifest.md``.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -270,6 +269,8 @@ def _flatten(exc: BaseException, prefix: FieldPath) -> list[Fault]:
             out += _flatten(sub, prefix + rel)
         return out
     if isinstance(exc, ForbiddenExtraKeysError):
+        import difflib  # only for an unknown key's did-you-mean: a valid manifest loads none
+
         known = _known_keys(exc.cl)
         faults = []
         for key in sorted(exc.extra_fields):
