@@ -144,3 +144,52 @@ def test_a_token_check_loads_cryptography_when_it_runs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() in (["bad_signature"], ["malformed"])
+
+
+GC_PROBE = """\
+import gc, json, sys
+import murmur.cli.run_session as rs
+seen = {}
+real = rs.run_prepared
+def run_prepared(setup, **kw):
+    seen["at_start"] = gc.isenabled()
+    resume = kw["when_ready"]
+    def when_ready():
+        resume()
+        seen["after_ready"] = gc.isenabled()
+    kw["when_ready"] = when_ready
+    return real(setup, **kw)
+rs.run_prepared = run_prepared
+from murmur.cli.mur import main
+rc = main(["run", "--task", "hi"])
+print(json.dumps({"rc": rc, "end": gc.isenabled(), **seen}))
+"""
+
+
+def gc_states(tmp_path: Path, *, with_capsule: bool) -> dict[str, object]:
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    if with_capsule:
+        (capsule / "murmur.yaml").write_text(MANIFEST.format(extra=""))
+        (capsule / "plan.yaml").write_text(PLAN)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
+    out = subprocess.run(
+        [sys.executable, "-c", GC_PROBE], cwd=capsule, env={**base, "MURMUR_HOME": str(tmp_path / "home")},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    got: dict[str, object] = json.loads(out.stdout.splitlines()[-1])
+    return got
+
+
+def test_start_up_runs_without_the_cyclic_collector_until_ready(tmp_path: Path) -> None:
+    """``mur run`` pauses the cyclic collector for its start-up and resumes it with the
+    readiness line; it is running again when the command returns."""
+    got = gc_states(tmp_path, with_capsule=True)
+    assert got == {"rc": 0, "end": True, "at_start": False, "after_ready": True}
+
+
+def test_a_refused_start_resumes_the_cyclic_collector(tmp_path: Path) -> None:
+    """A start refused before readiness (no manifest: E-MAN-004) leaves the collector running."""
+    got = gc_states(tmp_path, with_capsule=False)
+    assert got == {"rc": 1, "end": True}

@@ -7,7 +7,7 @@ rules, and returns the exit status (outside ``trio.run``). Specification: spec/s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
@@ -66,6 +66,7 @@ def run_prepared(
     verbose: bool = False,
     console: Console | None = None,
     early: EarlySignals | None = None,
+    when_ready: Callable[[], None] | None = None,
 ) -> int:
     """Run a prepared session in ``trio.run`` and print its outcome; returns the exit status.
 
@@ -74,7 +75,8 @@ def run_prepared(
     stderr, a failed deciding task's reason (bounded, :func:`reason_text`) on stderr, and a
     launch task's answer on stdout. Either mode: the closing diagnostic
     (``E-RUN-040``, ``E-RUN-053`` …) on stderr. Lines that cannot be written go to
-    ``logs/bootstrap.log``.
+    ``logs/bootstrap.log``. ``when_ready`` is called once the readiness line is out (``mur
+    run`` resumes the cyclic garbage collector there).
     """
     con = console or Console()
     con.attach_log(setup.records.bootstrap_log)
@@ -87,6 +89,8 @@ def run_prepared(
             con.out(dumps_line(ready))
         else:
             _human_ready(con, ready, verbose=verbose)
+        if when_ready is not None:
+            when_ready()
 
     async def main() -> SessionSummary:
         with trio.open_signal_receiver(*SESSION_SIGNALS, CASCADE_SIGNAL) as receiver:
