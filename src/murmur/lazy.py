@@ -15,7 +15,6 @@ keeps the two lists identical.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 
@@ -39,7 +38,11 @@ def face(package: str, exports: Mapping[str, Iterable[str]]) -> Callable[[str], 
         module = origin.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        # the import statement's own path (not importlib.import_module), so ``python -X
+        # importtime`` lists the module under its own name instead of adding its time to
+        # whichever module first used the name
+        __import__(module)
+        value = getattr(sys.modules[module], name)
         setattr(sys.modules[package], name, value)
         return value
 
