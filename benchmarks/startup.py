@@ -21,11 +21,12 @@ the wall time; compare the ratios.
 Every interpreter here reads compiled bytecode, as an installed ``mur`` does (pip compiles
 what it installs): the environment's ``PYTHONDONTWRITEBYTECODE`` is dropped and
 ``PYTHONPYCACHEPREFIX`` points at a cache in the run's temporary directory, which the warm-up
-run fills (the source tree is not written). ``--no-bytecode`` measures the other case: every
-interpreter compiles every module it imports from source, each time (what an editable
-checkout run with ``PYTHONDONTWRITEBYTECODE=1`` pays for its own modules).
+run fills (the source tree is not written). ``--murmur-from-source`` measures the other case:
+murmur's own modules are compiled from source at each start (their cached bytecode removed
+after the warm-up, nothing written after it), everything else read as bytecode: what an
+editable checkout run under ``PYTHONDONTWRITEBYTECODE=1`` pays.
 
-Usage: ``.venv/bin/python benchmarks/startup.py [--repeat 7] [--no-bytecode]``.
+Usage: ``.venv/bin/python benchmarks/startup.py [--repeat 7] [--murmur-from-source]``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import signal
 import statistics
 import subprocess
@@ -198,24 +200,30 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:7.0f} ms"
 
 
-def bench_env(root: Path, *, bytecode: bool) -> dict[str, str]:
+def bench_env(root: Path) -> dict[str, str]:
     """The environment every measured interpreter gets (see the module docstring)."""
-    env = {**os.environ, "MURMUR_HOME": str(root / "home")}
+    env = {**os.environ, "MURMUR_HOME": str(root / "home"), "PYTHONPYCACHEPREFIX": str(root / "pycache")}
     env.pop("MURMUR_MUR_BINARY", None)
-    if bytecode:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["PYTHONPYCACHEPREFIX"] = str(root / "no-pycache")  # stays empty: nothing is read
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
+
+
+def drop_murmur_bytecode(env: dict[str, str]) -> None:
+    """Remove murmur's cached bytecode from the run's cache and write no more (``--murmur-from-source``)."""
+    out = subprocess.run(
+        [PY, "-c", "import murmur, os; print(os.path.dirname(murmur.__file__))"],
+        env=env, check=True, capture_output=True, text=True,
+    )
+    package = Path(out.stdout.strip())
+    shutil.rmtree(Path(env["PYTHONPYCACHEPREFIX"]) / package.relative_to(package.anchor), ignore_errors=True)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
 
 
 def main() -> None:
     """Measure and print."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7, help="tries per figure (median printed)")
-    ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source at each start")
+    ap.add_argument("--murmur-from-source", action="store_true", help="compile murmur's own modules at each start")
     a = ap.parse_args()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,7 +232,7 @@ def main() -> None:
         capsule.mkdir()
         (capsule / "murmur.yaml").write_text(MANIFEST)
         (capsule / "plan.yaml").write_text(PLAN)
-        env = bench_env(root, bytecode=not a.no_bytecode)
+        env = bench_env(root)
 
         floors = {
             "python -c pass": [PY, "-c", "pass"],
@@ -243,6 +251,8 @@ def main() -> None:
         for args in floors.values():  # warm the disk cache and the bytecode cache
             wall(args, env)
         one_run(capsule, env, importtime=False)
+        if a.murmur_from_source:
+            drop_murmur_bytecode(env)
         _, _, _, stderr = one_run(capsule, env, importtime=True)  # take the import list
         imports = top_level_imports(stderr)
         alone: dict[str, list[int]] = {n: [] for n in MEMBER_PACKAGES}
@@ -273,7 +283,7 @@ def main() -> None:
     heavy = sorted({n.split(".")[0] for n in all_imports(stderr) if n.split(".")[0] in HEAVY})
     print(f"mur run start-up, median of {a.repeat} (this machine, {os.cpu_count()} cores; "
           f"load average at the start {' '.join(f'{x:.2f}' for x in load0)}; "
-          f"{'every module compiled from source' if a.no_bytecode else 'compiled bytecode'})")
+          f"{'murmur compiled from source at each start' if a.murmur_from_source else 'compiled bytecode'})")
     print("                                             wall        cpu      RSS")
     for name in floors:
         print(f"  floor: {name:<30} {ms(floor_wall[name])} {ms(floor_cpu[name])}  {statistics.median(floor_mb[name]):6.1f} MB")
