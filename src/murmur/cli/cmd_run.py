@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from murmur.session.signals import EarlySignals
+    from murmur.session import EarlySignals
 
 _EPILOG = """\
 --deadline takes an absolute RFC 3339 time with a zone (2026-12-01T17:30:00Z) or a duration
