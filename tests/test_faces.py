@@ -20,7 +20,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "murmur"
 
 FACES = (
-    "agent", "containment", "delegation", "demo", "formation", "links", "manifest", "plan", "registry", "roost",
+    "a2a", "agent", "containment", "delegation", "demo", "formation", "links", "manifest", "plan", "registry", "roost",
     "routing", "session", "tree",
 )
 LAZY = ("agent", "delegation", "formation", "links", "manifest", "roost", "routing", "session", "tree")

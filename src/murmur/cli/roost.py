@@ -63,7 +63,6 @@ flags (each also takes --flag=value):
 Bounds are whole numbers; 0 refuses every delegation. Any other argument is
 `unknown argument: X` (exit 2). SIGINT/SIGTERM stop it gracefully (exit 0)."""
 _VALUE_FLAGS = ("--port", "--registry-path", "--spawn-allow", "--max-depth", "--max-concurrent", "--max-live-capsules")
-_NUMBER_FLAGS = ("--port", "--max-depth", "--max-concurrent", "--max-live-capsules")
 
 
 def machine_ceiling(cores: int | None) -> int:

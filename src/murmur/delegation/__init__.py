@@ -14,6 +14,7 @@ Modules::
     child_process the child's process: its command, start, readiness line, terminate
     delivery      the task's SendMessage and the answer's GetTask (murmur.a2a)
     reporting     exactly one report per delegation, from the launcher's side
+    release       a launch that falls short gives its mur-roost slot back at once
     runtime       registration, hooks and services of one session
     child         the session contributor (called for every `mur run`)
 

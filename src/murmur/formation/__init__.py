@@ -4,15 +4,34 @@ Specification: ``spec/formation.md`` (the launcher, ``mur stop``, the member sid
 ``spec/roster.md`` (the schema and admission), ``spec/formation-tokens.md`` (``mft1.`` tokens
 and channel lines).
 
-Pure modules: :mod:`~murmur.formation.roster` (``roster.yaml`` schema, check 1),
-:mod:`~murmur.formation.admission` (checks 2-8, ``W-ROS-001``, :class:`AdmittedRoster`),
-:mod:`~murmur.formation.tokens` (``mft1`` Ed25519 tokens), :mod:`~murmur.formation.channel`
-(formation channel lines), :mod:`~murmur.formation.scaffold` (``mur new --roster``),
-:mod:`~murmur.formation.call_policy`, :mod:`~murmur.formation.offers` and
-:mod:`~murmur.formation.reach` (``call-member``'s rules, answers and reach).
+Modules (``pure``: no I/O)::
 
-``call-member`` itself: :mod:`~murmur.formation.calls` (the engine) over
-:mod:`~murmur.formation.addresses` (callees' door URLs) and :mod:`murmur.a2a`.
+    roster       roster.yaml: schema, loader, positions (check 1)
+    admission    checks 2-8 against installed artifacts: AdmittedRoster or refused whole
+    tokens       mft1. Ed25519 formation tokens, one per reachability edge
+    channel      formation channel lines: encode, decode                          pure
+    envnames     the variables that place a mur run in a formation                pure
+    launchplan   each member's command line, environment and channel              pure
+    outcome      the launcher's exit status and closing refusals                  pure
+    scaffold     mur new --roster: a two-member roster admission accepts (writes files)
+    dirs         peers' work directories and the marker saying whose they are
+    artifacts    the artifact re-hash just before a member starts (E-RUN-047)
+    launcher     mur run --roster: launch a formation, end it cancel-correctly
+    supervise    one member: start it, judge its readiness, stop it
+    process      a member as a real process: pipes, process group, relays
+    readiness    is a peer ready: its readiness line, its door answering as itself
+    procinfo     whether a process runs, and when it started
+    retention    removing old formation directories (trace.retain)
+    stop         mur stop: a formation (through its launcher) or one session
+    membership   the member side: what the environment and channel say of its place
+    firstline    the launch-time read of the channel's first line
+    member       the session contributor for a member (join, lifeline, install)
+    verifier     the door side: recognising mft1. formation tokens
+    call_policy  call-member's rules: busy schedule, deadline, answer cap         pure
+    offers       what a callee's door answered an offer or a poll                 pure
+    reach        whether network.allow reaches another member's door              pure
+    addresses    callees' door URLs as they arrive on the channel
+    calls        call-member, the engine (over addresses and murmur.a2a)
 
 Other packages import what is in ``__all__`` from here; each name's module is imported on
 first use (a plain ``mur run`` asks :func:`names_formation` and loads nothing else of the
