@@ -9,9 +9,9 @@ import attrs
 import pytest
 
 from murmur.errors import DiagnosticError
-from murmur.formation import scaffold
 from murmur.formation.admission import admit_file
 from murmur.formation.scaffold import roster_files, write_roster_scaffold
+from murmur.manifest import scaffold as writer  # the one new-directory writer
 from murmur.manifest.load import load_manifest
 from murmur.manifest.model import AfterTask, Manifest, TaskAcceptance
 from murmur.plan.load import load_plan
@@ -106,7 +106,7 @@ class TestWrite:
         def broken(src: object, dst: object) -> None:
             raise OSError(5, "Input/output error")
 
-        monkeypatch.setattr(scaffold.os, "rename", broken)
+        monkeypatch.setattr(writer.os, "rename", broken)
         with pytest.raises(DiagnosticError) as info:
             write_roster_scaffold("demo", tmp_path)
         assert info.value.code == "E-IO-003"
@@ -122,7 +122,7 @@ class TestWrite:
             (Path(dst) / "theirs").write_text("x")
             real_rename(src, dst)
 
-        monkeypatch.setattr(scaffold.os, "rename", racing)
+        monkeypatch.setattr(writer.os, "rename", racing)
         with pytest.raises(DiagnosticError) as info:
             write_roster_scaffold("demo", tmp_path)
         assert info.value.code == "E-NEW-003"

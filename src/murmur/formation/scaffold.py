@@ -18,14 +18,12 @@ Specification: ``spec/roster.md`` "``mur new --roster NAME``".
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.ids import uuid7_hex
+from murmur.manifest import write_new_tree
 
 CAPSULE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _MAX_NAME = 100 - len("-worker")  # the member capsule names stay within 100 characters
@@ -147,55 +145,4 @@ def write_roster_scaffold(name: str, dest: Path) -> None:
             temporary directory is removed, nothing is left behind).
     """
     check_name(name)
-    target = dest / name
-    if target.exists() or target.is_symlink():
-        raise DiagnosticError(
-            error(
-                "E-NEW-003",
-                f"{target} already exists; `mur new` never writes over anything",
-                hint="choose another name, or remove the existing directory",
-            )
-        )
-    tmp = dest / f".{name}.tmp-{uuid7_hex()}"
-    try:
-        tmp.mkdir(mode=0o755)
-        for rel, text in roster_files(name).items():
-            path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "x", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-        _rename_noreplace(tmp, target)
-    except DiagnosticError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    except PermissionError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DiagnosticError(
-            error("E-IO-002", f"cannot write {target}: permission denied ({exc.filename})")
-        ) from None
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DiagnosticError(
-            error("E-IO-003", f"cannot write {target}: {exc.strerror or exc}")
-        ) from None
-
-
-def _rename_noreplace(tmp: Path, target: Path) -> None:
-    """Rename ``tmp`` to ``target`` unless ``target`` appeared meanwhile (``E-NEW-003``)."""
-    if target.exists() or target.is_symlink():
-        raise DiagnosticError(
-            error("E-NEW-003", f"{target} already exists; `mur new` never writes over anything")
-        )
-    try:
-        # os.rename onto an existing non-empty directory fails; onto an empty one it would
-        # replace it, so the check above narrows the race to a directory made empty in between.
-        os.rename(tmp, target)
-    except OSError as exc:
-        if target.exists():
-            raise DiagnosticError(
-                error("E-NEW-003",
-                      f"{target} already exists; `mur new` never writes over anything")
-            ) from None
-        raise exc
+    write_new_tree(dest / name, roster_files(name))

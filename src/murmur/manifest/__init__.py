@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     )
     from murmur.manifest.refs import has_reference, resolve_refs
     from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
-    from murmur.manifest.scaffold import write_capsule_scaffold
+    from murmur.manifest.scaffold import write_capsule_scaffold, write_new_tree
     from murmur.manifest.support import unsupported
     from murmur.manifest.yamltext import YMap, YStr, as_int, parse_located, position
 
@@ -72,6 +72,7 @@ __all__ = [
     "unsupported",
     "url_target",
     "write_capsule_scaffold",
+    "write_new_tree",
 ]
 
 __getattr__ = lazy.face(__name__, {
@@ -81,7 +82,7 @@ __getattr__ = lazy.face(__name__, {
     "netallow": ["NetEntry", "covers", "entry_covers", "is_loopback_host", "parse_net_entry", "url_target"],
     "refs": ["has_reference", "resolve_refs"],
     "rules": ["RESERVED_VERSIONS", "VERSION_RE", "is_capsule_name"],
-    "scaffold": ["write_capsule_scaffold"],
+    "scaffold": ["write_capsule_scaffold", "write_new_tree"],
     "support": ["unsupported"],
     "yamltext": ["YMap", "YStr", "as_int", "parse_located", "position"],
 })

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from murmur.diagnostics import error
@@ -101,15 +102,34 @@ def write_capsule_scaffold(name: str, dest: Path) -> Path:
         written); ``E-IO-002``/``E-IO-003`` when writing fails (nothing is left behind).
     """
     check_name(name)
-    target = dest / name
+    return write_new_tree(dest / name, capsule_files(name))
+
+
+def write_new_tree(target: Path, files: Mapping[str, str]) -> Path:
+    """Create the directory ``target`` holding ``files`` (relative path → text), all or nothing.
+
+    The files are written (and fsynced) in a temporary sibling directory, which is then renamed
+    to ``target``; ``mur new`` never writes over anything (spec/manifest.md "The scaffold").
+
+    Raises:
+        DiagnosticError: ``E-NEW-003`` when ``target`` exists, before or after the files were
+        written (nothing is left behind); ``E-IO-002`` permission denied, ``E-IO-003`` any
+        other write failure (the temporary directory is removed).
+    """
     if target.exists() or target.is_symlink():
         raise _exists(target)
-    tmp = dest / f".{name}.tmp-{uuid7_hex()}"
+    tmp = target.parent / f".{target.name}.tmp-{uuid7_hex()}"
     try:
         tmp.mkdir(mode=0o755)
-        for rel, text in capsule_files(name).items():
-            with open(tmp / rel, "x", encoding="utf-8") as fh:
+        for rel, text in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "x", encoding="utf-8") as fh:
                 fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        # os.rename onto an existing non-empty directory fails; onto an empty one it would
+        # replace it, so this check narrows the race to a directory made in between, empty.
         if target.exists() or target.is_symlink():
             raise _exists(target)
         os.rename(tmp, target)
