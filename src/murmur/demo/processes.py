@@ -11,18 +11,27 @@ import trio
 from murmur import containment
 from murmur.demo.watchdog import signal_group
 
+LINE_LIMIT = 1 << 20
+"""Bytes an unfinished line may hold before it is handed on as it stands."""
+
 
 class LineReader:
-    """Whole lines from a trio receive stream (the last partial line at EOF too)."""
+    """Whole lines from a trio receive stream (the last partial line at EOF too), pulled one at
+    a time; a line longer than ``limit`` bytes comes in pieces of ``limit`` bytes, so a child
+    that never writes a newline cannot grow the demo's memory without bound."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream, *, limit: int = LINE_LIMIT) -> None:
         self._stream = stream
         self._buf = b""
         self._eof = False
+        self._limit = limit
 
     async def line(self) -> bytes | None:
-        """The next line without its newline; None at EOF."""
+        """The next line without its newline (at most ``limit`` bytes); None at EOF."""
         while b"\n" not in self._buf:
+            if len(self._buf) >= self._limit:
+                out, self._buf = self._buf[: self._limit], self._buf[self._limit :]
+                return out
             if self._eof:
                 if self._buf:
                     out, self._buf = self._buf, b""
