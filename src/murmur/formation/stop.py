@@ -41,6 +41,10 @@ MEMBERS_WAIT = 25.0
 FORMATION_TIMEOUT = 30.0
 """Default wait for a launcher after SIGTERM: it may need 25 s to SIGKILL a stuck member."""
 
+SESSION_TIMEOUT = 10.0
+"""Default wait for a session the tree does not know after SIGTERM, before SIGKILL
+(spec/formation.md "mur stop")."""
+
 
 @attrs.frozen
 class Target:
@@ -280,7 +284,7 @@ def resolve_session(address: str) -> RunningRecord:
     raise _not_running(address)
 
 
-def stop_session(address: str, *, timeout: float = 10.0) -> StopReport:
+def stop_session(address: str, *, timeout: float = SESSION_TIMEOUT) -> StopReport:
     """End one session: SIGTERM, then SIGKILL after ``timeout`` s.
 
     Raises:
@@ -298,4 +302,4 @@ def stop_named(name: str, *, timeout: float | None = None) -> StopReport:
     if ids.is_id(name.strip(), "frm"):
         wait = FORMATION_TIMEOUT if timeout is None else timeout
         return stop_formation(name.strip(), timeout=wait)
-    return stop_session(name, timeout=10.0 if timeout is None else timeout)
+    return stop_session(name, timeout=SESSION_TIMEOUT if timeout is None else timeout)
