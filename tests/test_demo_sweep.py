@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from murmur import procstat
 from murmur.demo import sweep
 from murmur.demo.sweep import ProcInfo, linked
 
@@ -122,7 +123,7 @@ class TestSessionPids:
         running = tmp_path / "running"
         running.mkdir()
         me = os.getpid()
-        started = sweep.start_time(me)
+        started = procstat.start_time(me)
         assert started is not None
         (running / "ses_a.json").write_text(json.dumps({"pid": me, "start_time": started}))
         (running / "ses_b.json").write_text(json.dumps({"pid": me, "start_time": started + 1}))

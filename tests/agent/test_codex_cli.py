@@ -19,7 +19,7 @@ import attrs
 import pytest
 import trio
 
-from murmur import containment
+from murmur import containment, procstat
 from murmur.agent.harness.codex import KEY_ENV, PROTOCOL
 from murmur.agent.harness.protocol import (
     Answer,
@@ -219,17 +219,15 @@ async def test_a_server_error_is_retried_six_times_then_fails(
     assert len(model.model_calls) == 6  # (1 + request_max_retries) x (1 + stream_max_retries)
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return None if not fields or fields[0] == "Z" else fields[19]
+def _start_time(pid: int) -> int | None:
+    """The start time of a live ``pid`` (a zombie has ended: None)."""
+    stat = procstat.read_stat(pid)
+    return None if stat is None or stat.state == "Z" else stat.start_time
 
 
-def _tree(root: int) -> dict[int, str]:
+def _tree(root: int) -> dict[int, int]:
     """``root`` and its live descendants: pid → start time (from /proc)."""
-    found: dict[int, str] = {}
+    found: dict[int, int] = {}
     todo = [root]
     while todo:
         pid = todo.pop()
@@ -281,7 +279,7 @@ async def test_cancel_while_a_command_runs_leaves_nothing(
     for rel, data in inv.files.items():
         (req.home / rel).parent.mkdir(parents=True, exist_ok=True)
         (req.home / rel).write_bytes(data)
-    recorded: dict[int, str] = {}
+    recorded: dict[int, int] = {}
     try:
         with trio.fail_after(RUN_BOUND):
             async with trio.open_nursery() as nursery:

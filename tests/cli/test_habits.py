@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from murmur import __version__
+from murmur import __version__, procstat
 from murmur.cli.cmd_ps import uptime_seconds
 from murmur.cli.cmd_stop import report_json
 from murmur.cli.mur import main, parser_error_message
-from murmur.session.running import RunningRecord, process_start_time, write_running
+from murmur.session.running import RunningRecord, write_running
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -93,7 +93,7 @@ class TestStopJson:
         --json` listed it first with a numeric uptime_s."""
         child = subprocess.Popen(["sleep", "60"])
         try:
-            start = process_start_time(child.pid)
+            start = procstat.start_time(child.pid)
             assert start is not None
             started = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
             sid = "ses_" + "a" * 32

@@ -25,9 +25,9 @@ import httpx
 import pytest
 import trio
 
+from murmur import procstat
 from murmur.registry import install
 from murmur.roost.client import RoostClient, RoostRefused
-from murmur.roost.peer import start_ticks_of
 
 from ._delegation import MUR, ROOST, capsule_steps, of, plan_capsule, trace
 
@@ -176,7 +176,7 @@ class Rig:
         )
         s = Started(proc, Lines(), Lines())
         self.started.append(s)
-        self.recorded[proc.pid] = start_ticks_of(proc.pid)
+        self.recorded[proc.pid] = procstat.start_time(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
         self.nursery.start_soon(s.out.pump, proc.stdout)
         self.nursery.start_soon(s.err.pump, proc.stderr)
@@ -208,7 +208,7 @@ class Rig:
         """Record ``pid``'s process tree now (killed at teardown if still alive); returns it."""
         tree = _tree(pid)
         for p in tree:
-            self.recorded.setdefault(p, start_ticks_of(p))
+            self.recorded.setdefault(p, procstat.start_time(p))
         return tree
 
     async def notice(self, sid: str, timeout: float = 30.0) -> str:
@@ -228,7 +228,7 @@ class Rig:
             except (ProcessLookupError, PermissionError):
                 pass
         for pid, ticks in self.recorded.items():
-            if ticks is not None and start_ticks_of(pid) == ticks:  # still the process we recorded
+            if ticks is not None and procstat.start_time(pid) == ticks:  # still the process we recorded
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -326,7 +326,7 @@ def child_mur(rig: Rig, tree: dict[int, str], csid: str) -> int:
     record = json.loads((Path(rig.env["MURMUR_HOME"]) / "running" / f"{csid}.json").read_text())
     pid = int(record["pid"])
     assert pid in tree, f"the child {csid} (pid {pid}) is not in the parent's tree {sorted(tree)}"
-    assert start_ticks_of(pid) == record["start_time"], "the child's pid was reused"
+    assert procstat.start_time(pid) == record["start_time"], "the child's pid was reused"
     return pid
 
 

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from murmur import procstat
 from murmur.formation import dirs, retention
 from murmur.formation.retention import FormationEntry, Removal, decide
 from murmur.manifest.model import Retain
@@ -107,12 +108,10 @@ class TestRunPass:
         """A formation whose launcher still runs (pid + start time) is kept."""
         import os
 
-        from murmur.formation import procinfo
-
         project = tmp_path / "proj"
         project.mkdir()
         d = self._make(murmur_home, project, NOW - 5000, pid=os.getpid())
-        m = dirs.Marker(str(project), os.getpid(), procinfo.start_time(os.getpid()) or "")
+        m = dirs.Marker(str(project), os.getpid(), str(procstat.start_time(os.getpid())))
         (d / "formation.json").write_text(m.to_json())
         cur = frm_at(NOW)
         assert retention.retention_pass(project, cur, Retain(max_sessions=1), now_ms=NOW,
@@ -123,8 +122,6 @@ class TestRunPass:
         """A running record naming the formation, whose process lives, keeps it."""
         import os
 
-        from murmur.formation import procinfo
-
         project = tmp_path / "proj"
         project.mkdir()
         d = self._make(murmur_home, project, NOW - 5000)
@@ -132,7 +129,7 @@ class TestRunPass:
         running.mkdir()
         (running / "ses_a.json").write_text(json.dumps({
             "formation_id": d.name, "pid": os.getpid(),
-            "start_time": int(procinfo.start_time(os.getpid()) or 0)}))
+            "start_time": procstat.start_time(os.getpid()) or 0}))
         assert retention.retention_pass(project, frm_at(NOW), Retain(max_sessions=1), now_ms=NOW,
                                   err=io.StringIO()) == []
         assert d.exists()

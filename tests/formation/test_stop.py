@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from murmur import ids
+from murmur import ids, procstat
 from murmur.errors import DiagnosticError
-from murmur.formation import dirs, procinfo, stop
+from murmur.formation import dirs, stop
 from murmur.session.running import RunningRecord, write_running
 
 # A stand-in launcher: exits 143 on SIGTERM (killing its child first), or ignores it.
@@ -63,16 +63,16 @@ def _launcher(procs: list[subprocess.Popen[str]], mode: str, *extra: str) -> tup
     return p, child
 
 
-def _marker(frm: str, pid: int, start: str | None) -> None:
+def _marker(frm: str, pid: int, start: int | None) -> None:
     d = dirs.formations_root() / "proj" / frm
     d.mkdir(parents=True)
-    (d / "formation.json").write_text(dirs.Marker("/proj", pid, start or "").to_json())
+    (d / "formation.json").write_text(dirs.Marker("/proj", pid, "" if start is None else str(start)).to_json())
 
 
 def _record(pid: int, *, formation: str | None = None) -> RunningRecord:
     rec = RunningRecord(
         session_id=ids.new_id("ses"), url="http://127.0.0.1:1", pid=pid,
-        start_time=int(procinfo.start_time(pid) or 0), name="cap", version="0.1.0",
+        start_time=procstat.start_time(pid) or 0, name="cap", version="0.1.0",
         workdir="/w", records_dir="/r", started_at="2026-01-01T00:00:00Z", formation_id=formation,
     )
     write_running(rec)
@@ -84,7 +84,7 @@ class TestStopFormation:
         """The launcher named by formation.json (pid + start time) gets SIGTERM and ends."""
         p, _ = _launcher(procs, "plain")
         frm = ids.new_id("frm")
-        _marker(frm, p.pid, procinfo.start_time(p.pid))
+        _marker(frm, p.pid, procstat.start_time(p.pid))
         report = stop.stop_named(frm)
         assert report.lines == (f"stopped: {frm}", f"launcher: pid {p.pid}", "signal: SIGTERM")
         assert p.wait(5) == 143
@@ -93,7 +93,7 @@ class TestStopFormation:
         """A launcher still running after the timeout is SIGKILLed."""
         p, _ = _launcher(procs, "ignore")
         frm = ids.new_id("frm")
-        _marker(frm, p.pid, procinfo.start_time(p.pid))
+        _marker(frm, p.pid, procstat.start_time(p.pid))
         report = stop.stop_named(frm, timeout=0.3)
         assert "signal: SIGKILL" in report.lines
         assert p.wait(5) == -9

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from murmur import procstat
 from murmur.roost.peer import (
     Peer,
     PeerFinder,
@@ -18,8 +19,6 @@ from murmur.roost.peer import (
     owners_of,
     parse_endpoint,
     socket_row,
-    start_ticks,
-    start_ticks_of,
 )
 
 V4 = ipaddress.IPv4Address
@@ -91,31 +90,6 @@ class TestSocketRow:
         assert socket_row(table, self.CLIENT, self.SERVER, "little") == (7, 5)
 
 
-class TestStartTicks:
-    @pytest.mark.parametrize(
-        ("line", "ticks"),
-        [
-            ("7788 (cat) R 7786 7786 2030 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 57213 3133440 380", 57213),
-            ("12 (a) b (c)) S 1 12 12 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0", 99),
-            ("13 (sp ace) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0", 4242),
-        ],
-    )
-    def test_field_22(self, line: str, ticks: int) -> None:
-        """Counted from the last ')', whatever the command name holds."""
-        assert start_ticks(line) == ticks
-
-    @pytest.mark.parametrize("line", ["", "1 (x) S 1 2 3", "no parens at all"])
-    def test_malformed(self, line: str) -> None:
-        """Too short or no command name: ValueError."""
-        with pytest.raises(ValueError):
-            start_ticks(line)
-
-    def test_this_process_and_a_missing_one(self, tmp_path: Path) -> None:
-        """Our own start time is readable; a pid with no /proc entry has none."""
-        assert start_ticks_of(os.getpid()) == start_ticks(Path("/proc/self/stat").read_text())
-        assert start_ticks_of(12345, proc=tmp_path) is None
-
-
 HOLDER = "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); print(s.getsockname()[1], flush=True); sys.stdin.read()"
 
 
@@ -132,7 +106,7 @@ class TestFindPeer:
                 client = stream.socket.getpeername()
                 server = stream.socket.getsockname()
                 peer = await trio.to_thread.run_sync(find_peer, client, server)
-            assert peer == Peer(proc.pid, start_ticks_of(proc.pid) or -1)
+            assert peer == Peer(proc.pid, procstat.start_time(proc.pid) or -1)
             # the daemon's own side, read the other way round, is this process: never named
             assert await trio.to_thread.run_sync(find_peer, server, client) is None
             await stream.aclose()
@@ -211,7 +185,7 @@ class TestFindPeer:
             found = owners_of(inode, os.getuid())
             assert {p.pid for p in found} >= {os.getpid(), holder.pid}
             assert owners_of(inode, os.getuid(), skip=[os.getpid()]) == [
-                Peer(holder.pid, start_ticks(Path(f"/proc/{holder.pid}/stat").read_text()))]
+                Peer(holder.pid, procstat.start_time(holder.pid) or -1)]
             assert owners_of(inode, os.getuid() + 1) == []  # only the socket owner's processes
         finally:
             holder.kill()

@@ -20,7 +20,8 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.roost.peer import Peer, start_ticks, start_ticks_of
+from murmur import procstat
+from murmur.roost.peer import Peer
 from murmur.roost.watch import ProcessWatch, _Ended, open_pidfd
 
 from .conftest import Roost, StartRoost
@@ -212,7 +213,7 @@ class TestSessionProcessEnds:
 class TestPidReuse:
     def test_a_reused_pid_is_not_the_process(self) -> None:
         """A peer whose recorded start time is not the pid's own has ended: never watched as alive."""
-        me = Peer(os.getpid(), start_ticks(Path("/proc/self/stat").read_text()))
+        me = Peer(os.getpid(), procstat.start_time(os.getpid()) or -1)
         fd = open_pidfd(me)
         os.close(fd)
         with pytest.raises(_Ended):
@@ -244,7 +245,7 @@ class TestPidReuse:
         holder = await trio.lowlevel.open_process([sys.executable, "-c", "import sys; sys.stdin.read()"],
                                                   stdin=subprocess.PIPE)
         try:
-            ticks = start_ticks_of(holder.pid)
+            ticks = procstat.start_time(holder.pid)
             assert ticks is not None
             me = Peer(holder.pid, ticks)
             watch = ProcessWatch(find=lambda client, server: me)

@@ -18,10 +18,11 @@ from agent.scripted import (
     oa_tools,
     task_context,
 )
+from murmur import procstat
 from murmur.agent import AgentWorkload
 from murmur.ids import new_id
 from murmur.routing.gather import member_refusal
-from murmur.session.running import RunningRecord, process_start_time, write_running
+from murmur.session.running import RunningRecord, write_running
 from murmur.shell import run_shell
 from murmur.workload import TaskServices
 
@@ -31,7 +32,7 @@ FRM = "frm_" + "a" * 32
 def _record(member: str, name: str, manifest_path: Path, callees: list[str]) -> None:
     write_running(RunningRecord(
         session_id=new_id("ses"), url="http://127.0.0.1:1", pid=os.getpid(),
-        start_time=process_start_time(os.getpid()) or 0, name=name, version="0.1.0",
+        start_time=procstat.start_time(os.getpid()) or 0, name=name, version="0.1.0",
         workdir="/tmp", records_dir="/tmp", started_at="2026-01-01T00:00:00Z",
         formation_id=FRM, member=member, callees=callees, manifest_path=str(manifest_path)))
 

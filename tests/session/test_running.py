@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from murmur import procstat
 from murmur.session.running import (
     RunningRecord,
     check_alive,
     list_running,
-    process_start_time,
     read_running,
     record_path,
     remove_running,
@@ -23,7 +23,7 @@ from murmur.session.running import (
 
 
 def record(sid: str, pid: int, start: int | None = None, **kw: object) -> RunningRecord:
-    st = process_start_time(pid) if start is None else start
+    st = procstat.start_time(pid) if start is None else start
     return RunningRecord(
         session_id=sid, url="http://127.0.0.1:1", pid=pid, start_time=st or 0, name="n", version="1",
         workdir="/w", records_dir="/r", started_at="2026-01-01T00:00:00.000Z", **kw,  # type: ignore[arg-type]
@@ -33,14 +33,14 @@ def record(sid: str, pid: int, start: int | None = None, **kw: object) -> Runnin
 class TestStartTime:
     def test_self(self) -> None:
         """Our own start time is readable and stable."""
-        a = process_start_time(os.getpid())
-        assert isinstance(a, int) and a == process_start_time(os.getpid())
+        a = procstat.start_time(os.getpid())
+        assert isinstance(a, int) and a == procstat.start_time(os.getpid())
 
     def test_gone(self) -> None:
         """A reaped process has none."""
         p = subprocess.Popen([sys.executable, "-c", "pass"])
         p.wait()
-        assert process_start_time(p.pid) is None
+        assert procstat.start_time(p.pid) is None
 
 
 class TestRecords:

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from murmur import procstat
 from murmur.containment import cgroup, groups
 from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, HostClass, detect, own_cgroup
 
@@ -47,15 +48,6 @@ _REMOVE_WAIT = 2.0  # seconds release() waits for a killed unit to empty before 
 _QUIET = 0.05  # groups class: a sweep is done once nothing was adopted for this long
 _CLOSE_SWEEP = 1.0  # groups class: bound on the sweeps at a session's end (seconds)
 _FORCED_SWEEP = 0.3  # groups class: bound on the sweeps before a forced exit (seconds)
-
-
-def _start_time(pid: int) -> str:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return ""
-    fields = text.rpartition(")")[2].split()
-    return fields[19] if len(fields) >= 20 else ""
 
 
 class Unit:
@@ -74,7 +66,7 @@ class Unit:
         self.path = path
         self.kind = CGROUP if path is not None else "group"
         self.pid: int | None = None
-        self.start = ""
+        self.start: int | None = None  # the started process's start time (procstat)
         self._own_group = True
         self.key = f"{label}#{secrets.token_hex(4)}"
         self.released = False
@@ -130,17 +122,17 @@ class Unit:
                 Otherwise (a command) the janitor kills it as soon as its owner is gone.
         """
         self.pid = pid
-        self.start = _start_time(pid)  # guards pid reuse (is_started_process)
+        self.start = procstat.start_time(pid)  # guards pid reuse (is_started_process)
         self._own_group = own_group
         self._owner._started.add(pid)
         watched = pid if winds_down else os.getpid()
-        msg: dict[str, Any] = {"key": self.key, "pid": watched, "start": _start_time(watched)}
+        msg: dict[str, Any] = {"key": self.key, "pid": watched, "start": procstat.start_time(watched)}
         if self.path is not None:
             msg.update({"add": "cgroup", "path": str(self.path)})
         elif own_group:
             msg.update({"add": "group", "pgid": pid})
         else:
-            msg.update({"add": "pid", "pgid": 0, "pid": pid, "start": _start_time(pid)})
+            msg.update({"add": "pid", "pgid": 0, "pid": pid, "start": self.start})
         self._owner._janitor_send(msg)
 
     def is_started_process(self, pid: int) -> bool:
@@ -149,7 +141,7 @@ class Unit:
         The pid and its start time (``/proc/<pid>/stat``) must both be the ones :meth:`started`
         recorded, so a reused pid is not taken for the unit's process.
         """
-        return pid == self.pid and bool(self.start) and self.start == _start_time(pid)
+        return pid == self.pid and self.start is not None and self.start == procstat.start_time(pid)
 
     # -- ending -----------------------------------------------------------------------------
 
@@ -259,7 +251,7 @@ class Containment:
                 self.host = HostClass(GROUPS, None, None, f"a cgroup could not be made beneath {base}")
                 return None
             self._janitor_send(
-                {"add": "cgroup", "key": "session", "path": str(self.unit_dir), "pid": 0, "start": ""}
+                {"add": "cgroup", "key": "session", "path": str(self.unit_dir), "pid": 0, "start": None}
             )
         return self.unit_dir
 

@@ -7,8 +7,9 @@ of its own, outside every unit it will clean, and keeps the write end of its std
 the owner writes is one JSON object:
 
 * ``{"add": "cgroup", "key": K, "path": P, "pid": N, "start": S}`` — a cgroup unit, and the
-  process whose end makes it ownerless (``pid`` with its ``/proc`` start time ``S``; ``0``:
-  none, the unit is killed only at the bound — a root's own unit, which holds the others);
+  process whose end makes it ownerless (``pid`` with its ``/proc`` start time ``S``, clock ticks
+  since boot, ``null`` when unknown; pid ``0``: none, the unit is killed only at the bound — a
+  root's own unit, which holds the others);
 * ``{"add": "group", "key": K, "pgid": G, "pid": N, "start": S}`` — a process group;
 * ``{"add": "pid", "key": K, "pid": N, "start": S}`` — one process that shares its owner's
   group (the entry member on the process-group class): killed when the bound passes;
@@ -34,15 +35,28 @@ import time
 POLL = 0.02  # seconds between checks while units wind down
 
 
+def _parse_start(text: str) -> str | None:
+    """Field 22 of a ``/proc/<pid>/stat`` line as text; None when malformed or a zombie (not alive).
+
+    The rule of :func:`murmur.procstat.parse_stat`, copied on purpose: this file runs as
+    ``python -I -S janitor.py``, which puts neither the package nor site-packages on the path,
+    and importing them would cost its start. ``tests/test_procstat.py`` holds both to one table.
+    """
+    _, close, rest = text.rpartition(")")
+    fields = rest.split()
+    if not close or len(fields) < 20 or fields[0] == "Z":
+        return None
+    if not all(fields[i].isdigit() for i in (1, 2, 3, 19)):
+        return None
+    return fields[19]
+
+
 def _start_time(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rpartition(")")[2].split()
+            return _parse_start(f.read())
     except OSError:
         return None
-    if not fields or fields[0] == "Z" or len(fields) < 20:
-        return None
-    return fields[19]
 
 
 def _alive(pid: int, start: str) -> bool:
@@ -114,7 +128,8 @@ class Unit:
         pid = spec.get("pid", 0)
         self.pgid = pgid if isinstance(pgid, int) else 0
         self.pid = pid if isinstance(pid, int) else 0
-        self.start = str(spec.get("start") or "")
+        start = spec.get("start")
+        self.start = "" if start is None else str(start)  # "": unknown, any process with the pid
         self.killed = False
 
     def owner_alive(self) -> bool:

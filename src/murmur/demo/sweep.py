@@ -24,6 +24,8 @@ from pathlib import Path
 
 import attrs
 
+from murmur import procstat
+
 _PROC = Path("/proc")
 _STOPPED_OR_DEAD = frozenset({"T", "t", "Z", "X", "x"})
 
@@ -46,17 +48,11 @@ class ProcInfo:
 
 
 def proc_info(pid: int) -> ProcInfo | None:
-    """The table row of ``pid`` from ``/proc/<pid>/stat``, or None when it is gone."""
-    try:
-        raw = (_PROC / str(pid) / "stat").read_bytes()
-    except OSError:
+    """The table row of ``pid`` (:func:`murmur.procstat.read_stat`), or None when it is gone."""
+    stat = procstat.read_stat(pid, _PROC)
+    if stat is None:
         return None
-    fields = raw[raw.rfind(b")") + 2:].split()
-    try:
-        return ProcInfo(ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]),
-                        state=fields[0].decode("ascii", "replace"))
-    except (IndexError, ValueError):
-        return None
+    return ProcInfo(ppid=stat.ppid, pgid=stat.pgid, sid=stat.sid, state=stat.state)
 
 
 def process_table() -> dict[int, ProcInfo]:
@@ -98,18 +94,6 @@ def linked(seeds: Iterable[int], table: Mapping[int, ProcInfo], exclude: Iterabl
         found |= more
 
 
-def start_time(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), or None when unreadable."""
-    try:
-        raw = (_PROC / str(pid) / "stat").read_bytes()
-    except OSError:
-        return None
-    try:
-        return int(raw[raw.rfind(b")") + 2:].split()[19])
-    except (IndexError, ValueError):
-        return None
-
-
 def session_pids(home: Path) -> set[int]:
     """The live sessions named by the running records under ``home/running``.
 
@@ -129,7 +113,7 @@ def session_pids(home: Path) -> set[int]:
         if not isinstance(data, dict):
             continue
         pid, started = data.get("pid"), data.get("start_time")
-        if isinstance(pid, int) and pid > 1 and isinstance(started, int) and start_time(pid) == started:
+        if isinstance(pid, int) and pid > 1 and isinstance(started, int) and procstat.start_time(pid) == started:
             pids.add(pid)
     return pids
 

@@ -17,6 +17,7 @@ import signal
 import time
 from pathlib import Path
 
+from murmur import procstat
 from murmur.demo import sweep
 
 
@@ -62,11 +63,11 @@ def watchdog_main(fd: int, grace: float = 25.0, home: str | None = None, remove:
                 else:
                     groups.pop(int(line[1:]), None)
     table = sweep.process_table()
-    tree = {pid: sweep.start_time(pid) for pid in sweep.linked(groups, table, {os.getpid()})}
+    tree = {pid: procstat.start_time(pid) for pid in sweep.linked(groups, table, {os.getpid()})}
     end_groups(list(groups), grace)
-    still = {pid for pid, started in tree.items() if started is not None and sweep.start_time(pid) == started}
+    still = {pid for pid, started in tree.items() if started is not None and procstat.start_time(pid) == started}
     extra = sweep.session_pids(Path(home)) if home else set()
-    dead = {g for g in groups if sweep.start_time(g) is None}  # a gone leader still links its group
+    dead = {g for g in groups if procstat.start_time(g) is None}  # a gone leader still links its group
     sweep.kill_tree({*dead, *still, *extra})
     if remove:
         shutil.rmtree(remove, ignore_errors=True)

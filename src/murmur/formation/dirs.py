@@ -28,8 +28,7 @@ from pathlib import Path
 
 import attrs
 
-from murmur import paths
-from murmur.formation import procinfo
+from murmur import paths, procstat
 
 MARKER_NAME = "formation.json"
 """The ownership marker's file name inside a formation directory."""
@@ -110,8 +109,9 @@ class Marker:
     Attributes:
         project_dir (str): the roster's project directory, symlinks resolved.
         launcher_pid (int): the launcher's process id.
-        launcher_start (str): the launcher's start time as the host reports it
-            (:func:`murmur.formation.procinfo.start_time`); empty when it could not be read.
+        launcher_start (str): the launcher's start time (:func:`murmur.procstat.start_time`)
+            as decimal text; empty when it could not be read
+            (:func:`murmur.formation.procinfo.recorded_start` reads it back).
     """
 
     project_dir: str
@@ -122,7 +122,8 @@ class Marker:
     def of_this_launcher(cls, project_dir: Path) -> Marker:
         """The marker of a launch this process runs: ``project_dir``, this pid, its start time."""
         pid = os.getpid()
-        return cls(str(project_dir), pid, procinfo.start_time(pid) or "")
+        started = procstat.start_time(pid)
+        return cls(str(project_dir), pid, "" if started is None else str(started))
 
     def to_json(self) -> str:
         """The file's text (one JSON object and a newline)."""

@@ -1,71 +1,45 @@
-"""What the host reports about a process: whether it runs, and when it started.
+"""What the host reports about a process: whether it runs, and signalling it.
 
 A pid alone names a process only while it lives; once it is reaped the number can be reused.
-A pid together with its start time names exactly one process. ``formation.json`` records both
-for the launcher (``spec/formation.md`` "``formation.json``"), and ``mur stop <formation-id>`` and the
-retention pass check both before trusting a marker.
-
-Linux only: the start time is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot), kept
-as its decimal text.
+A pid together with its start time (:mod:`murmur.procstat`, clock ticks since boot) names
+exactly one process. ``formation.json`` records both for the launcher (``spec/formation.md``
+"``formation.json``"), as decimal text, and ``mur stop <formation-id>`` and the retention pass
+check both before trusting a marker.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
-_PROC = Path("/proc")
+from murmur import procstat
 
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name, or None if unreadable.
-
-    Index 0 is field 3 (the state letter); field ``n`` is at index ``n - 3``.
-    """
-    try:
-        text = (_PROC / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    _, sep, rest = text.rpartition(")")
-    if not sep:
-        return None
-    return rest.split()
+NO_PROCESS = -1
+"""A start time no process has: what a record's unreadable start time stands for."""
 
 
-def start_time(pid: int) -> str | None:
-    """When process ``pid`` started, as the host reports it.
-
-    Args:
-        pid (int): a process id.
+def recorded_start(value: object) -> int | None:
+    """A start time as a record holds it (pure): an int, or decimal text as ``formation.json`` has.
 
     Returns:
-        str | None: clock ticks since boot as decimal text, or None when the process does not
-        exist or its stat file cannot be read.
+        int | None: None when the record holds none (absent, ``""``); :data:`NO_PROCESS` when it
+        holds something that is not a whole number (then no running process matches it).
     """
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20:
+    if isinstance(value, bool) or value is None or value == "":
         return None
-    return fields[19]
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return NO_PROCESS
 
 
-def parent_pid(pid: int) -> int | None:
-    """The parent process id of ``pid`` (field 4 of its stat), or None when unreadable."""
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 2:
-        return None
-    try:
-        return int(fields[1])
-    except ValueError:
-        return None
-
-
-def is_running(pid: int, started: str | None = None) -> bool:
+def is_running(pid: int, started: int | None = None) -> bool:
     """Whether ``pid`` is a live (non-zombie) process, and the same one that started at ``started``.
 
     Args:
         pid (int): a process id (non-positive values are never running).
-        started (str | None): a start time from :func:`start_time`; when given and non-empty,
+        started (int | None): a start time from :func:`murmur.procstat.start_time`; when given,
             a process whose start time differs is another process that reused the number.
 
     Returns:
@@ -73,20 +47,18 @@ def is_running(pid: int, started: str | None = None) -> bool:
     """
     if pid <= 0:
         return False
-    fields = _stat_fields(pid)
-    if fields is None:
+    stat = procstat.read_stat(pid)
+    if stat is None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
-            return not started
-        return not started
-    if fields and fields[0] == "Z":
+            return started is None
+        return started is None
+    if stat.state == "Z":
         return False
-    if started:
-        return len(fields) >= 20 and fields[19] == started
-    return True
+    return started is None or stat.start_time == started
 
 
 def signal_process(pid: int, sig: signal.Signals) -> bool:

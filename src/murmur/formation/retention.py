@@ -132,18 +132,17 @@ def running_formations(running_dir: Path | None = None) -> set[str] | None:
         pid = data.get("pid")
         if not isinstance(formation, str) or not isinstance(pid, int):
             continue
-        started = _record_start(data)
-        if procinfo.is_running(pid, started):
+        if procinfo.is_running(pid, _record_start(data)):
             out.add(formation)
     return out
 
 
-def _record_start(data: dict[str, object]) -> str | None:
+def _record_start(data: dict[str, object]) -> int | None:
     """The process start time a running record holds, under any of its spellings."""
     for key in ("pid_start", "process_start", "start_time", "launcher_start"):
         value = data.get(key)
         if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-            return str(value)
+            return procinfo.recorded_start(value)
     return None
 
 
@@ -170,7 +169,7 @@ def scan(project_formations: Path, running: set[str] | None) -> list[FormationEn
         marker = dirs.read_marker(child)
         alive = running is None or name in running
         if marker is not None and procinfo.is_running(
-            marker.launcher_pid, marker.launcher_start or None
+            marker.launcher_pid, procinfo.recorded_start(marker.launcher_start)
         ):
             alive = True
         out.append(FormationEntry(name, minted, marker, alive))

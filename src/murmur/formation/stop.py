@@ -25,7 +25,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from murmur import containment, ids
+from murmur import containment, ids, procstat
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.formation import dirs, procinfo
@@ -51,7 +51,7 @@ class Target:
     """A process to stop, named by pid and start time."""
 
     pid: int
-    start: str | None
+    start: int | None
     label: str
 
 
@@ -151,7 +151,7 @@ def _members(formation_id: str) -> list[Target]:
     out = []
     for rec in list_running(prune=False).live:
         if rec.formation_id == formation_id:
-            out.append(Target(rec.pid, str(rec.start_time), f"session {rec.session_id}"))
+            out.append(Target(rec.pid, rec.start_time, f"session {rec.session_id}"))
     return out
 
 
@@ -165,7 +165,7 @@ def _launcher_from_marker(formation_id: str, root: Path | None = None) -> Target
         marker = dirs.read_marker(path.parent)
         if marker is None:
             continue
-        start = marker.launcher_start or None
+        start = procinfo.recorded_start(marker.launcher_start)
         if procinfo.is_running(marker.launcher_pid, start):
             return Target(marker.launcher_pid, start, f"the launcher of {formation_id}")
     return None
@@ -182,14 +182,14 @@ def _is_roster_launcher(pid: int) -> bool:
 def _owner_pid(pid: int) -> int | None:
     """The process that started member ``pid``: its parent, or its parent's parent when the
     parent is the launcher's warm starter (``mur starter …``; spec/formation.md)."""
-    parent = procinfo.parent_pid(pid)
+    parent = procstat.parent_pid(pid)
     if parent and parent > 1:
         try:
             title = Path(f"/proc/{parent}/cmdline").read_bytes()
         except OSError:
             return parent
         if title.startswith(b"mur starter "):
-            return procinfo.parent_pid(parent)
+            return procstat.parent_pid(parent)
     return parent
 
 
@@ -197,7 +197,7 @@ def _launcher_from_members(formation_id: str, members: Sequence[Target]) -> Targ
     for m in members:
         parent = _owner_pid(m.pid)
         if parent and parent > 1 and _is_roster_launcher(parent):
-            return Target(parent, procinfo.start_time(parent), f"the launcher of {formation_id}")
+            return Target(parent, procstat.start_time(parent), f"the launcher of {formation_id}")
     return None
 
 
@@ -291,7 +291,7 @@ def stop_session(address: str, *, timeout: float = SESSION_TIMEOUT) -> StopRepor
         DiagnosticError: ``E-RUN-022`` / ``E-RUN-024``.
     """
     rec = resolve_session(address)
-    target = Target(rec.pid, str(rec.start_time), f"session {rec.session_id}")
+    target = Target(rec.pid, rec.start_time, f"session {rec.session_id}")
     sig = end_process(target, timeout)
     lines = [f"stopped: {rec.session_id}", f"capsule: {rec.name} {rec.version}", f"signal: {sig}"]
     return StopReport(tuple(lines))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import attrs
 
+from murmur import procstat
 from murmur.containment import Containment, Unit, pid_cgroup
 
 COMMAND_LABEL = "cmd-"
@@ -63,16 +64,6 @@ def within(path: Path, unit_path: Path) -> bool:
     return path == unit_path or unit_path in path.parents
 
 
-def parent_of(pid: int) -> int | None:
-    """The parent pid of ``pid`` from ``/proc/<pid>/stat``, or None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()
-    return int(fields[1]) if len(fields) > 1 else None
-
-
 def check(peer: Peer, where: Containment, *, session_id: str) -> Verdict:
     """Decide whether ``peer`` may ask this session (see the module docstring)."""
     outside = f"process {peer.pid} is not inside session {session_id}"
@@ -98,5 +89,5 @@ def check(peer: Peer, where: Containment, *, session_id: str) -> Verdict:
             return Verdict(True, unit=found.label)
         if pid == os.getpid():
             break  # adopted by the runtime itself: it left its command
-        pid = parent_of(pid)
+        pid = procstat.parent_pid(pid)
     return Verdict(False, f"{outside} (it descends from no command this session started)")

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from murmur import containment, paths
+from murmur import containment, paths, procstat
 from murmur.delegation import read_completion
 from murmur.ids import new_id
 from murmur.links import protocol as p
 from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
-from murmur.links.peer import Peer, check, parent_of, peer_of
+from murmur.links.peer import Peer, check, peer_of
 from murmur.links.stub import write_links
 from murmur.session import TraceWriteError
 from murmur.tree import cut_caller, refusal_sentence, session_lineage
@@ -94,7 +94,7 @@ def caller_args(pid: int) -> list[str]:
     runtime itself (the stub was the command) or is gone, the peer's own command line
     (``/proc/<pid>/cmdline``). Empty when neither can be read.
     """
-    ppid = parent_of(pid)
+    ppid = procstat.parent_pid(pid)
     args = _cmdline(ppid) if ppid is not None and ppid not in (os.getpid(), 0, 1) else None
     if not args:
         args = _cmdline(pid) or []

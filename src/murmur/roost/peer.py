@@ -9,7 +9,7 @@ that row names the socket's inode and owner uid. The process holding it is the o
 ``/proc/<pid>/fd`` holds a link to ``socket:[<inode>]``; only processes of the socket's uid are
 looked at, and only those whose descriptors this process may read (the same user, or root).
 A process is named together with its start time (``/proc/<pid>/stat`` field 22, clock ticks
-since boot), so a pid the kernel has since given to another process is never mistaken for it.
+since boot, :func:`murmur.procstat.start_time`), so a pid the kernel has since given to another process is never mistaken for it.
 
 The parsers are pure (table-tested); :func:`find_peer` does the reading. Nothing here raises
 for a connection it cannot place: it answers None, and the caller watches nothing.
@@ -26,6 +26,8 @@ from pathlib import Path
 
 import attrs
 
+from murmur import procstat
+
 __all__ = [
     "Peer",
     "PeerFinder",
@@ -33,8 +35,6 @@ __all__ = [
     "owners_of",
     "parse_endpoint",
     "socket_row",
-    "start_ticks",
-    "start_ticks_of",
 ]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -112,32 +112,6 @@ def socket_row(
     return None
 
 
-def start_ticks(stat: str) -> int:
-    """Field 22 (``starttime``) of a ``/proc/<pid>/stat`` line.
-
-    The second field (the command name, in parentheses) may itself hold spaces and
-    parentheses, so fields are counted from the last ``)``.
-
-    Raises:
-        ValueError: when ``stat`` is not such a line.
-    """
-    close = stat.rfind(")")
-    if close < 0:
-        raise ValueError("not a /proc/<pid>/stat line")
-    rest = stat[close + 2 :].split()  # field 3 (state) onwards
-    if len(rest) < 20:
-        raise ValueError("not a /proc/<pid>/stat line")
-    return int(rest[19])
-
-
-def start_ticks_of(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """The start time of ``pid`` now, or None when no such process is running (or readable)."""
-    try:
-        return start_ticks((proc / str(pid) / "stat").read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[int] = ()) -> list[Peer]:
     """Every process of user ``uid`` holding a descriptor on ``socket:[inode]``.
 
@@ -165,7 +139,7 @@ def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[i
         fd = _holding(entry.path, link)
         if fd is None:
             continue
-        ticks = start_ticks_of(int(entry.name), proc)
+        ticks = procstat.start_time(int(entry.name), proc)
         if ticks is not None and _readlink(fd) == link:
             found.append(Peer(int(entry.name), ticks))
     return found
@@ -271,6 +245,6 @@ class PeerFinder:
 
     def _still_holds(self, peer: Peer, inode: int) -> bool:
         return (
-            start_ticks_of(peer.pid, self.proc) == peer.start_ticks
+            procstat.start_time(peer.pid, self.proc) == peer.start_ticks
             and _holding(str(self.proc / str(peer.pid)), f"socket:[{inode}]") is not None
         )

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import trio
 
-from murmur.roost.peer import Peer, PeerFinder, start_ticks_of
+from murmur import procstat
+from murmur.roost.peer import Peer, PeerFinder
 
 __all__ = ["LOOKUP_BOUND", "ProcessWatch", "open_pidfd"]
 
@@ -53,7 +54,7 @@ def open_pidfd(peer: Peer, proc: Path = Path("/proc")) -> int:
         fd = os.pidfd_open(peer.pid)
     except ProcessLookupError:
         raise _Ended from None
-    if start_ticks_of(peer.pid, proc) != peer.start_ticks:
+    if procstat.start_time(peer.pid, proc) != peer.start_ticks:
         os.close(fd)
         raise _Ended
     return fd

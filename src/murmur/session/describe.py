@@ -10,9 +10,10 @@ import os
 import time
 from typing import Any
 
+from murmur import procstat
 from murmur.session.auth import BearerDoor, PublicDoor
 from murmur.session.deadline import rfc3339
-from murmur.session.running import RunningRecord, process_start_time
+from murmur.session.running import RunningRecord
 from murmur.session.setup import SessionSetup
 
 
@@ -87,7 +88,7 @@ def running_record(setup: SessionSetup, url: str | None, auth: PublicDoor | Bear
         session_id=setup.session_id,
         url=url or "",
         pid=os.getpid(),
-        start_time=process_start_time(os.getpid()) or 0,
+        start_time=procstat.start_time(os.getpid()) or 0,
         name=setup.manifest.name,
         version=setup.manifest.version,
         workdir=str(setup.workdir),

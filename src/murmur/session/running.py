@@ -2,7 +2,7 @@
 
 Written (directory 0700, file 0600, atomically) once the door serves, removed when the session
 ends. A record names the process by pid *and* start time (``/proc/<pid>/stat`` field 22, in
-clock ticks since boot), so a reader never trusts a record whose pid was reused: only a failed
+clock ticks since boot: :mod:`murmur.procstat`), so a reader never trusts a record whose pid was reused: only a failed
 pid/start-time check deletes a record. Authenticated doors also keep their tokens here (the
 only file that holds them).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from murmur import paths
+from murmur import paths, procstat
 from murmur.diagnostics import Diagnostic, error
 from murmur.session.records import write_private
 from murmur.userfile import UserFileError, read_user_text
@@ -25,20 +25,6 @@ MAX_RECORD_BYTES = 64 * 1024
 """A larger running record is malformed (real ones are well under 4 KiB)."""
 UNREADABLE_DIR = "unreadable"
 """``running/unreadable/``: where ``mur ps`` sets aside a malformed record, so it reports it once."""
-
-
-def process_start_time(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), or None if unreadable."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    # the command name (field 2) may hold spaces and parentheses: split after the last ")"
-    tail = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return int(tail[19])  # fields 3.. start at index 0, so field 22 is index 19
-    except (IndexError, ValueError):
-        return None
 
 
 @attrs.frozen
@@ -175,7 +161,7 @@ def read_running(path: Path) -> RunningRecord:
 
 def check_alive(record: RunningRecord) -> str | None:
     """Why ``record`` no longer names a live session, or None when pid and start time match."""
-    start = process_start_time(record.pid)
+    start = procstat.start_time(record.pid)
     if start is None:
         return f"process {record.pid} is gone"
     if start != record.start_time:

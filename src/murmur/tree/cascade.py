@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
-from murmur import timing
+from murmur import procstat, timing
 from murmur.session import CASCADE_SIGNAL
 from murmur.tree.forest import Node
 
@@ -104,16 +104,8 @@ def plan_cascade(
 def _same_process(t: Target) -> bool:
     """The pid still names the target and it has not exited (a zombie waiting to be reaped
     by its parent has ended)."""
-    from murmur.session import process_start_time
-
-    if process_start_time(t.pid) != t.start_time:
-        return False
-    try:
-        raw = open(f"/proc/{t.pid}/stat", "rb").read()  # noqa: SIM115 - one small read
-    except OSError:
-        return False
-    state = raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3]
-    return state not in (b"Z", b"X")
+    stat = procstat.read_stat(t.pid)
+    return stat is not None and stat.start_time == t.start_time and stat.state not in ("Z", "X")
 
 
 def send(t: Target, sig: signal.Signals) -> bool:

@@ -21,7 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from murmur.session import WindDown, add_forced_exit_hook, process_start_time
+from murmur import procstat
+from murmur.session import WindDown, add_forced_exit_hook
 from murmur.tree import journal
 from murmur.tree.lineage import (
     LINEAGE_ENV,
@@ -128,7 +129,7 @@ class JournalHooks:
             "start",
             {
                 "pid": pid,
-                "start_time": process_start_time(pid) or 0,
+                "start_time": procstat.start_time(pid) or 0,
                 "capsule": f"{m.name}@{m.version}",
                 "lineage": self.setup.lineage,
                 "workdir": str(self.setup.workdir),

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from murmur import paths
+from murmur import paths, procstat
 
 VERSION = 1
 MAX_BYTES = 2 * 1024 * 1024
@@ -158,15 +158,13 @@ def prune_plan(events: list[dict[str, Any]], live: set[str], target_bytes: int) 
 
 
 def _prune_locked() -> None:
-    from murmur.session import process_start_time
-
     events = read_events()
     live: set[str] = set()
     for ev in events:
         pid, start = ev.get("pid"), ev.get("start_time")
         if ev["event"] != "start" or not isinstance(pid, int) or pid <= 0 or not isinstance(start, int):
             continue
-        if process_start_time(pid) == start:
+        if procstat.start_time(pid) == start:
             live.add(ev["id"])
     drop = prune_plan(events, live, MAX_BYTES // 2)
     if not drop:

@@ -5,7 +5,8 @@ The one I/O step in front of :func:`murmur.tree.forest.build_forest`.
 
 from __future__ import annotations
 
-from murmur.session import list_running, process_start_time
+from murmur import procstat
+from murmur.session import list_running
 from murmur.tree import journal
 from murmur.tree.forest import Node, build_forest
 
@@ -19,7 +20,7 @@ def load_forest() -> list[Node]:
         if ev["event"] != "start" or ev["id"] in ended or ev["id"] in alive:
             continue
         pid, start = ev.get("pid"), ev.get("start_time")
-        alive[ev["id"]] = isinstance(pid, int) and pid > 0 and process_start_time(pid) == start
+        alive[ev["id"]] = isinstance(pid, int) and pid > 0 and procstat.start_time(pid) == start
     running = {}
     for rec in list_running(prune=False).live:
         running[rec.session_id] = dict(rec.delegations or {})
