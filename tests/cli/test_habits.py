@@ -13,7 +13,7 @@ from murmur import __version__, procstat
 from murmur.cli.cmd_ps import uptime_seconds
 from murmur.cli.cmd_stop import report_json
 from murmur.cli.mur import main, parser_error_message
-from murmur.session.running import RunningRecord, write_running
+from murmur.session.running_record import RunningRecord, write_running
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

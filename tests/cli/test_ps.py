@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from murmur.cli.mur import main
-from murmur.session.running import record_path
+from murmur.session.running_record import record_path
 
 
 def ps(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

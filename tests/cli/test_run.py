@@ -395,7 +395,7 @@ class TestDisksThatFail:
         self, capsule: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     ) -> None:
         """The running record cannot be removed: E-IO-003 naming it, exit 1, no traceback."""
-        from murmur.session import running
+        from murmur.session import running_record as running
 
         stuck = tmp_path / "stuck"
         stuck.mkdir()

@@ -12,7 +12,7 @@ import pytest
 from murmur import ids, procstat
 from murmur.errors import DiagnosticError
 from murmur.formation import dirs, stop
-from murmur.session.running import RunningRecord, write_running
+from murmur.session.running_record import RunningRecord, write_running
 
 # A stand-in launcher: exits 143 on SIGTERM (killing its child first), or ignores it.
 LAUNCHER = r"""

@@ -22,7 +22,7 @@ from murmur import procstat
 from murmur.agent import AgentWorkload
 from murmur.ids import new_id
 from murmur.routing.gather import member_refusal
-from murmur.session.running import RunningRecord, write_running
+from murmur.session.running_record import RunningRecord, write_running
 from murmur.shell import run_shell
 from murmur.workload import TaskServices
 

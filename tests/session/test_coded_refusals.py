@@ -12,7 +12,7 @@ import trio
 
 from murmur.errors import DiagnosticError
 from murmur.formation import stop as formation_stop
-from murmur.session import running
+from murmur.session import running_record as running
 from murmur.tree.forest import Node
 from murmur.tree.stop import find_node
 from murmur.workload import TaskContext, TaskOutcome

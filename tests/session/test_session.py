@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.session.running import list_running, record_path
+from murmur.session.running_record import list_running, record_path
 from murmur.session.trace import TraceWriteError, read_trace
 from murmur.session.winddown import lifeline_wind_down, signal_wind_down
 from murmur.workload import TaskContext, TaskOutcome

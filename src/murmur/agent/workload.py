@@ -9,7 +9,7 @@ with a coded diagnostic), it runs each task:
   built-in driver and runs the :class:`~murmur.agent.loop.TaskLoop` (a session with capsule
   links gets the ``mur context`` text after its system prompt, spec/links.md);
 * ``transport: process`` — runs the agent CLI once
-  (:func:`~murmur.agent.transports.process.run_process_task`).
+  (:func:`~murmur.agent.transports.stdio.run_stdio_task`).
 
 Design: spec/agent.md.
 """
@@ -33,7 +33,7 @@ from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
 from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_api_key
 from murmur.agent.transports.openai import OpenAIDriver
-from murmur.agent.transports.process import run_process_task
+from murmur.agent.transports.stdio import run_stdio_task
 from murmur.manifest import Manifest
 from murmur.shell import run_shell
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, context_for_prompt, with_context
@@ -144,7 +144,7 @@ class AgentWorkload:
                 environ=self.environ,
             )
         if self.config.transport == "process":
-            return await run_process_task(
+            return await run_stdio_task(
                 ctx,
                 self.config.command,
                 task_text=initial_text(ctx),

@@ -1,7 +1,7 @@
 """What a session started with, and whether its profile changed since (PROFILE EDITED SINCE START).
 
 ``spec/routing.md``. At start a session records, in its running record
-(``murmur.session.running``):
+(``murmur.session.running_record``):
 
 =====================  ============================================================
 ``manifest_path``      the ``murmur.yaml`` it loaded (the installed copy, or the source)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
     from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
     from murmur.session.records import create_records, records_dir_for
-    from murmur.session.running import RunningRecord, list_running
+    from murmur.session.running_record import RunningRecord, list_running
     from murmur.session.session import Session
     from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
     from murmur.session.signals import (
@@ -95,7 +95,7 @@ __getattr__ = lazy.face(__name__, {
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
     "records": ["create_records", "records_dir_for"],
-    "running": ["RunningRecord", "list_running"],
+    "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
     "setup": ["SessionSetup", "SessionSummary", "WindDownControl"],
     "signals": ["CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "install_early_handlers", "signal_watcher"],

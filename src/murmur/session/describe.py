@@ -13,7 +13,7 @@ from typing import Any
 from murmur import procstat
 from murmur.session.auth import BearerDoor, PublicDoor
 from murmur.session.deadline import rfc3339
-from murmur.session.running import RunningRecord
+from murmur.session.running_record import RunningRecord
 from murmur.session.setup import SessionSetup
 
 

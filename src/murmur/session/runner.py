@@ -18,7 +18,7 @@ from collections.abc import Callable
 import trio
 
 from murmur.errors import DiagnosticError
-from murmur.session.admission import Intake
+from murmur.session.intake import Intake
 from murmur.session.outcome import deciding_task, task_exit_status
 from murmur.session.results import Results
 from murmur.session.setup import SessionSetup

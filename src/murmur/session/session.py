@@ -13,7 +13,7 @@ the parts and owns the nurseries; each part is its own module:
 
 * :mod:`~murmur.session.setup`: what a session is built from, its extension points;
 * :mod:`~murmur.session.backend`: what the door calls;
-* :mod:`~murmur.session.admission`: whether a task is taken (the queue, closing);
+* :mod:`~murmur.session.intake`: whether a task is taken (the queue, closing);
 * :mod:`~murmur.session.runner`: running a taken task on the workload;
 * :mod:`~murmur.session.results`: the task files (``task.md``, ``out/result*.txt``);
 * :mod:`~murmur.session.winddown`: the wind-down, its guard and the deadline watcher;
@@ -35,17 +35,17 @@ import trio
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.session.admission import Intake
 from murmur.session.auth import BearerDoor, PublicDoor, make_authenticator
 from murmur.session.backend import SessionBackend
 from murmur.session.deadline import on_trio_clock
 from murmur.session.describe import readiness, running_record, session_start_fields
 from murmur.session.door import DOOR_GRACE, Door, default_completion_handler, serve_door
+from murmur.session.intake import Intake
 from murmur.session.lifecycle import close_cause
 from murmur.session.outcome import deciding_status, exit_code, final_status
 from murmur.session.results import Results
 from murmur.session.runner import Runner
-from murmur.session.running import RunningRecord, remove_running, write_running
+from murmur.session.running_record import RunningRecord, remove_running, write_running
 from murmur.session.sessionlog import attach_log, detach_log
 from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
 from murmur.session.tasks import Task, TaskBook

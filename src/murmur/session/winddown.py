@@ -35,7 +35,7 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.session.deadline import rfc3339
 
 if TYPE_CHECKING:
-    from murmur.session.admission import Intake
+    from murmur.session.intake import Intake
     from murmur.session.runner import Runner
     from murmur.session.trace import SessionTrace
 

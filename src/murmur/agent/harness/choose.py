@@ -2,7 +2,7 @@
 
 Upstream's rule: the command's base name ``codex`` → Codex, any other command → Claude Code.
 ``inference.protocol`` (this runtime's own key) names one explicitly; ``stdio`` is the plain
-task-on-stdin, answer-on-stdout protocol (:mod:`murmur.agent.transports.process`).
+task-on-stdin, answer-on-stdout protocol (:mod:`murmur.agent.transports.stdio`).
 """
 
 from __future__ import annotations

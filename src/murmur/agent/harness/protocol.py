@@ -2,7 +2,7 @@
 
 A *harness protocol* knows how to start one agent CLI (Claude Code, Codex) for one task and
 how to read what it prints. It does no I/O: the process transport
-(:mod:`murmur.agent.transports.process`) owns the process, its containment unit, the trace,
+(:mod:`murmur.agent.transports.stdio`) owns the process, its containment unit, the trace,
 the task's usage and every limit. The split is
 
 1. the transport builds a :class:`HarnessRequest` from the manifest and the task;

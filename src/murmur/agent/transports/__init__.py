@@ -11,7 +11,7 @@ and the provider's reply into an :class:`InferenceResult`. Built-in HTTP drivers
   (:mod:`murmur.agent.transports.anthropic`).
 
 ``inference.transport: process`` runs an agent CLI per task instead
-(:mod:`murmur.agent.transports.process`); it does not use these types.
+(:mod:`murmur.agent.transports.stdio`); it does not use these types.
 
 Design: spec/agent.md, "Transports".
 """

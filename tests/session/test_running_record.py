@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from murmur import procstat
-from murmur.session.running import (
+from murmur.session.running_record import (
     RunningRecord,
     check_alive,
     list_running,

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from murmur.shell import ShellRefused, ShellResult, run_shell
 from murmur.workload import TaskContext, TaskOutcome, harness_env
 
-__all__ = ["run_process_task", "stdin_text"]
+__all__ = ["run_stdio_task", "stdin_text"]
 
 _STDERR_TAIL = 500  # characters of stderr quoted in a failure
 
@@ -39,7 +39,7 @@ def stdin_text(system_prompt: str | None, task_text: str) -> str:
     return task_text
 
 
-async def run_process_task(
+async def run_stdio_task(
     ctx: TaskContext,
     command: Sequence[str],
     *,

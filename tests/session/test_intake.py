@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from murmur.manifest.model import AfterTask, Lifecycle, TaskAcceptance
-from murmur.session.admission import Intake
+from murmur.session.intake import Intake
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.states import TaskEvent, TaskState
 from murmur.session.tasks import Task, TaskBook
