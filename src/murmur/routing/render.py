@@ -160,7 +160,25 @@ def route_json(r: Route) -> dict[str, Any]:
 def to_json(answer: Answer, *, can: str | None, skill: str | None, asking: str | None,
             roster: str | None, edited: Mapping[str, str] | None = None,
             problems: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``--json`` document (schema ``murmur.agent-who/1``)."""
+    """The ``--json`` document of ``mur agent who`` (spec/routing.md "`mur agent who`"; the
+    schema is ``spec/agent-who.schema.json``).
+
+    Args:
+        answer (Answer): the index's answer to the query.
+        can (str | None): ``--can BINARY``, as asked.
+        skill (str | None): ``--skill WORD``, as asked.
+        asking (str | None): ``--as CAPSULE``: whose routes ``routes`` lists (None: no routes).
+        roster (str | None): ``--roster PATH``, as asked.
+        edited (Mapping[str, str] | None): holder name → why its running session differs from
+            its artifact on disk.
+        problems (list[dict[str, Any]] | None): diagnostics (``Diagnostic.to_json``) met while
+            gathering, reported rather than raised.
+
+    Returns:
+        dict[str, Any]: ``schema``, ``query`` (the four options), ``holders`` (one object per
+        holder), ``routes`` (``as``, ``holds_itself``, ``ready``, ``blocked``; or null) and
+        ``problems``.
+    """
     edited = edited or {}
     routes = None
     if answer.asking is not None and (can or skill):

@@ -351,7 +351,19 @@ class Door:
         headers: Mapping[str, str],
         read_body: Callable[[], Awaitable[bytes | str]],
     ) -> Reply:
-        """Answer one ``POST /`` (the check order is the module docstring's)."""
+        """Answer one ``POST /`` (spec/door.md "Request checks, in order").
+
+        Args:
+            authorization (list[str]): every ``Authorization`` header value, in order.
+            versions (list[str]): every ``A2A-Version`` header value.
+            headers (Mapping[str, str]): the request's headers, lower-case names.
+            read_body (Callable[[], Awaitable[bytes | str]]): reads the whole body (the ASGI
+                side bounds it at 16 MiB); awaited only after the authentication and origin
+                checks passed, so a refused caller's body is never read.
+
+        Returns:
+            Reply: the HTTP status, headers and JSON body (or event stream) to send.
+        """
         admitted = self.auth.authenticate(authorization)
         if isinstance(admitted, AuthRefusal):
             return self._refusal(admitted)
@@ -616,7 +628,17 @@ def _ack(msg: wire.InboundMessage, text: str, *, task: Task | None = None) -> di
 
 
 def hypercorn_config(*, bind: str = "127.0.0.1:0", graceful: float = DOOR_GRACE, logger: logging.Logger | None = None) -> Any:
-    """A hypercorn config for a door: loopback, no access log, errors to ``logger``."""
+    """A hypercorn config for a door: loopback, no access log, errors to ``logger``.
+
+    Args:
+        bind (str): ``host:port`` (port 0: the OS chooses).
+        graceful (float): seconds hypercorn waits for open requests when told to stop.
+        logger (logging.Logger | None): where hypercorn's errors go (default ``murmur.door``).
+
+    Returns:
+        Any: a ``hypercorn.config.Config`` (typed ``Any`` so that importing this module does
+        not import hypercorn).
+    """
     from hypercorn.config import Config
 
     cfg = Config()
