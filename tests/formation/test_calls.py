@@ -26,6 +26,7 @@ from murmur.formation.reach import reaches_door, reaches_member_doors
 from ._member_fakes import (
     BUSY,
     CRITIC_TOKEN,
+    CRITIC_URL,
     WORKER_TOKEN,
     WORKER_URL,
     FakeDoor,
@@ -191,6 +192,21 @@ class TestAddressBook:
             assert await book.wait("worker", 10) == WORKER_URL
         assert trio.current_time() == pytest.approx(3)
         assert book.get("stranger") is None
+
+    async def test_keeps_waiting_through_other_names(self, autojump_clock: trio.testing.MockClock) -> None:
+        """An update naming only another callee does not end the wait, nor restart its bound."""
+        book = AddressBook(("worker", "critic"))
+
+        async def later() -> None:
+            await trio.sleep(2)
+            book.update({"critic": CRITIC_URL})
+            await trio.sleep(3)
+            book.update({"worker": WORKER_URL})
+
+        async with trio.open_nursery() as n:
+            n.start_soon(later)
+            assert await book.wait("worker", 10) == WORKER_URL
+        assert trio.current_time() == pytest.approx(5)
 
     async def test_gives_up_after_the_wait(self, autojump_clock: trio.testing.MockClock) -> None:
         """No URL within the wait: None, after exactly the wait."""
