@@ -368,7 +368,7 @@ class TestCallEngine:
             assert trio.current_time() == pytest.approx(5)
         assert first["status"] == "busy" and answer["status"] == "unreachable"
         assert door.times("SendMessage") == pytest.approx([0, 1.1])
-        assert "CancelTask" not in door.methods()
+        assert len(sink.of("a2a_send")) == 2 and "CancelTask" not in door.methods()
 
     async def test_poll_hanging_at_the_deadline_is_cut(self, autojump_clock: trio.testing.MockClock) -> None:
         """Held, with a GetTask in flight at the deadline: cut then, timed_out."""
