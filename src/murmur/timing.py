@@ -8,6 +8,7 @@ from __future__ import annotations
 
 APPROVAL_LIFETIME = 60.0  # roost approval expiry after grant (spec/roost.md)
 WIND_DOWN_GUARD = 20.0  # a session exits 143 this long after its wind-down trigger
+DEADLINE_EOF_SLACK = 1.0  # a member's lifeline EOF this close before its own --deadline moment is the formation's deadline (the launcher and the member each convert the moment to their own Trio clock)
 LAUNCHER_KILL = 25.0  # launcher SIGKILLs a member's group this long after closing its lifeline
 READINESS = 180.0  # per-member readiness bound (formations)
 READINESS_PROBE_INTERVAL = 0.1  # card probe interval during readiness
