@@ -34,6 +34,11 @@ def busy_wait(refusals: int, *, first: float = timing.BUSY_FIRST_WAIT, cap: floa
     return float(min(first * 2.0 ** max(refusals - 1, 0), cap))
 
 
+def no_door(member: str, door: str) -> str:
+    """Why a call failed when the callee's door URL never arrived (``door``: its virtual address)."""
+    return f"the door of {member} ({door}) did not arrive on the formation channel in time"
+
+
 def deadline_ending(member: str, door: str, *, held: bool, offered: bool, last_busy: bool) -> tuple[str, str]:
     """How a call ends when its deadline falls: ``(status, reason)``.
 
@@ -55,7 +60,7 @@ def deadline_ending(member: str, door: str, *, held: bool, offered: bool, last_b
     if held:
         return "timed_out", f"{member} did not finish before the call's deadline"
     if not offered:
-        return "failed", f"the door of {member} ({door}) did not arrive on the formation channel in time"
+        return "failed", no_door(member, door)
     if last_busy:
         return "rejected", f"{member} stayed busy until the call's deadline"
     return "unreachable", f"{member} did not answer before the call's deadline"

@@ -63,6 +63,7 @@ from murmur.formation.call_policy import (
     busy_wait,
     cut_output,
     deadline_ending,
+    no_door,
     scrub,
     traceparent,
 )
@@ -380,12 +381,7 @@ class CallEngine:
         if url is None:
             url = await self.addresses.wait(call.member, self._address_wait)
         if url is None:
-            self._end(
-                call,
-                "failed",
-                f"the door of {call.member} ({virtual_address(call.member)}) did not arrive on "
-                "the formation channel in time",
-            )
+            self._end(call, "failed", no_door(call.member, virtual_address(call.member)))
             return
         if not reaches_door(self._allow, url):
             self._end(
