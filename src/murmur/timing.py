@@ -1,4 +1,4 @@
-"""Every protocol bound, named after what it bounds (seconds).
+"""Every protocol bound, named after what it bounds (seconds; :data:`SHELL_OUTPUT_CAP` is bytes).
 
 Production values are exactly the spec/ pages'. Tests use MockClock rather than changing them;
 the few multi-process tests that need a shorter bound pass it explicitly.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 APPROVAL_LIFETIME = 60.0  # roost approval expiry after grant (spec/roost.md)
 WIND_DOWN_GUARD = 20.0  # a session exits 143 this long after its wind-down trigger
+DEADLINE_EOF_SLACK = 1.0  # a member's lifeline EOF this close before its own --deadline moment is the formation's deadline (the launcher and the member each convert the moment to their own Trio clock)
 LAUNCHER_KILL = 25.0  # launcher SIGKILLs a member's group this long after closing its lifeline
 READINESS = 180.0  # per-member readiness bound (formations)
 READINESS_PROBE_INTERVAL = 0.1  # card probe interval during readiness
@@ -15,6 +16,7 @@ CHANNEL_FIRST_LINE = 10.0  # member waits this long for its formation channel's 
 DOOR_URL_WAIT = 10.0  # a call waits this long for a callee's door URL on the channel
 DELEGATION_LAUNCH = 180.0  # child's first --json line must arrive within this
 DELEGATION_DELIVERY = 30.0  # task delivery to a fresh child retried for this long
+DELEGATION_LAUNCHER_START = 5.0  # a delegation waits this long for its session's launcher to run (else failed)
 CHILD_WATCH = 600.0  # default delegation_deadline_secs
 IDLE_TIMEOUT = 30.0  # non queue+sleep sessions wait this long for an A2A message
 SSE_KEEPALIVE = 2.0  # SSE comment interval on open streams (a2a-sdk clients drop after 5 s of silence)

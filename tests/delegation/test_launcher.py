@@ -7,6 +7,7 @@ test must see one fire.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from agent.scripted import Reply, ScriptedServer
 from murmur import containment
@@ -337,3 +339,86 @@ class TestRoostAnswers:
         result = await r.delegate()
         assert result["status"] == "failed" and "did not answer" in result["output"]
         assert not r.report.exists()
+
+
+def _idle_launcher(tmp_path: Path, records: list[tuple[str, dict[str, Any]]]) -> Launcher:
+    """A launcher that nothing runs (no roost, no child): for the bounds under MockClock."""
+    return Launcher(
+        manifest=PARENT,
+        workdir=tmp_path / "work",
+        session_id="ses_" + "0" * 32,
+        environ=ENVIRON,
+        roost_url="http://127.0.0.1:9",
+        credential=lambda: "never used",
+        door_url=lambda: None,
+        book=DelegationBook(lambda event, **f: records.append((event, f))),
+        emit=lambda event, **f: records.append((event, f)),
+        bound=600,
+        mur=["/bin/false"],
+    )
+
+
+class TestBoundsUnderMockClock:
+    async def test_launcher_that_never_runs_fails_the_call(
+        self, tmp_path: Path, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """A launcher not running within 5 s: the call is failed (a result, never TooSlowError,
+        which a plan step would read as its own timeout)."""
+        records: list[tuple[str, dict[str, Any]]] = []
+        launcher = _idle_launcher(tmp_path, records)
+        result = await launcher.delegate("worker", "0.1.0", "t", True, context_id="ctx_p", trust="trusted")
+        assert trio.current_time() == pytest.approx(5)
+        assert result == {
+            "capsule": "worker",
+            "version": "0.1.0",
+            "status": "failed",
+            "output": "this session's delegation launcher did not start within 5 s",
+        }
+        ((event, fields),) = records
+        assert (event, fields["outcome"], fields["reason"]) == ("delegation", "failed", result["output"])
+
+    @pytest.mark.parametrize("grouped", [False, True])
+    @pytest.mark.parametrize(("how", "outcome", "stop"), [
+        ("deadline", "timed_out", "the capsule step timed out"),
+        ("deadline set during the wait", "timed_out", "the capsule step timed out"),
+        ("explicit", "failed", "the delegating task ended"),
+    ])
+    async def test_waiting_call_told_by_the_cancel_reason(
+        self, tmp_path: Path, autojump_clock: trio.testing.MockClock, how: str, outcome: str, stop: str, grouped: bool
+    ) -> None:
+        """A waiting call cut short: ``timed_out`` when a deadline of the caller's scope fell
+        (even one set after the wait began), ``failed`` when the caller was cancelled otherwise;
+        a nursery grouping the cancellation changes nothing."""
+        from murmur.delegation.book import Entry
+        from murmur.delegation.child_process import Child, Ready
+
+        records: list[tuple[str, dict[str, Any]]] = []
+        launcher = _idle_launcher(tmp_path, records)
+        entry = launcher.book.open(Entry("dlg_1", "worker", "0.1.0", "ctx_p", "trusted", ".murmur/children/w"))
+        child = Child(entry, tmp_path / "w", "worker", "0.1.0", "t")
+
+        async def never_answers(child: Child, ready: Ready) -> tuple[str, str]:
+            if grouped:
+                async with trio.open_nursery() as n:
+                    n.start_soon(trio.sleep_forever)
+                    await trio.sleep_forever()
+            await trio.sleep_forever()
+            raise AssertionError("sleep_forever returned")
+
+        async def caller_acts(scope: trio.CancelScope) -> None:
+            if how == "explicit":
+                await trio.sleep(3)
+                scope.cancel()
+            elif how == "deadline set during the wait":
+                await trio.sleep(1)
+                scope.deadline = trio.current_time() + 2
+
+        launcher._answer = never_answers  # type: ignore[method-assign]
+        ready = Ready("ses_child", "http://127.0.0.1:9", None, "tsk_1")
+        with trio.CancelScope(deadline=3 if how == "deadline" else math.inf) as caller:
+            async with trio.open_nursery() as n:
+                n.start_soon(caller_acts, caller)
+                await launcher._wait_for_answer(child, ready, {"capsule": "worker", "version": "0.1.0"})
+        assert caller.cancelled_caught and trio.current_time() == pytest.approx(3)
+        assert child.stop_reason == stop
+        assert [f["outcome"] for e, f in records if e == "delegation"] == [outcome]

@@ -16,6 +16,7 @@ from murmur.formation.call_policy import (
     busy_wait,
     call_deadline_secs,
     cut_output,
+    deadline_ending,
     scrub,
 )
 from murmur.formation.calls import CallRefused
@@ -25,6 +26,7 @@ from murmur.formation.reach import reaches_door, reaches_member_doors
 from ._member_fakes import (
     BUSY,
     CRITIC_TOKEN,
+    CRITIC_URL,
     WORKER_TOKEN,
     WORKER_URL,
     FakeDoor,
@@ -50,6 +52,22 @@ class TestSchedule:
         assert call_deadline_secs(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "30"}) == 30.0
         assert call_deadline_secs(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "0"}) == 600.0
         assert call_deadline_secs(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "x"}) == 600.0
+
+
+    @pytest.mark.parametrize(
+        ("held", "offered", "last_busy", "status", "says"),
+        [
+            (True, True, False, "timed_out", "worker did not finish before the call's deadline"),
+            (True, True, True, "timed_out", "worker did not finish before the call's deadline"),
+            (False, False, False, "failed", "the door of worker (http://worker.formation.invalid) did not arrive"),
+            (False, True, True, "rejected", "worker stayed busy until the call's deadline"),
+            (False, True, False, "unreachable", "worker did not answer before the call's deadline"),
+        ],
+    )
+    def test_deadline_ending(self, held: bool, offered: bool, last_busy: bool, status: str, says: str) -> None:
+        """At the deadline: held -> timed_out; no URL yet -> failed; last busy -> rejected; else unreachable."""
+        got = deadline_ending("worker", virtual_address("worker"), held=held, offered=offered, last_busy=last_busy)
+        assert got[0] == status and got[1].startswith(says)
 
 
 class TestReach:
@@ -174,6 +192,21 @@ class TestAddressBook:
             assert await book.wait("worker", 10) == WORKER_URL
         assert trio.current_time() == pytest.approx(3)
         assert book.get("stranger") is None
+
+    async def test_keeps_waiting_through_other_names(self, autojump_clock: trio.testing.MockClock) -> None:
+        """An update naming only another callee does not end the wait, nor restart its bound."""
+        book = AddressBook(("worker", "critic"))
+
+        async def later() -> None:
+            await trio.sleep(2)
+            book.update({"critic": CRITIC_URL})
+            await trio.sleep(3)
+            book.update({"worker": WORKER_URL})
+
+        async with trio.open_nursery() as n:
+            n.start_soon(later)
+            assert await book.wait("worker", 10) == WORKER_URL
+        assert trio.current_time() == pytest.approx(5)
 
     async def test_gives_up_after_the_wait(self, autojump_clock: trio.testing.MockClock) -> None:
         """No URL within the wait: None, after exactly the wait."""
@@ -309,6 +342,53 @@ class TestCallEngine:
             answer = await engine.answer("tsk_caller", str(first["call_id"]))
         assert answer["status"] == "timed_out" and trio.current_time() == pytest.approx(30)
         assert "CancelTask" not in door.methods()
+
+    async def test_offer_hanging_at_the_deadline_is_cut(self, autojump_clock: trio.testing.MockClock) -> None:
+        """The deadline is the call's scope's: an offer still in flight then is cut at the deadline
+        (not at the 10 s request bound) and the call ends unreachable."""
+        door = FakeDoor([slow(60, taken())])
+        engine, sink = make_engine(door, deadline=5)
+        async with engine_running(engine):
+            first = await engine.call("tsk_caller", "trusted", "worker", "x")
+            assert trio.current_time() == pytest.approx(5)
+        assert first["status"] == "failed" and first["reason"] == "worker did not answer before the call's deadline"
+        rec = sink.of("member_call")[0]
+        assert (rec["status"], rec["duration_ms"], rec["delivered"]) == ("unreachable", 5000, True)
+        assert door.methods() == ["SendMessage"]
+        (send,) = sink.of("a2a_send")  # every offer is recorded, one cut short too
+        assert send["peer_url"] == "http://worker.formation.invalid" and "task_id" not in send
+
+    async def test_re_offer_hanging_at_the_deadline_is_cut(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Busy, then a re-offer in flight at the deadline: cut then; an unanswered offer is unreachable."""
+        door = FakeDoor([busy(), slow(60, taken())])
+        engine, sink = make_engine(door, deadline=5)
+        async with engine_running(engine):
+            first = await engine.call("tsk_caller", "trusted", "worker", "x")
+            answer = await engine.answer("tsk_caller", str(first["call_id"]))
+            assert trio.current_time() == pytest.approx(5)
+        assert first["status"] == "busy" and answer["status"] == "unreachable"
+        assert door.times("SendMessage") == pytest.approx([0, 1.1])
+        assert len(sink.of("a2a_send")) == 2 and "CancelTask" not in door.methods()
+
+    async def test_poll_hanging_at_the_deadline_is_cut(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Held, with a GetTask in flight at the deadline: cut then, timed_out."""
+        door = FakeDoor([taken()], [slow(60, reply(200, task_body("COMPLETED", answer="late")))])
+        engine, _ = make_engine(door, deadline=3)
+        async with engine_running(engine):
+            first = await engine.call("tsk_caller", "trusted", "worker", "x")
+            answer = await engine.answer("tsk_caller", str(first["call_id"]))
+            assert trio.current_time() == pytest.approx(3)
+        assert answer["status"] == "timed_out" and answer["output"] == "worker did not finish before the call's deadline"
+
+    async def test_deadline_before_the_address_arrives(self, autojump_clock: trio.testing.MockClock) -> None:
+        """A deadline shorter than the 10 s address wait ends the wait at the deadline: failed."""
+        door = FakeDoor([])
+        engine, _ = make_engine(door, urls={}, deadline=4)
+        async with engine_running(engine):
+            first = await engine.call("tsk_caller", "trusted", "worker", "x")
+            assert trio.current_time() == pytest.approx(4)
+        assert first["status"] == "failed" and "did not arrive on the formation channel" in str(first["reason"])
+        assert door.requests == []
 
     async def test_long_answer_is_cut(self, autojump_clock: trio.testing.MockClock) -> None:
         """An answer over 64 KiB is cut, marked, and `truncated` is recorded."""

@@ -193,6 +193,20 @@ class TestLifeline:
             s = await w.wait()
         assert s.status == "deadline_reached" and "formation_ended" not in types(worker)
 
+    async def test_just_before_its_own_deadline_moment(self, tmp_path: Path, launcher: LauncherDouble) -> None:
+        """The launcher's deadline closed the lifeline, but the member converted the same moment
+        to a reading a little later than the EOF: still deadline_reached, not formation_ended."""
+        wp = launcher.member("worker")
+        hand(launcher, wp)
+        worker = prepare_member(worker_capsule(tmp_path / "src"), launcher.env(wp), tmp_path / "w")
+        worker.deadline = time.time() + 3600
+        async with run_member(worker) as w:
+            # the member's moment lands half a second after the EOF (within DEADLINE_EOF_SLACK)
+            w.session.deadline_at = trio.current_time() + 0.5
+            wp.close_lifeline()
+            s = await w.wait()
+        assert s.status == "deadline_reached" and "formation_ended" not in types(worker)
+
 
 class TestDoor:
     async def test_refusals(self, tmp_path: Path, launcher: LauncherDouble) -> None:

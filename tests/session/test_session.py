@@ -59,6 +59,25 @@ class TestLaunchTask:
         assert ev[0]["capsule_name"] == "echo"
         assert not record_path(setup.session_id).exists()
 
+    async def test_duration_ignores_a_wall_clock_step(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """duration_ms is measured on the monotonic clock: the wall clock stepping back an hour
+        during the session (an NTP step) changes neither the summary nor session_end."""
+        import time
+
+        wall = time.time
+
+        class StepsTheWallClock:
+            async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+                monkeypatch.setattr(time, "time", lambda: wall() - 3600.0)
+                await trio.lowlevel.checkpoint()
+                return TaskOutcome("ok", "stepped")
+
+        setup = make_setup(tmp_path, manifest(acceptance="queue", after="sleep"), StepsTheWallClock(), task_text="x")
+        async with running(setup) as h:
+            s = await h.wait()
+        assert s.status == "ok" and 0 <= s.duration_ms < 600_000
+        assert events(h)[-1]["duration_ms"] == s.duration_ms
+
     async def test_failure(self, tmp_path: Path) -> None:
         """A failed deciding task: `error: …`, status failed, exit 1 with E-RUN-040."""
         setup = make_setup(tmp_path, manifest(), FailWorkload(), task_text="x")

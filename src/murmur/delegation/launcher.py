@@ -251,12 +251,23 @@ class Launcher:
             ``status`` and ``child_workdir``/``output`` (``spec/delegation.md`` "The call
             returns"). ``status`` is ``started`` | ``failed`` | ``refused``, and with ``wait`` the
             child task's end: ``completed`` | ``failed`` | ``canceled`` | ``rejected``
-            (``output`` the answer or the reason).
+            (``output`` the answer or the reason). A launcher that is not running within
+            :data:`murmur.timing.DELEGATION_LAUNCHER_START` seconds (or is closed) is ``failed``.
+
+        Raises:
+            trio.Cancelled: only the caller's own cancellation (bare or grouped), after the
+                child is stopped and the call recorded: ``timed_out`` when a deadline of the
+                caller's scope fell (a plan step's bound), else ``failed``. Nothing else: every
+                refusal and failure is a result.
         """
         began = time.monotonic()
         base: dict[str, Any] = {"capsule": capsule, "version": version}
-        with trio.fail_after(5.0):
+        with trio.move_on_after(timing.DELEGATION_LAUNCHER_START):
             await self._running.wait()
+        if not self._running.is_set():
+            return self._failed(
+                base, f"this session's delegation launcher did not start within {timing.DELEGATION_LAUNCHER_START:g} s", began
+            )
         if self._closed or self._nursery is None:
             return self._failed(base, "this session is ending and starts no delegation", began)
         credential = self._credential()
@@ -314,11 +325,10 @@ class Launcher:
         return out
 
     async def _wait_for_answer(self, child: Child, ready: Ready, base: dict[str, Any]) -> dict[str, Any]:
-        deadline = trio.current_effective_deadline()
         try:
             status, output = await self._answer(child, ready)
-        except BaseException:
-            timed_out = trio.current_time() >= deadline
+        except BaseException as exc:
+            timed_out = cancelled_by_deadline(exc)  # the caller's scope says why, not the clock
             child.stop("the capsule step timed out" if timed_out else "the delegating task ended")
             self.book.call_ended(
                 base["capsule"],
@@ -492,6 +502,26 @@ class Launcher:
 
     async def _terminate(self, child: Child) -> None:
         await terminate(child, self.stop_grace)
+
+
+def cancelled_by_deadline(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cancellation a scope's deadline caused (Trio's cancel reason).
+
+    Args:
+        exc (BaseException): what ended a wait: a ``trio.Cancelled``, a group of them (a
+            nursery's), or anything else.
+
+    Returns:
+        bool: True when ``exc`` is only cancellations and one came from a deadline
+        (``Cancelled.source == "deadline"``); False for an explicit or a nursery's cancel,
+        KeyboardInterrupt, or any other exception.
+    """
+    if isinstance(exc, trio.Cancelled):
+        return exc.source == "deadline"
+    if isinstance(exc, BaseExceptionGroup):
+        rest = exc.split(trio.Cancelled)[1]
+        return rest is None and any(cancelled_by_deadline(e) for e in exc.exceptions)
+    return False
 
 
 def _ms(began: float) -> int:

@@ -306,6 +306,14 @@ class DelegationRuntime:
         Used by the task services and by the capability socket (``murmur.links.service``),
         which passes ``caller``, the link's calling command, for the child's lineage
         (``via: "link"``, spec/links.md).
+
+        Returns:
+            dict[str, Any]: the call's result (``spec/delegation.md`` "The call returns"); a
+            refusal of the runtime's own is ``refused`` before mur-roost is asked, a launcher
+            that did not start is ``failed`` (see :meth:`Launcher.delegate`).
+
+        Raises:
+            trio.Cancelled: only the caller's own cancellation (see :meth:`Launcher.delegate`).
         """
         launcher = self.launcher
         assert launcher is not None

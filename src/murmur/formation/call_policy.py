@@ -1,4 +1,4 @@
-"""The rules of one ``call-member`` call: its busy schedule, deadline, answer cap, scrubbing (pure).
+"""The rules of one ``call-member`` call: busy schedule, deadline, answer cap, scrubbing (pure).
 
 Specification: ``spec/formation.md`` "`call-member`" (statuses, the busy schedule,
 answers).
@@ -32,6 +32,38 @@ def busy_wait(refusals: int, *, first: float = timing.BUSY_FIRST_WAIT, cap: floa
         refusals (int): how many offers have been refused so far (>= 1).
     """
     return float(min(first * 2.0 ** max(refusals - 1, 0), cap))
+
+
+def no_door(member: str, door: str) -> str:
+    """Why a call failed when the callee's door URL never arrived (``door``: its virtual address)."""
+    return f"the door of {member} ({door}) did not arrive on the formation channel in time"
+
+
+def deadline_ending(member: str, door: str, *, held: bool, offered: bool, last_busy: bool) -> tuple[str, str]:
+    """How a call ends when its deadline falls: ``(status, reason)``.
+
+    The deadline is the call's cancel scope's, so it cuts short whatever the call was doing,
+    a request in flight included (an offer cut short counts as unanswered).
+
+    Args:
+        member (str): the callee.
+        door (str): the callee's virtual address (the only address a reason names).
+        held (bool): the member took the task (the call was following it).
+        offered (bool): at least one offer was sent (else the call was still waiting for the
+            callee's door URL).
+        last_busy (bool): the last offer was answered busy.
+
+    Returns:
+        tuple[str, str]: ``timed_out`` when held; ``failed`` when no door URL arrived;
+        ``rejected`` when the member was last busy; otherwise ``unreachable``.
+    """
+    if held:
+        return "timed_out", f"{member} did not finish before the call's deadline"
+    if not offered:
+        return "failed", no_door(member, door)
+    if last_busy:
+        return "rejected", f"{member} stayed busy until the call's deadline"
+    return "unreachable", f"{member} did not answer before the call's deadline"
 
 
 def call_deadline_secs(manifest_secs: int, environ: Mapping[str, str] | None = None) -> float:

@@ -27,8 +27,10 @@ made that has not ended is ``abandoned`` and every answer not delivered is recor
 ``delivered: false``; an offer in flight at that moment is waited for at most 6 s, and a task
 the member took in it is cancelled with ``CancelTask`` — the only case the runtime cancels a
 member's task. The call's deadline is ``lifecycle.delegation_deadline_secs``
-(``MURMUR_DELEGATION_TIMEOUT_SECS`` overrides it): still busy then -> ``rejected``, still
-running -> ``timed_out``.
+(``MURMUR_DELEGATION_TIMEOUT_SECS`` overrides it), the deadline of the call's cancel scope:
+whatever the call is doing then is cut short, a request in flight included
+(:func:`murmur.formation.call_policy.deadline_ending` says how it ends: still busy ->
+``rejected``, still running -> ``timed_out``).
 
 Tokens, door URLs and ports never reach a result, a record or a log: every record and every
 reason names the callee's virtual address ``http://<name>.formation.invalid``, and reasons are
@@ -56,7 +58,15 @@ from murmur import timing
 from murmur.a2a import requests
 from murmur.errors import MurmurError
 from murmur.formation.addresses import AddressBook, virtual_address
-from murmur.formation.call_policy import IN_FLIGHT_GRACE, busy_wait, cut_output, scrub, traceparent
+from murmur.formation.call_policy import (
+    IN_FLIGHT_GRACE,
+    busy_wait,
+    cut_output,
+    deadline_ending,
+    no_door,
+    scrub,
+    traceparent,
+)
 from murmur.formation.offers import NO_ANSWER, Offer, Poll, SendReply, classify_get, classify_send
 from murmur.formation.reach import reaches_door
 from murmur.ids import new_id
@@ -88,7 +98,9 @@ class MemberCall:
         trust (str): the calling task's trust class.
         text (str): the task text sent.
         started (float): ``trio.current_time()`` when the call was made.
-        deadline (float): when a busy call becomes ``rejected`` and a held one ``timed_out``.
+        scope (trio.CancelScope): the call's scope; its ``deadline`` is the call's deadline
+            (``trio.current_time()`` seconds), narrowed to the in-flight grace or cancelled when
+            the calling task ends (``abandoning``).
         member_task_id (str | None): the member's task id once it took the task.
         status (str | None): the final status once ended.
         output (str): the answer (completed) or why there is none; cut at 64 KiB.
@@ -96,6 +108,8 @@ class MemberCall:
         duration_ms (int): call start to end.
         first (dict | None): what ``call_member`` returned.
         delivered (bool | None): None until recorded; then whether the answer reached the task.
+        offers (int): offers sent so far.
+        last_busy (bool): the last offer was answered busy.
     """
 
     call_id: str
@@ -104,7 +118,7 @@ class MemberCall:
     trust: str
     text: str
     started: float
-    deadline: float
+    scope: trio.CancelScope
     member_task_id: str | None = None
     status: str | None = None
     output: str = ""
@@ -115,8 +129,9 @@ class MemberCall:
     first_ready: trio.Event = attrs.field(factory=trio.Event)
     ended: trio.Event = attrs.field(factory=trio.Event)
     done: trio.Event = attrs.field(factory=trio.Event)
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     in_flight: bool = False
+    offers: int = 0
+    last_busy: bool = False
     abandoning: bool = False
     taken_late: bool = False
 
@@ -257,7 +272,7 @@ class CallEngine:
             trust=trust,
             text=text,
             started=now,
-            deadline=now + self._deadline_secs,
+            scope=trio.CancelScope(deadline=now + self._deadline_secs),
         )
         self._calls[call.call_id] = call
         self._by_task.setdefault(task_id, []).append(call)
@@ -336,7 +351,9 @@ class CallEngine:
                 except Exception as exc:  # a runtime bug must not take the session down
                     _log.error("call %s to %s failed inside the runtime: %s", call.call_id, call.member, type(exc).__name__)
                     self._end(call, "failed", "the call failed inside the runtime")
-            if call.status is None:  # abandoned (the calling task ended) or cut short
+            if call.status is None and not call.abandoning and call.scope.cancelled_caught:
+                self._end(call, *self._deadline_ending(call))  # only the deadline cancels it then
+            if call.status is None:  # abandoned (the calling task ended)
                 if call.taken_late and call.member_task_id is not None:
                     await self._cancel_late_take(call)
                 self._end(call, "abandoned", f"the calling task ended before {call.member} answered")
@@ -348,17 +365,23 @@ class CallEngine:
                 self._record(call, delivered=False)
             call.done.set()
 
+    @staticmethod
+    def _deadline_ending(call: MemberCall) -> tuple[str, str]:
+        return deadline_ending(
+            call.member,
+            virtual_address(call.member),
+            held=call.member_task_id is not None,
+            offered=call.offers > 0,
+            last_busy=call.last_busy,
+        )
+
     async def _offer_and_follow(self, call: MemberCall) -> None:
+        """Runs in the call's scope: its deadline cuts any step short (see ``_drive``)."""
         url = self.addresses.get(call.member)
         if url is None:
-            url = await self.addresses.wait(call.member, min(self._address_wait, max(call.deadline - trio.current_time(), 0)))
+            url = await self.addresses.wait(call.member, self._address_wait)
         if url is None:
-            self._end(
-                call,
-                "failed",
-                f"the door of {call.member} ({virtual_address(call.member)}) did not arrive on "
-                "the formation channel in time",
-            )
+            self._end(call, "failed", no_door(call.member, virtual_address(call.member)))
             return
         if not reaches_door(self._allow, url):
             self._end(
@@ -377,14 +400,15 @@ class CallEngine:
         """Offer until taken (True) or ended otherwise (False)."""
         refusals = 0
         unanswered = 0
-        offer = 0
         while True:
-            offer += 1
+            call.offers += 1
+            call.last_busy = False  # an offer cut short by the deadline counts as unanswered
             call.in_flight = True
             try:
                 reply = await self._send(call, url)
             finally:
                 call.in_flight = False
+            call.last_busy = reply.offer is Offer.BUSY
             if call.abandoning:
                 if reply.offer is Offer.TAKEN:
                     call.member_task_id = reply.task_id
@@ -414,7 +438,7 @@ class CallEngine:
                     task_id=call.task_id,
                     call_id=call.call_id,
                     member=call.member,
-                    offer=offer,
+                    offer=call.offers,
                     waited_ms=self._ms_since(call.started),
                     message=BUSY_MESSAGE,
                 )
@@ -429,38 +453,28 @@ class CallEngine:
                     )
                     return False
             refusals += 1
-            wake = trio.current_time() + busy_wait(refusals) + self._jitter()
-            if wake >= call.deadline:
-                await trio.sleep_until(call.deadline)
-                if reply.offer is Offer.BUSY:
-                    self._end(call, "rejected", f"{call.member} stayed busy until the call's deadline")
-                else:
-                    self._end(call, "unreachable", f"{call.member} did not answer before the call's deadline")
-                return False
-            await trio.sleep_until(wake)
+            await trio.sleep(busy_wait(refusals) + self._jitter())
 
     async def _follow(self, call: MemberCall, url: str) -> None:
         failed_reads = 0
-        with trio.move_on_at(call.deadline):
-            while True:
-                await trio.sleep(self._poll)
-                poll = await self._get(call, url)
-                if not poll.ok:
-                    failed_reads += 1
-                    if failed_reads >= 2:
-                        self._end(
-                            call,
-                            "unreachable",
-                            f"{call.member} ({virtual_address(call.member)}) stopped answering "
-                            "about its task",
-                        )
-                        return
-                    continue
-                failed_reads = 0
-                if poll.status is not None:
-                    self._end(call, poll.status, poll.output)
+        while True:
+            await trio.sleep(self._poll)
+            poll = await self._get(call, url)
+            if not poll.ok:
+                failed_reads += 1
+                if failed_reads >= 2:
+                    self._end(
+                        call,
+                        "unreachable",
+                        f"{call.member} ({virtual_address(call.member)}) stopped answering "
+                        "about its task",
+                    )
                     return
-        self._end(call, "timed_out", f"{call.member} did not finish before the call's deadline")
+                continue
+            failed_reads = 0
+            if poll.status is not None:
+                self._end(call, poll.status, poll.output)
+                return
 
     # -- requests --------------------------------------------------------------------------
 
@@ -481,8 +495,15 @@ class CallEngine:
         message_id = f"msg_{call.call_id}"
         body = requests.send_message(call.text, message_id=message_id, rpc_id=self._next_id())
         tp = traceparent()
-        got = await self._post(call, url, body, tp)
-        reply = NO_ANSWER if got is None else classify_send(*got)
+        reply = NO_ANSWER  # also when the call's scope cuts the request short
+        try:
+            got = await self._post(call, url, body, tp)
+            reply = NO_ANSWER if got is None else classify_send(*got)
+        finally:
+            self._record_send(call, message_id, tp, reply)
+        return reply
+
+    def _record_send(self, call: MemberCall, message_id: str, tp: str, reply: SendReply) -> None:
         fields: dict[str, object] = {"peer_url": virtual_address(call.member), "message_id": message_id}
         if reply.task_id is not None:
             fields["task_id"] = reply.task_id
@@ -491,7 +512,6 @@ class CallEngine:
         fields["traceparent"] = tp
         fields["trust"] = call.trust
         self._emit("a2a_send", **fields)
-        return reply
 
     async def _get(self, call: MemberCall, url: str) -> Poll:
         assert call.member_task_id is not None

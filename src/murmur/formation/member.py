@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from murmur import timing
 from murmur.diagnostics import Diagnostic, error
 from murmur.formation.call_policy import call_deadline_secs
 from murmur.formation.calls import CallEngine
@@ -178,8 +179,9 @@ def _lifeline_watcher(setup: SessionSetup, m: Membership) -> Any:
 
     async def watch(ctl: WindDownControl) -> None:
         await wait_for_eof(fd)
-        if setup.deadline is not None and ctl.deadline_reached:
-            # the member reached the formation's deadline; the lifeline closed after it
+        if setup.deadline is not None and ctl.deadline_within(timing.DEADLINE_EOF_SLACK):
+            # the formation's deadline closed the lifeline: the launcher converted the same
+            # moment to its own clock, so this member's reading may land a little later
             ctl.trigger(deadline_wind_down(setup.deadline, formation_id=m.formation_id))
             return
         ctl.trigger(

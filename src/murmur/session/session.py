@@ -104,7 +104,7 @@ class Session:
         )
         self._door = Door(self._backend, self.auth, keepalive=setup.keepalive, logger=self._log)
         self._record: RunningRecord | None = None
-        self._started_at = time.time()
+        self._started_at = time.monotonic()  # durations only; record times are Unix (trace, running record)
 
     @property
     def url(self) -> str | None:
@@ -248,7 +248,7 @@ class Session:
             diagnostic=diag,
             records_dir=self.setup.records.root,
             result_path=self.setup.records.result if self._results.result_written else None,
-            duration_ms=int((time.time() - self._started_at) * 1000),
+            duration_ms=int((time.monotonic() - self._started_at) * 1000),
             wind_down=self.wind_down_reason,
             reason=self._runner.deciding_reason if diag is not None and diag.code == "E-RUN-040" else None,
             answer=self._results.answer,

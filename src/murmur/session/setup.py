@@ -95,11 +95,15 @@ class WindDownControl:
         """Whether a wind-down has started."""
         return self._session.wind_down_reason is not None
 
-    @property
-    def deadline_reached(self) -> bool:
-        """Whether the session's ``--deadline`` has fallen (False without one), on the Trio clock."""
+    def deadline_within(self, slack: float) -> bool:
+        """Whether the session's ``--deadline`` has fallen, or falls within ``slack`` seconds.
+
+        Read on the Trio clock against the moment the session converted once at start; False
+        without a deadline. A formation member asks it with :data:`murmur.timing.DEADLINE_EOF_SLACK`
+        when its lifeline closes (spec/formation.md "What the session gets").
+        """
         at = self._session.deadline_at
-        return at is not None and trio.current_time() >= at
+        return at is not None and trio.current_time() >= at - slack
 
     @property
     def session(self) -> Session:
