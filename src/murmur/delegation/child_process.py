@@ -1,7 +1,7 @@
 """A delegated child's process, owned by the delegating session's launcher.
 
 Specification: ``spec/delegation.md`` "Launching a child". What this module owns, for one
-child: the command that starts it (:func:`mur_command`, :func:`child_argv`), starting it in a
+child: the command that starts it (:func:`murmur.starter.mur_command`, :func:`child_argv`), starting it in a
 containment unit of its own (:func:`start`), its readiness line (:func:`read_first_line`,
 :func:`parse_ready`), its stderr (kept as a tail, relayed by line), and ending it
 (:func:`terminate`: SIGTERM, the stop grace, SIGKILL of its unit, reaped — through
@@ -24,9 +24,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,24 +36,13 @@ from murmur import containment
 from murmur.delegation.book import Entry
 from murmur.delegation.watch import describe_exit
 from murmur.lines import read_lines
+from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: murmur.starter
+from murmur.starter import mur_command as mur_command
 
-MUR_BINARY_ENV = "MURMUR_MUR_BINARY"
 CHILD_STOP_GRACE = 10.0  # seconds a child gets after SIGTERM before its unit is killed
 MAX_READY_LINE = 1 << 20
 STDERR_TAIL = 20
 _MAX_STDERR_LINE = 64 * 1024  # bytes of one unfinished stderr line held before it is relayed as is
-
-
-def mur_command(environ: Mapping[str, str]) -> list[str]:
-    """The command that starts a child: ``$MURMUR_MUR_BINARY``, else the ``mur`` beside the
-    running interpreter, else ``<python> -m murmur.cli.mur``."""
-    explicit = environ.get(MUR_BINARY_ENV, "").strip()
-    if explicit:
-        return [explicit]
-    beside = Path(sys.executable).parent / "mur"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-m", "murmur.cli.mur"]
 
 
 def capsule_ref(name: str) -> str:
