@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ._census import Formation
 from ._formation import alive, wait_for
 
 pytestmark = [pytest.mark.e2e]
@@ -52,6 +53,7 @@ class Real:
                 start_new_session=True,
             )
         self.formation_id: str | None = None
+        self.found: Formation | None = None
 
     def lines(self) -> list[dict[str, object]]:
         return [json.loads(x) for x in self.out.read_text().splitlines() if x.strip()]
@@ -61,22 +63,14 @@ class Real:
         lines = self.lines()
         assert len(lines) >= 2, self.err.read_text()
         self.formation_id = str(lines[0]["formation_id"])
+        self.found = Formation(self.proc.pid, self.formation_id)
+        self.found.record()
         return lines[0], lines[1]
 
     def members(self) -> list[int]:
-        """Every process carrying this formation's id in its environment (members, children)."""
-        if self.formation_id is None:
-            return []
-        marker = f"MURMUR_FORMATION_ID={self.formation_id}".encode()
-        out = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    if marker in (entry / "environ").read_bytes().split(b"\0"):
-                        out.append(int(entry.name))
-                except OSError:
-                    continue
-        return [p for p in out if alive(p)]
+        """Every process of this formation still alive (members, the starter, children): by
+        the tree recorded at launch and by the formation's containment unit."""
+        return self.found.left() if self.found is not None else []
 
     def kill_everything(self) -> None:
         for pid in [self.proc.pid, *self.members()]:
