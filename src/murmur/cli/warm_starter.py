@@ -18,11 +18,9 @@ PRELOAD = (
     "murmur.cli.cmd_run",
     "murmur.registry",
     "murmur.registry.build",
-    "murmur.tree.cascade",
     "murmur.tree.lineage",
     "murmur.tree.contrib",
     "murmur.tree.journal",
-    "murmur.tree.snapshot",
     "murmur.manifest.support",
     "murmur.assembly.workloads",
     "murmur.httpserve",
@@ -45,14 +43,23 @@ PRELOAD = (
     "murmur.plan.load",
     "murmur.manifest.load",
     "hypercorn.trio",
+)
+"""Imported before ``ready``: what a member's ``mur run`` has imported when it prints its
+readiness line (its session, door, plan, registry and tree code, the formation member side;
+the list is what ``sys.modules`` holds in an exec'd member at that moment). Anything more here
+delays the first fork. A name that is missing is skipped."""
+
+AFTER_READY = (
     "httpx",
     "cryptography.hazmat.primitives.asymmetric.ed25519",
+    "murmur.tree.cascade",
+    "murmur.tree.snapshot",
+    "murmur.a2a.client",
 )
-"""Imported before ``ready``: what a member's ``mur run`` imports (its session, door, plan,
-registry and tree code, the formation member side, the call transport and the token check;
-the list is what ``PYTHONPROFILEIMPORTTIME=1`` shows a forked member still importing without
-it). A name that is missing is skipped."""
+"""Imported after ``ready``, one module at a time while no request waits: what a member imports
+only once it works (its calls to peers and the token check on a call, ``mur ps``'s tree). A
+child forked before they are in shares nothing of them and imports them itself."""
 
 
 if __name__ == "__main__":
-    sys.exit(server.main(sys.argv[1:], entry=mur_main, imports=PRELOAD))
+    sys.exit(server.main(sys.argv[1:], entry=mur_main, imports=PRELOAD, later=AFTER_READY))

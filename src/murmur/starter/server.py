@@ -79,9 +79,10 @@ def title(parent: int) -> None:
 class Server:
     """The request loop (one per starter process)."""
 
-    def __init__(self, sock: socket.socket, entry: Entry) -> None:
+    def __init__(self, sock: socket.socket, entry: Entry, later: Sequence[str] = ()) -> None:
         self.sock = sock
         self.entry = entry
+        self.later = list(later)
         self.poll = select.poll()
         self.poll.register(sock.fileno(), select.POLLIN)
         self.children: dict[int, int] = {}  # pidfd -> pid
@@ -96,8 +97,11 @@ class Server:
         """Serve until the socket reaches EOF."""
         while True:
             try:
-                events = self.poll.poll()
+                events = self.poll.poll(0 if self.later else None)
             except InterruptedError:
+                continue
+            if not events and self.later:  # idle: one more module every later child shares
+                preload([self.later.pop(0)])
                 continue
             for fd, _ev in events:
                 if fd == self.sock.fileno():
@@ -172,14 +176,16 @@ class Server:
 
 
 def main(argv: list[str] | None, *, entry: Entry, imports: Sequence[str] = (),
-         warm: Callable[[], object] | None = None) -> int:
+         later: Sequence[str] = (), warm: Callable[[], object] | None = None) -> int:
     """The starter process's whole life (its command line: ``--socket-fd N --parent PID
     [--title-room BLANKS]``); 0 once its socket reached EOF.
 
     Args:
         argv: its arguments (default ``sys.argv[1:]``).
         entry: what every forked child runs (``mur``'s ``main``: arguments → exit status).
-        imports: modules imported before ``ready`` (what a child would import after the fork).
+        imports: modules imported before ``ready`` (what a child imports before it is ready).
+        later: modules imported after ``ready``, one at a time while no request waits (what a
+            child imports only once it works).
         warm: called once after ``imports``, before ``ready`` (fills caches every child would
             fill itself); an exception in it is ignored.
     """
@@ -200,7 +206,7 @@ def main(argv: list[str] | None, *, entry: Entry, imports: Sequence[str] = (),
             warm()
         except Exception:
             pass
-    server = Server(sock, entry)
+    server = Server(sock, entry, later)
     server.send({"ready": os.getpid()})
     server.serve()
     return 0
