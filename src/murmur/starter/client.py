@@ -44,23 +44,36 @@ class Unavailable(Exception):
 
 
 class WarmProcess:
-    """A member forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
-    holds in place of a ``trio.Process``).
+    """A member or child forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
+    and :class:`murmur.delegation.child_process.Child` hold in place of a ``trio.Process``).
 
     Attributes:
-        pid (int): its pid (its process group id too, for a peer).
-        stdout, stderr (trio.lowlevel.FdStream | None): the launcher's read ends of its pipes.
+        pid (int): its pid (its process group id too, for a peer or a child).
+        stdin (trio.lowlevel.FdStream | None): the write end of its stdin pipe, when it has one.
+        stdout, stderr (trio.lowlevel.FdStream | None): the owner's read ends of its pipes.
     """
 
-    def __init__(self, starter: Starter, pid: int, stdout: int | None, stderr: int | None) -> None:
+    def __init__(self, starter: Starter, pid: int, stdout: int | None, stderr: int | None,
+                 stdin: int | None = None) -> None:
         self._starter = starter
         self.pid = pid
+        self.stdin = trio.lowlevel.FdStream(stdin) if stdin is not None else None
         self.stdout = trio.lowlevel.FdStream(stdout) if stdout is not None else None
         self.stderr = trio.lowlevel.FdStream(stderr) if stderr is not None else None
         try:
             self._pidfd: int | None = os.pidfd_open(pid)
         except OSError:
             self._pidfd = None
+
+    def send_signal(self, sig: int) -> None:
+        """Signal it through its pidfd (never a reused pid); nothing once it has been reaped.
+
+        Raises:
+            ProcessLookupError: it has already exited.
+        """
+        if self._pidfd is None or self.returncode is not None:
+            return
+        signal.pidfd_send_signal(self._pidfd, sig)
 
     @property
     def returncode(self) -> int | None:
@@ -105,7 +118,8 @@ class Starter:
         self.alive = True
 
     @classmethod
-    def launch(cls, environ: Mapping[str, str] | None = None, *, contained: bool = True) -> Starter | None:
+    def launch(cls, environ: Mapping[str, str] | None = None, *, contained: bool = True,
+               env: dict[str, str] | None = None) -> Starter | None:
         """Start the starter process now (no Trio needed); None when it cannot be started.
 
         Args:
@@ -115,10 +129,12 @@ class Starter:
                 process's own cgroup (and group of its own) until :meth:`contain` moves it —
                 for a launcher that starts it before its formation's units exist. Until then
                 it has no child, and ``PR_SET_PDEATHSIG`` ends it with this process.
+            env (dict[str, str] | None): its whole environment instead (a delegating session
+                gives it none: its children are given no ``PYTHON*`` or locale variable).
         """
         unit = containment.here().new_unit("starter") if contained else None
         spawned = early.spawn(os.environ if environ is None else environ,
-                              unit.command if unit is not None else None)
+                              unit.command if unit is not None else None, env=env)
         if spawned is None:
             if unit is not None:
                 unit.release()

@@ -56,15 +56,17 @@ class Spawned:
         self.sock = sock
 
 
-def spawn(environ: Mapping[str, str], wrap: Callable[[list[str], dict[str, str]], list[str]] | None = None) -> Spawned | None:
+def spawn(environ: Mapping[str, str], wrap: Callable[[list[str], dict[str, str]], list[str]] | None = None,
+          *, env: dict[str, str] | None = None) -> Spawned | None:
     """Start a starter process now (its own process group, cwd ``/``, stdio on
     ``/dev/null``, environment :func:`starter_env`); None when it cannot be started.
 
     Args:
         environ (Mapping[str, str]): the environment it is drawn from (the launcher's).
         wrap: makes the command start inside a containment unit (``Unit.command``), or None.
+        env (dict[str, str] | None): its whole environment instead of ``starter_env(environ)``.
     """
-    env = starter_env(environ)
+    env = starter_env(environ) if env is None else env
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         argv = [sys.executable, "-m", SERVER_MODULE,

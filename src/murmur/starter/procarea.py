@@ -69,11 +69,12 @@ def _current() -> dict[str, int] | None:
     libc.syscall.restype = ctypes.c_long
     brk = int(libc.syscall(ctypes.c_long(nr), ctypes.c_long(0)))
     return {"start_code": f(26), "end_code": f(27), "start_stack": f(28), "start_data": f(45),
-            "end_data": f(46), "start_brk": f(47), "brk": brk}
+            "end_data": f(46), "start_brk": f(47), "brk": brk, "env_start": f(50), "env_end": f(51)}
 
 
-def point_areas(argv: Sequence[str], env: Mapping[str, str]) -> bool:
-    """Point this process's argument area at ``argv`` and its environment area at ``env``.
+def point_areas(argv: Sequence[str], env: Mapping[str, str] | None) -> bool:
+    """Point this process's argument area at ``argv`` and its environment area at ``env``
+    (None: the environment area stays where it is).
 
     Returns:
         bool: True when ``/proc/self/cmdline`` and ``/proc/self/environ`` now show exactly
@@ -84,11 +85,18 @@ def point_areas(argv: Sequence[str], env: Mapping[str, str]) -> bool:
     if now is None:
         return False
     args = ctypes.create_string_buffer(block(argv) or b"\0")
-    envs = ctypes.create_string_buffer(block(env_items(env)))
     # create_string_buffer adds one NUL past the data: the ranges end before it
-    a0, e0 = ctypes.addressof(args), ctypes.addressof(envs)
-    mm = _MmMap(**now, arg_start=a0, arg_end=a0 + len(args) - 1, env_start=e0,
-                env_end=e0 + len(envs) - 1, auxv=0, auxv_size=0, exe_fd=0xFFFFFFFF)
+    a0 = ctypes.addressof(args)
+    if env is None:
+        envs = None
+        e0, e1 = now.pop("env_start"), now.pop("env_end")
+    else:
+        envs = ctypes.create_string_buffer(block(env_items(env)))
+        e0 = ctypes.addressof(envs)
+        e1 = e0 + len(envs) - 1
+        del now["env_start"], now["env_end"]
+    mm = _MmMap(**now, arg_start=a0, arg_end=a0 + len(args) - 1, env_start=e0, env_end=e1,
+                auxv=0, auxv_size=0, exe_fd=0xFFFFFFFF)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         rc = libc.prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0)
@@ -96,5 +104,7 @@ def point_areas(argv: Sequence[str], env: Mapping[str, str]) -> bool:
         return False
     if rc != 0:
         return False
-    _kept.extend((args, envs))
+    _kept.append(args)
+    if envs is not None:
+        _kept.append(envs)
     return True

@@ -33,7 +33,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-from murmur.starter import child, protocol
+from murmur.starter import child, procarea, protocol
 from murmur.starter.child import Entry
 
 _PR_SET_PDEATHSIG = 1
@@ -60,18 +60,24 @@ def preload(names: Sequence[str]) -> None:
 
 
 def title(parent: int) -> None:
-    """Name this process ``mur starter (launcher <pid>)``; this also sets up ``setproctitle``
-    while the environment is still in place, so a forked child can set its own title.
+    """Name this process ``mur starter (launcher <pid>)`` (one argument, so ``/proc/<pid>/cmdline``
+    starts with those bytes), its environment area left as it is.
 
-    ``SPT_NOENV``: titles use only the argument area (the launcher passes ``--title-room``,
-    blank, to make it large enough), so ``/proc/<pid>/environ`` keeps the environment the
-    starter started with instead of being overwritten by the title.
+    Where the kernel does not let it point its argument area elsewhere
+    (:func:`murmur.starter.procarea.point_areas`), ``setproctitle`` sets the title, and is set
+    up here while the environment is still in place so a forked child can set its own.
+    ``SPT_NOENV``: titles then use only the argument area (the launcher passes
+    ``--title-room``, blank, to make it large enough), so ``/proc/<pid>/environ`` keeps the
+    environment the starter started with instead of being overwritten by the title.
     """
+    text = f"mur starter (launcher {parent})"
+    if procarea.point_areas([text], None):
+        return
     os.environ["SPT_NOENV"] = "1"
     try:
         import setproctitle
 
-        setproctitle.setproctitle(f"mur starter (launcher {parent})")
+        setproctitle.setproctitle(text)
     except ImportError:
         pass
 
