@@ -5,10 +5,11 @@ first thing (``mur run --roster`` does it before it imports the formation code),
 starter's imports (about as long as the launcher's own) run beside the launcher's on a
 second core; :func:`take` hands the process to its owner (:class:`murmur.starter.client.Starter`).
 
-The starter's environment is :func:`starter_env`: only what shapes the interpreter itself as
-it starts (``PYTHON*``, the locale), never anything else of the launcher's. A forked process
-shows its own environment in ``/proc/<pid>/environ`` (:mod:`murmur.starter.procarea`); where
-the kernel does not allow that, it shows this one, which every member and child is given too.
+A launcher's starter's environment is :func:`starter_env`: only what shapes the interpreter
+itself as it starts (``PYTHON*``, the locale), never anything else of the launcher's; a
+delegating session gives its starter ``PATH`` alone. A forked process shows its own
+environment in ``/proc/<pid>/environ`` (:mod:`murmur.starter.procarea`); where the kernel does
+not allow that, it shows its starter's, which every process that starter forks is given too.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _KEPT_NAMES = ("LANG", "LANGUAGE")
 def starter_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The starter's whole environment: ``PYTHON*`` (the import path, hash seed, warnings,
     I/O encoding), ``LANG``, ``LANGUAGE`` and ``LC_*`` from ``environ`` — what the
-    interpreter reads as it starts, and what every member and child is given anyway (pure)."""
+    interpreter reads as it starts, and what every formation member is given anyway (pure)."""
     return {
         k: v
         for k, v in environ.items()
