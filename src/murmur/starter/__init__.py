@@ -1,11 +1,13 @@
-"""The warm starter: one pre-imported process that forks formation members on request.
+"""The warm starter: one pre-imported process that forks formation members and delegated children.
 
-Specification: ``spec/formation.md`` "The warm start path". A launcher keeps one
-starter (:mod:`murmur.starter.server`, run as ``python -m murmur.starter.server``): it has
-imported everything a member's ``mur run`` imports, runs no Trio loop and no thread, and
-forks one process per request (:mod:`murmur.starter.child` is what the fork does before it
-runs ``mur run``'s own ``main``). :mod:`murmur.starter.client` is the launcher's side, and
-:mod:`murmur.starter.protocol` the messages between them.
+Specification: ``spec/formation.md`` and ``spec/delegation.md`` "The warm start path". A
+launcher, and a session that delegates, keeps one starter (:mod:`murmur.starter.server`, run
+as ``python -m murmur.cli.warm_starter``): it has imported what a member's ``mur run`` imports,
+runs no Trio loop and no thread, and forks one process per request (:mod:`murmur.starter.child`
+is what the fork does before it runs ``mur``'s own ``main``; :mod:`murmur.starter.procarea`
+makes ``/proc`` show it as an exec'd ``mur run``). :mod:`murmur.starter.early` starts it,
+:mod:`murmur.starter.client` is the owner's side, and :mod:`murmur.starter.protocol` the
+messages between them.
 
 The warm path is the default; the plain path (exec a new ``mur run``, :func:`mur_command`)
 is used with ``MURMUR_STARTER=off``, whenever ``MURMUR_MUR_BINARY`` names another binary,
