@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import errno
+import gc
 import importlib
 import os
 import select
@@ -108,6 +109,7 @@ class Server:
                 continue
             if not events and self.later:  # idle: one more module every later child shares
                 preload([self.later.pop(0)])
+                gc.freeze()
                 continue
             for fd, _ev in events:
                 if fd == self.sock.fileno():
@@ -206,12 +208,15 @@ def main(argv: list[str] | None, *, entry: Entry, imports: Sequence[str] = (),
     die_with_parent(a.parent)
     sock = socket.socket(fileno=a.socket_fd)
     sock.set_inheritable(False)
+    gc.disable()  # imports allocate much and free almost nothing (as mur run's own start-up)
     preload(imports)
     if warm is not None:
         try:
             warm()
         except Exception:
             pass
+    gc.freeze()  # what is imported now is never scanned again: children share those pages untouched
+    gc.enable()
     server = Server(sock, entry, later)
     server.send({"ready": os.getpid()})
     server.serve()
