@@ -8,10 +8,13 @@ Over a temporary MURMUR_HOME holding a delegating capsule and a plan child, with
 * **one child** — :meth:`murmur.delegation.launcher.Launcher.delegate` from the call
   (``POST /spawn`` first) to ``started`` (the child holds its task);
 * **four children at once** — four concurrent calls: the wall time until all four have
-  started, and the slowest single call.
+  started, and the slowest single call;
 
-Each figure is the median of ``--runs`` runs (default 5). It prints the ratio the issue sets
-as the target: one child at most 1.5x the floor (readiness + task). Figures only; nothing is
+each for both start paths, interleaved: children forked by the delegating session's warm
+starter (the default) and exec'd (``MURMUR_STARTER=off``).
+
+Each figure is the median of ``--runs`` runs (default 5). It prints the ratio against the
+floor (readiness + task) and the warm/exec ratio; the target is 400 ms for one child. Figures only; nothing is
 asserted.
 
 Usage: ``python benchmarks/delegation.py [--runs 5]``
@@ -35,6 +38,8 @@ import trio
 BIN = Path(sys.executable).parent
 MUR = str(BIN / "mur")
 ROOST = str(BIN / "mur-roost")
+PATHS = ("warm", "exec")
+"""How the children start: forked by the delegating session's warm starter, or exec'd."""
 CHILD_PLAN = 'steps:\n  - id: say\n    shell: [echo, "{{ task }}"]\noutput: "{{ steps.say.stdout }}"\n'
 
 
@@ -120,42 +125,50 @@ async def main(runs: int) -> None:
             async with RoostClient(url) as client:
                 credential = await client.register("ses_" + "b" * 32, "bench-parent", "0.1.0")
             manifest = load_manifest(home / "src" / "bench-parent" / "murmur.yaml")
-            launcher = Launcher(
-                manifest=manifest, workdir=Path(tmp) / "parent", session_id="ses_" + "b" * 32,
-                environ=dict(os.environ), roost_url=url, credential=lambda: credential,
-                door_url=lambda: "http://127.0.0.1:9", book=DelegationBook(lambda *a, **k: None),
-                emit=lambda *a, **k: None, bound=600,
-            )
-            # what the delegation runtime adds beside MURMUR_SPAWNER: the child's lineage
             lineage = root_lineage("ses_" + "b" * 32, manifest.spawn_allow)
-            launcher.child_env = lambda dlg: {LINEAGE_ENV: lineage.hand_down("ses_" + "b" * 32, dlg)}
-            one: list[float] = []
-            four_wall: list[float] = []
-            four_slowest: list[float] = []
-            async with trio.open_nursery() as nursery:
-                await nursery.start(launcher.run)
 
-                async def timed(out: list[float]) -> None:
+            def make(path: str) -> Launcher:
+                made = Launcher(
+                    manifest=manifest, workdir=Path(tmp) / f"parent-{path}", session_id="ses_" + "b" * 32,
+                    environ=dict(os.environ, MURMUR_STARTER="on" if path == "warm" else "off"), roost_url=url,
+                    credential=lambda: credential, door_url=lambda: "http://127.0.0.1:9",
+                    book=DelegationBook(lambda *a, **k: None), emit=lambda *a, **k: None, bound=600,
+                )
+                # what the delegation runtime adds beside MURMUR_SPAWNER: the child's lineage
+                made.child_env = lambda dlg: {LINEAGE_ENV: lineage.hand_down("ses_" + "b" * 32, dlg)}
+                return made
+
+            launchers = {path: make(path) for path in PATHS}
+            one: dict[str, list[float]] = {p: [] for p in PATHS}
+            four_wall: dict[str, list[float]] = {p: [] for p in PATHS}
+            four_slowest: dict[str, list[float]] = {p: [] for p in PATHS}
+            async with trio.open_nursery() as nursery:
+                for launcher in launchers.values():
+                    await nursery.start(launcher.run)
+
+                async def timed(launcher: Launcher, out: list[float]) -> None:
                     t0 = time.perf_counter()
                     result = await launcher.delegate("bench-child", "0.1.0", "x", False, context_id="ctx_b",
                                                      trust="trusted")
                     assert result["status"] == "started", result
                     out.append(time.perf_counter() - t0)
 
-                for i in range(runs):  # interleaved, so load on the host weighs on all three alike
+                for i in range(runs):  # interleaved, so load on the host weighs on every figure alike
                     floor.append(await floor_once(Path(tmp) / f"floor-{i}", deliver=False))
                     floor_task.append(await floor_once(Path(tmp) / f"floort-{i}", deliver=True))
-                    await timed(one)
-                    await launcher.stop_all("benchmark")
+                    for path, launcher in launchers.items():
+                        await timed(launcher, one[path])
+                        await launcher.stop_all("benchmark")
                 for _ in range(runs):
-                    each: list[float] = []
-                    t0 = time.perf_counter()
-                    async with trio.open_nursery() as batch:
-                        for _ in range(4):
-                            batch.start_soon(timed, each)
-                    four_wall.append(time.perf_counter() - t0)
-                    four_slowest.append(max(each))
-                    await launcher.stop_all("benchmark")
+                    for path, launcher in launchers.items():
+                        each: list[float] = []
+                        t0 = time.perf_counter()
+                        async with trio.open_nursery() as batch:
+                            for _ in range(4):
+                                batch.start_soon(timed, launcher, each)
+                        four_wall[path].append(time.perf_counter() - t0)
+                        four_slowest[path].append(max(each))
+                        await launcher.stop_all("benchmark")
                 nursery.cancel_scope.cancel()
         finally:
             roost.terminate()
@@ -168,12 +181,14 @@ async def main(runs: int) -> None:
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"floor: mur run --json to readiness line          {ms(floor)}")
     print(f"floor: readiness + task taken (SendMessage)      {ms(floor_task)}")
-    print(f"one child: /spawn to started                     {ms(one)}")
-    print(f"four children at once: all started (wall)        {ms(four_wall)}")
-    print(f"four children at once: slowest single call       {ms(four_slowest)}")
-    ratio = statistics.median(one) / statistics.median(floor_task)
-    print(f"one child / floor (readiness + task): {ratio:.2f}x  (target <= 1.5x)")
-
+    for path in PATHS:
+        label = "warm starter" if path == "warm" else "exec path, MURMUR_STARTER=off"
+        print(f"[{label}]")
+        print(f"  one child: /spawn to started                   {ms(one[path])}  "
+              f"({statistics.median(one[path]) / statistics.median(floor_task):.2f}x the floor with task; target <= 400 ms)")
+        print(f"  four children at once: all started (wall)      {ms(four_wall[path])}")
+        print(f"  four children at once: slowest single call     {ms(four_slowest[path])}")
+    print(f"one child, warm / exec: {statistics.median(one['warm']) / statistics.median(one['exec']):.2f}x")
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

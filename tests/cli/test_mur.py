@@ -66,3 +66,16 @@ class TestDeletedCwd:
         monkeypatch.setattr(mur.os, "getcwd", gone)
         d = mur.missing_cwd()
         assert d is not None and d.code == "E-IO-001"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "launches"),
+    [(["--roster"], {}, True), (["--roster=r.yaml", "--json"], {}, True), (["--json", "--roster", "x"], {}, True),
+     (["--capsule", "local/a"], {}, False), (["--", "--roster"], {}, False),
+     (["--roster"], {"MURMUR_FORMATION_ID": "frm_x"}, False)],
+)
+def test_launches_formation_is_read_before_parsing(args: list[str], env: dict[str, str], launches: bool) -> None:
+    """Whether `mur run` starts the warm starter first thing (spec/formation.md)."""
+    from murmur.cli.mur import launches_formation
+
+    assert launches_formation(args, env) is launches

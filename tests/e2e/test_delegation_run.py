@@ -257,6 +257,44 @@ class TestEndings:
             assert of(child_trace(d), "spawner_ended")
         assert token_hits([work, home / "records", tmp_path / "logs"], []) == []
 
+    @pytest.mark.parametrize("path", ["warm", "exec"])
+    def test_children_start_as_their_own_mur_run(self, procs: Procs, tmp_path: Path, path: str) -> None:
+        """Forked by the session's warm starter (the default) or exec'd (``MURMUR_STARTER=off``),
+        a child is its own ``mur run``: ``/proc`` shows ``mur run --capsule …`` and exactly the
+        environment it was given (never a variable of the parent's it was not given), its own
+        session and group, its own containment unit; killing the parent ends it either way."""
+        roost, url = procs.roost("--spawn-allow", "napper")
+        work = tmp_path / "work"
+        env = dict(procs.env, MURMUR_STARTER="on" if path == "warm" else "off", NOT_FOR_CHILDREN="x")
+        parent = procs.mur_run("napper", work, url, env=env)
+        submit_task(parent.ready["url"], "60")
+        wait_until(lambda: len(of(trace(parent.ready["records_dir"]), "delegation_start")) == 2, timeout=60,
+                   what="two children started")
+        children = pids_naming(str(work / ".murmur" / "children"))
+        assert len(children) == 2
+        for pid in children:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ppid, pgid, sid = int(stat[1]), int(stat[2]), int(stat[3])
+            assert pgid == pid and sid == pid  # its own session and group
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            names = {x.split(b"=", 1)[0].decode() for x in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if x}
+            assert "NOT_FOR_CHILDREN" not in names and "PYTHONPATH" not in names, names
+            assert {"PATH", "MURMUR_SPAWNER", "MURMUR_SPAWNER_LIFELINE", "MURMUR_LINEAGE"} <= names, names
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+            if path == "warm":
+                assert argv[:3] == [b"mur", b"run", b"--capsule"], argv
+                starter = Path(f"/proc/{ppid}/cmdline").read_bytes()
+                assert starter.startswith(b"mur starter "), starter
+                assert int(Path(f"/proc/{ppid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent.pid
+            else:
+                assert b"run" in argv and b"--capsule" in argv and ppid == parent.pid, (argv, ppid)
+            if "/murmur-" in cgroup:  # cgroup class: a unit of its own, not the starter's
+                assert "/starter-" not in cgroup, cgroup
+        tree = descendants(children)
+        os.kill(parent.pid, signal.SIGKILL)
+        wait_until(lambda: not alive(tree), timeout=30, what="every child to end after the parent was killed")
+        assert roost.alive(), "the daemon went with them"
+
     def test_roost_killed_child_reports_then_restart_refuses(self, procs: Procs, tmp_path: Path) -> None:
         """mur-roost dies while children run: they finish and report; after a restart, spawns are refused."""
         port = free_port()

@@ -33,7 +33,8 @@ from murmur.formation import channel
 from murmur.formation.tokens import FormationKey
 from murmur.ids import new_id
 
-from ._formation import alive, wait_for
+from ._census import Formation, unit_pids
+from ._formation import wait_for
 
 pytestmark = [pytest.mark.e2e]
 
@@ -106,20 +107,6 @@ def procs() -> Iterator[Procs]:
     p.kill_all()
 
 
-def formation_pids(formation_id: str) -> list[int]:
-    """Live processes whose environment carries this formation's id."""
-    marker = f"MURMUR_FORMATION_ID={formation_id}".encode()
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    out.append(int(entry.name))
-            except OSError:
-                continue
-    return [p for p in out if alive(p)]
-
-
 def records_of(home: Path, session_id: str) -> Path:
     (found,) = (home / "records").rglob(session_id)
     return found
@@ -172,7 +159,7 @@ class TestScaffold:
                 data = path.read_bytes()
                 assert b"mft1." not in data, path
                 assert f"127.0.0.1:{port}".encode() not in data, path
-        assert formation_pids(formation["formation_id"]) == []
+        assert unit_pids(formation["formation_id"]) == set()  # its unit is empty or gone
 
     def test_kill_launcher_members_see_lifeline_eof(self, demo: Path, home: Path, procs: Procs,
                                                       tmp_path: Path) -> None:
@@ -182,12 +169,14 @@ class TestScaffold:
             proc = procs.popen([*MUR, "run", "--roster", str(demo), "--json"], cwd=demo.parent,
                                env=env_for(home), stdout=o, stderr=e)
         formation, entry = read_json_lines(out, 2, proc)
-        members = formation_pids(formation["formation_id"])
-        procs.extra += members
-        assert len(members) == 2
+        launch = Formation(proc.pid, formation["formation_id"])
+        launch.record()
+        members = {int(entry["pid"]), int(formation["peers"][0]["pid"])}
+        procs.extra += sorted(members)
+        assert members <= set(launch.left())  # found by the recorded tree and by containment
         t0 = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
-        took = wait_for(lambda: formation_pids(formation["formation_id"]) == [], 30.0)
+        took = wait_for(lambda: launch.left() == [], 30.0)
         print(f"\n[member side] kill -KILL launcher -> last member gone after {time.monotonic() - t0:.2f}s")
         assert took < 30.0
         for sid in (entry["session_id"], formation["peers"][0]["session_id"]):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ._census import Formation
 from ._formation import alive, wait_for
 
 pytestmark = [pytest.mark.e2e]
@@ -42,16 +43,17 @@ def demo(tmp_path: Path) -> Path:
 class Real:
     """A real `mur run --roster` with real members; everything is killed at teardown."""
 
-    def __init__(self, demo: Path, *args: str) -> None:
+    def __init__(self, demo: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.out = demo.parent / "launcher.out"
         self.err = demo.parent / "launcher.err"
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "murmur.cli.mur", "run", "--roster", str(demo), "--json", *args],
                 stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=demo.parent,
-                start_new_session=True,
+                start_new_session=True, env=env,
             )
         self.formation_id: str | None = None
+        self.found: Formation | None = None
 
     def lines(self) -> list[dict[str, object]]:
         return [json.loads(x) for x in self.out.read_text().splitlines() if x.strip()]
@@ -61,22 +63,14 @@ class Real:
         lines = self.lines()
         assert len(lines) >= 2, self.err.read_text()
         self.formation_id = str(lines[0]["formation_id"])
+        self.found = Formation(self.proc.pid, self.formation_id)
+        self.found.record()
         return lines[0], lines[1]
 
     def members(self) -> list[int]:
-        """Every process carrying this formation's id in its environment (members, children)."""
-        if self.formation_id is None:
-            return []
-        marker = f"MURMUR_FORMATION_ID={self.formation_id}".encode()
-        out = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    if marker in (entry / "environ").read_bytes().split(b"\0"):
-                        out.append(int(entry.name))
-                except OSError:
-                    continue
-        return [p for p in out if alive(p)]
+        """Every process of this formation still alive (members, the starter, children): by
+        the tree recorded at launch and by the formation's containment unit."""
+        return self.found.left() if self.found is not None else []
 
     def kill_everything(self) -> None:
         for pid in [self.proc.pid, *self.members()]:
@@ -96,8 +90,8 @@ def real(demo: Path) -> Iterator[type[Real]]:
     made: list[Real] = []
 
     class Tracked(Real):
-        def __init__(self, *args: str) -> None:
-            super().__init__(demo, *args)
+        def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+            super().__init__(demo, *args, env=env)
             made.append(self)
 
     yield Tracked
@@ -121,6 +115,29 @@ class TestRealMembers:
         for peer in formation["peers"]:  # type: ignore[attr-defined]
             events = _trace_events(murmur_home / "records", peer["session_id"])
             assert "formation_ended" in events and events[-1] == "session_end"
+
+    @pytest.mark.parametrize("path", ["warm", "exec"])
+    def test_members_show_exactly_their_environment(self, real: type[Real], path: str) -> None:
+        """``/proc/<member>/environ`` holds exactly the member's environment on both start
+        paths: the launcher's variables a member is not given (``MURMUR_SPAWNER_LIFELINE``)
+        are not in it, its own formation's are; ``cmdline`` shows ``mur run --capsule …``."""
+        env = dict(os.environ, MURMUR_STARTER="on" if path == "warm" else "off", MURMUR_SPAWNER_LIFELINE="99")
+        env.pop("MURMUR_FORMATION_ID", None)
+        run = real(env=env)
+        formation, entry = run.wait_launched()
+        pids = [int(entry["pid"]), *(int(p["pid"]) for p in formation["peers"])]  # type: ignore[attr-defined]
+        for pid in pids:
+            shown = [x.decode() for x in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if x]
+            names = {x.split("=", 1)[0] for x in shown}
+            assert "MURMUR_SPAWNER_LIFELINE" not in names, names
+            assert f"MURMUR_FORMATION_ID={formation['formation_id']}" in shown
+            assert {"MURMUR_FORMATION_CHANNEL", "MURMUR_FORMATION_LIFELINE"} <= names
+            assert names <= set(env) | {"MURMUR_FORMATION_ID", "MURMUR_FORMATION_CHANNEL", "MURMUR_FORMATION_LIFELINE",
+                                        "MURMUR_HOST_WARNINGS_REPORTED", "MURMUR_CONTAINMENT_UNIT"}, names
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert b"run" in argv and b"--capsule" in argv, argv
+            if path == "warm":
+                assert argv[:2] == [b"mur", b"run"], argv
 
     @pytest.mark.parametrize("target", ["launcher", "entry", "group"])
     def test_kill(self, real: type[Real], murmur_home: Path, target: str) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +22,7 @@ import trio
 from murmur import containment, starter
 from murmur.formation.process import ProcessSpawner, mur_command
 from murmur.formation.supervise import MemberSpec
-from murmur.starter import protocol
+from murmur.starter import early, procarea, protocol
 from murmur.starter.client import Starter, Unavailable, WarmProcess
 
 pytestmark = [pytest.mark.e2e]
@@ -47,17 +50,71 @@ def test_title_is_mur_and_the_arguments() -> None:
 
 @pytest.mark.parametrize(
     ("environ", "warm"),
-    [({}, False), ({"MURMUR_STARTER": "off"}, False), ({"MURMUR_STARTER": " Yes "}, True),
-     ({"MURMUR_STARTER": "on"}, True), ({"MURMUR_STARTER": "on", "MURMUR_MUR_BINARY": "/bin/fake"}, False),
-     ({"MURMUR_STARTER": "on", "MURMUR_MUR_BINARY": "  "}, True)],
+    [({}, True), ({"MURMUR_STARTER": "off"}, False), ({"MURMUR_STARTER": " No "}, False),
+     ({"MURMUR_STARTER": "0"}, False), ({"MURMUR_STARTER": "false"}, False), ({"MURMUR_STARTER": "on"}, True),
+     ({"MURMUR_MUR_BINARY": "/bin/fake"}, False), ({"MURMUR_STARTER": "on", "MURMUR_MUR_BINARY": "  "}, True)],
 )
 def test_wanted(environ: dict[str, str], warm: bool) -> None:
+    """On by default; off by ``MURMUR_STARTER=off`` (0/no/false) or a ``MURMUR_MUR_BINARY``."""
     assert starter.wanted(environ) is warm
+
+
+def test_mur_command_has_one_home() -> None:
+    """The formation and delegation sides start the same ``mur`` (``murmur.starter``)."""
+    from murmur.delegation import child_process
+    from murmur.formation import process
+
+    assert process.mur_command is child_process.mur_command is starter.mur_command
+    assert starter.mur_command({"MURMUR_MUR_BINARY": " /opt/mur "}) == ["/opt/mur"]
+
+
+def test_starter_env_keeps_only_what_the_interpreter_reads() -> None:
+    environ = {"PATH": "/bin", "HOME": "/root", "PYTHONPATH": "/src", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
+               "LC_ALL": "C.UTF-8", "MURMUR_SPAWNER_LIFELINE": "9", "MURMUR_FORMATION_ID": "frm_x",
+               "MURMUR_CONTAINMENT_UNIT": "/murmur-x", "SECRET": "s", "APYTHONX": "1"}
+    assert early.starter_env(environ) == {"PYTHONPATH": "/src", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
+                                          "LC_ALL": "C.UTF-8"}
+
+
+def test_area_blocks_are_nul_terminated_strings() -> None:
+    assert procarea.block(["mur", "run", ""]) == b"mur\0run\0\0"
+    assert procarea.block(procarea.env_items({"A": "1", "B": "x=y"})) == b"A=1\0B=x=y\0"
+    assert procarea.block([]) == b""
+
+
+_POINT = """
+import json, os, sys
+from murmur.starter import procarea
+env = {"ONLY": "this", "AND": "that"}
+ok = procarea.point_areas(["mur", "run", "--capsule", "local/x"], env)
+junk = [bytearray(1 << 16) for _ in range(64)]  # the heap still grows after the map was set
+print(json.dumps({"ok": ok, "environ": open("/proc/self/environ", "rb").read().decode(),
+                  "cmdline": open("/proc/self/cmdline", "rb").read().decode()}))
+"""
+
+
+@pytest.mark.parametrize("unprivileged", [False, True])
+def test_point_areas_makes_proc_exact(unprivileged: bool, tmp_path: Path) -> None:
+    """``PR_SET_MM_MAP`` with ``exe_fd`` -1, as root and as an unprivileged user with no
+    capabilities: ``/proc/self/environ`` and ``cmdline`` show exactly what was given."""
+    src = str(Path(starter.__file__).resolve().parents[1])
+    argv = [sys.executable, "-c", _POINT]
+    if unprivileged:
+        setpriv = shutil.which("setpriv")
+        if os.geteuid() != 0 or setpriv is None:
+            pytest.skip("needs root and setpriv(1) to run the check as an unprivileged user")
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    done = subprocess.run(argv, env={"PYTHONPATH": src, "LEAK": "x"}, capture_output=True, timeout=60,
+                          cwd=tmp_path, check=True)
+    got = json.loads(done.stdout)
+    assert got["ok"] is True, done.stderr
+    assert got["environ"] == "ONLY=this\0AND=that\0"
+    assert got["cmdline"] == "mur\0run\0--capsule\0local/x\0"
 
 
 @pytest.fixture
 async def warm() -> AsyncIterator[Starter]:
-    s = Starter.launch(dict(os.environ))
+    s = Starter.launch({**os.environ, "MURMUR_TEST_NOT_GIVEN": "x", "PYTHON_TEST_GIVEN": "y"})
     assert s is not None
     async with trio.open_nursery() as nursery:
         await nursery.start(s.run)
@@ -129,6 +186,7 @@ async def test_a_forked_process_is_its_own(warm: Starter, tmp_path: Path) -> Non
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
     env["MURMUR_HOME"] = str(home)
+    env.pop("MURMUR_TEST_NOT_GIVEN", None)
     r, w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDONLY)
     a, b = os.pipe()
@@ -155,14 +213,21 @@ async def test_a_forked_process_is_its_own(warm: Starter, tmp_path: Path) -> Non
         stat, cmdline, comm = _proc(pid)
         assert int(stat[1]) == warm.pid  # the starter is its parent
         assert int(stat[2]) == pid and int(stat[3]) == pid  # its own group and session
-        assert cmdline.split(b"\0")[0] == b"mur run --json"
+        assert cmdline == b"mur\0run\0--json\0"  # as an exec'd `mur run --json` shows it
         assert comm == "mur"
-        # the title took the argument area only: the environment area is still readable
-        assert b"PATH=" in Path(f"/proc/{pid}/environ").read_bytes()  # noqa: ASYNC240
+        # exactly its own environment: nothing the starter or this process had and it was not given
+        shown = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")  # noqa: ASYNC240
+        assert [x for x in shown if x] == [f"{k}={v}".encode() for k, v in env.items()]
+        assert not any(x.startswith(b"MURMUR_TEST_NOT_GIVEN=") for x in shown)
         assert os.readlink(f"/proc/{pid}/cwd") == str(capsule)
         fds = {int(n): os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")}
         assert fds[3] == os.readlink(f"/proc/self/fd/{b}")  # the same pipes as given
         assert fds[4] == os.readlink(f"/proc/self/fd/{d}")
+        # the starter's own environment (what a member would show if the kernel refused the
+        # map): only what the interpreter reads, which every member is given too
+        mine = Path(f"/proc/{warm.pid}/environ").read_bytes().split(b"\0")  # noqa: ASYNC240
+        assert b"PYTHON_TEST_GIVEN=y" in mine
+        assert not [x for x in mine if x and not x.startswith((b"PYTHON", b"LC_", b"LANG"))]
         starter_ends = {os.readlink(f"/proc/{warm.pid}/fd/{n}") for n in os.listdir(f"/proc/{warm.pid}/fd")}
         shared = {t for t in fds.values() if t.startswith("socket:")} & starter_ends
         assert not shared, f"the member holds the starter's socket: {shared}"

@@ -8,6 +8,8 @@ answer, a child posting its completion, the readiness probe — goes through
 * ``trust_env=False``: ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` and
   ``.netrc`` are never read, so a loopback call never goes through a user's proxy;
 * no redirects (a door never redirects; following one could leave loopback);
+* no certificate is trusted (doors speak plain HTTP; TLS through it fails closed, and no CA
+  bundle is loaded);
 * httpx's own request log held at WARNING, so no door URL reaches a log line;
 * ``transport``: tests pass ``httpx.MockTransport`` (and drive the caller under MockClock).
 
@@ -19,6 +21,7 @@ answer in time is ``None``, never an exception naming the URL.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -40,7 +43,15 @@ def loopback_client(
     """
     quiet = logging.getLogger("httpx")
     quiet.setLevel(max(logging.WARNING, quiet.level))
-    return httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout, transport=transport)
+    return httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout, transport=transport,
+                             verify=_no_trust_anchors())
+
+
+def _no_trust_anchors() -> ssl.SSLContext:
+    """A TLS context that verifies and trusts no certificate: doors speak plain HTTP, so a TLS
+    connection through this client fails closed, and no CA bundle is read (httpx's default
+    context loads one: tens of milliseconds of every launcher's and member's start)."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 class A2AClient:

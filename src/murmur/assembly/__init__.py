@@ -10,19 +10,27 @@ Modules::
     compose       options → stores → workload → contributors → SessionSetup
 
 It sits above ``session/``, ``plan/``, ``agent/``, ``formation/``, ``delegation/``, ``tree/`` and
-``registry/`` and below ``cli/``; nothing below it imports it.
+``registry/`` and below ``cli/``; nothing below it imports it. Its face is lazy
+(:func:`murmur.lazy.face`): ``mur run --roster`` reads ``checks`` without importing ``compose``.
 """
 
-from murmur.assembly.checks import (
-    check_containment,
-    check_internal_port,
-    check_workdir_parent,
-    mur_version_warning,
-    refuse_unknown_containment,
-)
-from murmur.assembly.compose import prepare
-from murmur.assembly.options import RunOptions, load_env_file, read_task, session_environ
-from murmur.assembly.workloads import load_workload, workload_kind
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from murmur import lazy
+
+if TYPE_CHECKING:
+    from murmur.assembly.checks import (
+        check_containment,
+        check_internal_port,
+        check_workdir_parent,
+        mur_version_warning,
+        refuse_unknown_containment,
+    )
+    from murmur.assembly.compose import prepare
+    from murmur.assembly.options import RunOptions, load_env_file, read_task, session_environ
+    from murmur.assembly.workloads import load_workload, workload_kind
 
 __all__ = [
     "RunOptions",
@@ -38,3 +46,11 @@ __all__ = [
     "session_environ",
     "workload_kind",
 ]
+
+__getattr__ = lazy.face(__name__, {
+    "checks": ["check_containment", "check_internal_port", "check_workdir_parent", "mur_version_warning",
+               "refuse_unknown_containment"],
+    "compose": ["prepare"],
+    "options": ["RunOptions", "load_env_file", "read_task", "session_environ"],
+    "workloads": ["load_workload", "workload_kind"],
+})

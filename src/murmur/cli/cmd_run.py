@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -86,9 +87,15 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
             error("E-CLI-001", f"--roster cannot be combined with {', '.join(extra)}",
                   hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline")
         )
-    from murmur.cli.run_roster import run_roster  # the formation side, only for --roster
+    from murmur.starter import early as warm
 
-    return int(run_roster(args, early=early))
+    warm.prestart(os.environ)  # the warm starter's imports overlap the launcher's (spec/formation.md)
+    try:
+        from murmur.cli.run_roster import run_roster  # the formation side, only for --roster
+
+        return int(run_roster(args, early=early))
+    finally:
+        warm.discard_unused()  # a launch refused before it took its starter
 
 
 def run(args: argparse.Namespace) -> int:

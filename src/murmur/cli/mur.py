@@ -119,6 +119,19 @@ def missing_cwd() -> Diagnostic | None:
     return None
 
 
+def launches_formation(run_args: list[str], environ: typing.Mapping[str, str]) -> bool:
+    """Whether ``mur run <run_args>`` will launch a formation (``--roster`` given, outside a
+    formation), read before the arguments are parsed so the warm starter can start first (pure)."""
+    if environ.get("MURMUR_FORMATION_ID", "").strip():
+        return False
+    for a in run_args:
+        if a == "--":
+            return False
+        if a == "--roster" or a.startswith("--roster="):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``mur``; returns the exit status (also used by the console script)."""
     from murmur.cli._common import guarded
@@ -155,7 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(args[1:])
         return int(module.run(ns))  # type: ignore[attr-defined]
 
-    return guarded(go, program="mur")
+    if name != "run" or not launches_formation(args[1:], os.environ):
+        return guarded(go, program="mur")
+    from murmur.starter import early as warm
+
+    warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
+    try:
+        return guarded(go, program="mur")
+    finally:
+        warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
 
 
 if __name__ == "__main__":

@@ -224,9 +224,9 @@ def run_roster(
     refuse_inside_formation(os.environ)
     refuse_unknown_containment(os.environ)
     deadline_unix = parse_deadline(deadline, now=started) if deadline is not None else None
-    from murmur.starter import client as warm
+    from murmur.starter import early as warm
 
-    warm.prestart(dict(os.environ))  # its imports overlap admission (spec/formation.md)
+    warm.prestart(os.environ)  # (cmd_run started it already, before the formation code's imports)
     try:
         status: int = trio.run(
             _launch_main, roster_arg, options, deadline_unix, timers or Timers(), early

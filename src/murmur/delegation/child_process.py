@@ -1,7 +1,7 @@
 """A delegated child's process, owned by the delegating session's launcher.
 
 Specification: ``spec/delegation.md`` "Launching a child". What this module owns, for one
-child: the command that starts it (:func:`mur_command`, :func:`child_argv`), starting it in a
+child: the command that starts it (:func:`murmur.starter.mur_command`, :func:`child_argv`), starting it in a
 containment unit of its own (:func:`start`), its readiness line (:func:`read_first_line`,
 :func:`parse_ready`), its stderr (kept as a tail, relayed by line), and ending it
 (:func:`terminate`: SIGTERM, the stop grace, SIGKILL of its unit, reaped — through
@@ -24,37 +24,29 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from murmur import containment
 from murmur.delegation.book import Entry
+from murmur.delegation.spawner import SPAWNER_LIFELINE_ENV
 from murmur.delegation.watch import describe_exit
 from murmur.lines import read_lines
+from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: murmur.starter
+from murmur.starter import mur_command as mur_command
 
-MUR_BINARY_ENV = "MURMUR_MUR_BINARY"
+if TYPE_CHECKING:
+    from murmur.starter.client import Starter, WarmProcess
+
 CHILD_STOP_GRACE = 10.0  # seconds a child gets after SIGTERM before its unit is killed
 MAX_READY_LINE = 1 << 20
 STDERR_TAIL = 20
 _MAX_STDERR_LINE = 64 * 1024  # bytes of one unfinished stderr line held before it is relayed as is
-
-
-def mur_command(environ: Mapping[str, str]) -> list[str]:
-    """The command that starts a child: ``$MURMUR_MUR_BINARY``, else the ``mur`` beside the
-    running interpreter, else ``<python> -m murmur.cli.mur``."""
-    explicit = environ.get(MUR_BINARY_ENV, "").strip()
-    if explicit:
-        return [explicit]
-    beside = Path(sys.executable).parent / "mur"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-m", "murmur.cli.mur"]
 
 
 def capsule_ref(name: str) -> str:
@@ -108,7 +100,7 @@ class Child:
     name: str
     version: str
     task: str
-    proc: trio.Process | None = None
+    proc: trio.Process | WarmProcess | None = None
     unit: containment.Unit | None = None
     life_w: int | None = None
     ready: Ready | None = None
@@ -153,19 +145,50 @@ async def start(
     lifeline_r: int,
     io: trio.Nursery,
     relay: Callable[[str], None] | None,
-) -> trio.Process:
-    """Start ``child`` in a fresh containment unit (its own process group).
+    starter: Starter | None = None,
+) -> trio.Process | WarmProcess:
+    """Start ``child`` in a fresh containment unit (its own session and process group).
 
-    Its exit is watched and its stderr relayed in ``io``. ``lifeline_r`` is passed to it and
-    closed here; the caller keeps the write end (``child.life_w``).
+    Forked by ``starter`` when one is given, alive, and ``argv`` runs the default ``mur``
+    (spec/delegation.md "The warm start path"); else (or when the starter cannot take it)
+    exec'd. Its exit is watched and its stderr relayed in ``io``. ``lifeline_r`` is passed to
+    it (as descriptor 3 when forked, ``MURMUR_SPAWNER_LIFELINE`` set to match) and closed here;
+    the caller keeps the write end (``child.life_w``).
 
     Raises:
         LaunchFailed: it could not be started.
     """
-    child.unit = unit = containment.here().new_unit(child.entry.delegation_id)
-    env.update(unit.env())
+    proc: trio.Process | WarmProcess | None = None
     try:
-        proc = await trio.lowlevel.open_process(
+        if starter is not None and starter.alive and argv[: len(MUR_PREFIX)] == MUR_PREFIX:
+            from murmur.starter.client import Unavailable
+
+            try:
+                proc = await _fork(child, starter, argv, env, lifeline_r)
+            except Unavailable:
+                proc = None
+        if proc is None:
+            proc = await _exec(child, argv, env, lifeline_r)
+    finally:
+        close_fd(lifeline_r)
+    child.proc = proc
+    assert child.unit is not None
+    child.unit.started(proc.pid, winds_down=True)
+    io.start_soon(_wait_exit, child)
+    assert proc.stderr is not None
+    io.start_soon(_drain_stderr, child, proc.stderr, relay)
+    return proc
+
+
+MUR_PREFIX = mur_command({})
+"""The command a child is forked for (the default ``mur``; anything else is exec'd)."""
+
+
+async def _exec(child: Child, argv: list[str], env: dict[str, str], lifeline_r: int) -> trio.Process:
+    child.unit = unit = containment.here().new_unit(child.entry.delegation_id)
+    env = {**env, **unit.env()}
+    try:
+        return await trio.lowlevel.open_process(
             unit.command(argv, env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -176,15 +199,47 @@ async def start(
             start_new_session=True,
         )
     except OSError as exc:
+        unit.release()
         raise LaunchFailed(f"the child could not be started: {exc.strerror or exc}") from None
+
+
+async def _fork(child: Child, starter: Starter, argv: list[str], env: dict[str, str], lifeline_r: int) -> WarmProcess:
+    """Have ``starter`` fork the child: stdin, stdout and stderr pipes, the lifeline as 3.
+
+    Raises:
+        Unavailable: the starter cannot (the caller execs it).
+        LaunchFailed: the starter refused it.
+    """
+    from murmur.starter.client import WarmProcess
+
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    keep: list[int] = [in_w, out_r, err_r]
+    unit = containment.here().new_unit(child.entry.delegation_id)
+    try:
+        forked_env = {**env, SPAWNER_LIFELINE_ENV: str(_LIFELINE_FD), **unit.env()}
+        fds = [(in_r, 0), (out_w, 1), (err_w, 2), (lifeline_r, _LIFELINE_FD)]
+        try:
+            pid = await starter.start(
+                ["mur", *argv[len(MUR_PREFIX):]], forked_env, str(child.dir), fds,
+                session=True, cgroup=str(unit.path) if unit.path is not None else None,
+            )
+        except OSError as exc:
+            raise LaunchFailed(f"the child could not be started: {exc.strerror or exc}") from None
+        proc = WarmProcess(starter, pid, out_r, err_r, stdin=in_w)
+        keep.clear()
+    except BaseException:
+        unit.release()  # a child the starter forked before it went away goes with it
+        raise
     finally:
-        close_fd(lifeline_r)
-    child.proc = proc
-    unit.started(proc.pid, winds_down=True)
-    io.start_soon(_wait_exit, child)
-    assert proc.stderr is not None
-    io.start_soon(_drain_stderr, child, proc.stderr, relay)
+        for fd in (in_r, out_w, err_w, *keep):
+            close_fd(fd)
+    child.unit = unit
     return proc
+
+
+_LIFELINE_FD = 3
 
 
 async def _wait_exit(child: Child) -> None:

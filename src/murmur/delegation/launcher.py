@@ -42,7 +42,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -52,6 +52,7 @@ from murmur.delegation import delivery
 from murmur.delegation.book import DelegationBook, Emit, Entry
 from murmur.delegation.child_process import (
     CHILD_STOP_GRACE,
+    MUR_PREFIX,
     Child,
     LaunchFailed,
     Ready,
@@ -74,6 +75,9 @@ from murmur.ids import new_id
 from murmur.manifest import Manifest
 from murmur.roost import RoostClient, RoostError, RoostRefused, SpawnApproval
 from murmur.session import add_forced_exit_hook
+
+if TYPE_CHECKING:
+    from murmur.starter.client import Starter
 
 __all__ = ["CHILD_STOP_GRACE", "ChildArtifact", "Launcher", "child_dir_name", "resolve_global"]
 
@@ -166,6 +170,7 @@ class Launcher:
         self.stop_grace = stop_grace
         self._relay = relay
         self._nursery: trio.Nursery | None = None
+        self._starter: Starter | None = None  # the warm starter, while run() holds it
         self._running = trio.Event()
         self._closed = False
         self._live: dict[str, Child] = {}
@@ -188,14 +193,45 @@ class Launcher:
         """
         unregister = add_forced_exit_hook(self.kill_all)
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                self._running.set()
-                task_status.started()
-                await trio.sleep_forever()
+            async with trio.open_nursery() as owner:
+                starter = await self._own_starter(owner)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        self._nursery = nursery
+                        self._running.set()
+                        task_status.started()
+                        await trio.sleep_forever()
+                finally:  # every child has ended: the starter goes last, so it reports them
+                    self._starter = None
+                    if starter is not None:
+                        starter.cancel()
         finally:
             self._closed = True
             unregister()
+
+    async def _own_starter(self, owner: trio.Nursery) -> trio.CancelScope | None:
+        """Start this session's warm starter (spec/delegation.md "The warm start path") and
+        its owning task in ``owner``, shielded until the cancel scope returned is cancelled;
+        None when children are to be exec'd (``MURMUR_STARTER=off``, another ``mur``, or it
+        could not be started)."""
+        from murmur import starter as warm
+        from murmur.starter.client import Starter
+
+        if not warm.wanted(self.environ) or self.mur != MUR_PREFIX:
+            return None
+        # its children are given no PYTHON* or locale variable: only PATH, as every child is
+        got = Starter.launch(self.environ, env={"PATH": self.environ.get("PATH") or os.defpath})
+        if got is None:
+            return None
+        scope = trio.CancelScope(shield=True)
+
+        async def own(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await got.run(task_status=task_status)
+
+        await owner.start(own)
+        self._starter = got
+        return scope
 
     @property
     def live(self) -> int:
@@ -444,7 +480,7 @@ class Launcher:
         if self.child_env is not None:  # applied last: the runtime's own names (spec/tree.md)
             env.update(self.child_env(child.entry.delegation_id))
         argv = child_argv(self.mur, grant.name, grant.version, child.dir)
-        proc = await start(child, argv, env, lifeline_r=life_r, io=io, relay=self._relay)
+        proc = await start(child, argv, env, lifeline_r=life_r, io=io, relay=self._relay, starter=self._starter)
         assert proc.stdout is not None and proc.stdin is not None
         try:
             await proc.stdin.send_all(grant.approval.encode("ascii"))

@@ -24,11 +24,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import trio
@@ -37,13 +35,14 @@ from murmur import containment
 from murmur.formation.readiness import MAX_READINESS_LINE
 from murmur.formation.supervise import MemberSpec
 from murmur.lines import read_lines
+from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: murmur.starter
+from murmur.starter import mur_command as mur_command
 
 if TYPE_CHECKING:
     from murmur.starter.client import Starter, WarmProcess
 
 CHANNEL_ENV = "MURMUR_FORMATION_CHANNEL"
 LIFELINE_ENV = "MURMUR_FORMATION_LIFELINE"
-MUR_BINARY_ENV = "MURMUR_MUR_BINARY"
 
 LAST_STDERR_LINES = 5
 """How many of a peer's last stderr lines an E-RUN-045 report quotes."""
@@ -51,44 +50,23 @@ LAST_STDERR_LINES = 5
 _MAX_RELAY_LINE = 64 * 1024
 
 
-def mur_command(environ: dict[str, str] | None = None) -> list[str]:
-    """The command that runs ``mur`` for a member.
-
-    ``$MURMUR_MUR_BINARY`` when set and non-blank; else the ``mur`` script beside the
-    current interpreter; else ``<python> -m murmur.cli.mur``.
-    """
-    env = os.environ if environ is None else environ
-    explicit = env.get(MUR_BINARY_ENV, "").strip()
-    if explicit:
-        return [explicit]
-    beside = Path(sys.executable).parent / "mur"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    found = shutil.which("mur")
-    if found and Path(found).parent == Path(sys.executable).parent:
-        return [found]
-    return [sys.executable, "-m", "murmur.cli.mur"]
-
-
 def warm_starter(environ: Mapping[str, str]) -> Starter | None:
     """The launch's warm starter, in a unit of the formation's: the one started at the
-    launcher's start (``starter.client.prestart``), else one started now; None when the
-    exec path is to be used (``MURMUR_STARTER=on`` is not set, ``MURMUR_MUR_BINARY`` is, or it
+    launcher's start (:func:`murmur.starter.early.prestart`), else one started now; None when
+    the exec path is to be used (``MURMUR_STARTER=off``, ``MURMUR_MUR_BINARY`` set, or it
     could not be started or placed)."""
     from murmur import starter
-    from murmur.starter import client
+    from murmur.starter import client, early
 
-    early = client.take()
-    if early is not None:
+    spawned = early.take()
+    if spawned is not None:
         try:
-            early.contain(containment.here().new_unit("starter"))
+            return client.Starter.adopt(spawned, containment.here().new_unit("starter"))
         except OSError:
-            early.discard()
             return None
-        return early
     if not starter.wanted(environ):
         return None
-    return client.Starter.launch(dict(environ))
+    return client.Starter.launch(environ)
 
 
 def _prefill(fd: int, data: bytes) -> bytes:

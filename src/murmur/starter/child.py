@@ -13,9 +13,13 @@ Specification: ``spec/formation.md`` "The warm start path". Called in the child 
    channel, the lifeline); every other descriptor (the starter's socket included) is closed;
 4. **signals** — the dispositions a fresh interpreter has (the starter ignores SIGINT,
    SIGTERM and SIGHUP; a member must not);
-5. **working directory, environment, ``sys.argv``, process title** (``mur run --capsule …``;
-   ``/proc/<pid>/cmdline`` shows it through ``setproctitle``);
-6. ``murmur.cli.mur.main(argv[1:])``; the exit status is that of a ``mur`` process: its
+5. **working directory, environment, ``sys.argv``, what ``/proc`` shows** — its argument and
+   environment areas are pointed at its own command line (``mur run --capsule …``) and its
+   own environment (:func:`murmur.starter.procarea.point_areas`), so ``/proc/<pid>/cmdline``
+   and ``/proc/<pid>/environ`` are exactly what an ``execve`` would show; where the kernel
+   refuses, the title is set through ``setproctitle`` and ``environ`` shows the starter's
+   scrubbed environment (:func:`murmur.starter.client.starter_env`);
+6. ``entry(argv[1:])`` (``mur``'s ``main``, handed down by the command line); the exit status is that of a ``mur`` process: its
    return value, a ``SystemExit`` code, or 1 with a traceback for anything else; the
    interpreter's exit handlers run, stdout and stderr are flushed.
 """
@@ -25,8 +29,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
+from murmur.starter import procarea
 from murmur.starter.protocol import StartRequest
 
 _FD_PARK = 256  # passed descriptors are parked above this before they are moved into place
@@ -82,14 +88,18 @@ def reset_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
-def set_title(text: str) -> None:
-    """Make ``ps`` and ``/proc/<pid>/cmdline`` show ``text`` (``comm`` becomes ``mur``)."""
-    try:
-        import setproctitle
+def set_title(argv: tuple[str, ...], env: dict[str, str], text: str) -> bool:
+    """Make ``ps`` and ``/proc/<pid>/cmdline`` show ``argv`` and ``/proc/<pid>/environ`` show
+    ``env`` (``comm`` becomes ``mur``); True when ``/proc`` shows both exactly, False when only
+    the title ``text`` could be set (``setproctitle``, in the argument area)."""
+    exact = procarea.point_areas(argv, env)
+    if not exact:
+        try:
+            import setproctitle
 
-        setproctitle.setproctitle(text)
-    except Exception:
-        pass
+            setproctitle.setproctitle(text)
+        except Exception:
+            pass
     try:
         import ctypes
 
@@ -97,9 +107,15 @@ def set_title(text: str) -> None:
         libc.prctl(15, b"mur", 0, 0, 0)  # PR_SET_NAME: what `ps -o comm` and `top` show
     except (OSError, AttributeError):
         pass
+    return exact
 
 
-def run(req: StartRequest, received: list[int]) -> NoReturn:
+Entry = Callable[[list[str]], int]
+"""What a forked child runs: ``mur``'s ``main`` (its arguments without the program → its exit
+status), handed down by the command line that started the starter."""
+
+
+def run(req: StartRequest, received: list[int], entry: Entry) -> NoReturn:
     """Become ``req``'s ``mur run`` and exit with its status (the forked child only)."""
     try:
         joined = req.cgroup is None or join_cgroup(req.cgroup)
@@ -119,18 +135,16 @@ def run(req: StartRequest, received: list[int]) -> NoReturn:
             reconfigure = getattr(stream, "reconfigure", None)
             if reconfigure is not None:
                 reconfigure(line_buffering=stream is sys.stderr or os.isatty(stream.fileno()))
-        set_title(req.title)
+        set_title(("mur", *req.argv[1:]), req.env, req.title)
     except OSError as exc:
         _fail(f"could not be started ({exc.strerror or exc})", 127)
-    status = _main(list(req.argv[1:]))
+    status = _main(entry, list(req.argv[1:]))
     _exit(status)
 
 
-def _main(argv: list[str]) -> int:
+def _main(entry: Entry, argv: list[str]) -> int:
     try:
-        from murmur.cli.mur import main
-
-        return int(main(argv))
+        return int(entry(argv))
     except SystemExit as exc:
         code = exc.code
         if code is None:

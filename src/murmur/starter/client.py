@@ -23,20 +23,16 @@ import os
 import signal
 import socket
 import subprocess
-import sys
+from collections.abc import Mapping
 from typing import Any
 
 import trio
 
 from murmur import containment
-from murmur.starter import protocol
+from murmur.starter import early, protocol
 
 READY_BOUND = 30.0
 """Seconds a start waits for the starter's imports before that member is started by exec."""
-
-TITLE_ROOM = 4096
-"""Bytes of blank argument the starter is given so a member's title (which replaces the
-argument area, never the environment's) fits: a longer title is cut there."""
 
 _CLOSE_BOUND = 2.0  # seconds the owner waits for the starter to exit after closing its socket
 UNKNOWN_STATUS = -signal.SIGKILL
@@ -48,23 +44,36 @@ class Unavailable(Exception):
 
 
 class WarmProcess:
-    """A member forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
-    holds in place of a ``trio.Process``).
+    """A member or child forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
+    and :class:`murmur.delegation.child_process.Child` hold in place of a ``trio.Process``).
 
     Attributes:
-        pid (int): its pid (its process group id too, for a peer).
-        stdout, stderr (trio.lowlevel.FdStream | None): the launcher's read ends of its pipes.
+        pid (int): its pid (its process group id too, for a peer or a child).
+        stdin (trio.lowlevel.FdStream | None): the write end of its stdin pipe, when it has one.
+        stdout, stderr (trio.lowlevel.FdStream | None): the owner's read ends of its pipes.
     """
 
-    def __init__(self, starter: Starter, pid: int, stdout: int | None, stderr: int | None) -> None:
+    def __init__(self, starter: Starter, pid: int, stdout: int | None, stderr: int | None,
+                 stdin: int | None = None) -> None:
         self._starter = starter
         self.pid = pid
+        self.stdin = trio.lowlevel.FdStream(stdin) if stdin is not None else None
         self.stdout = trio.lowlevel.FdStream(stdout) if stdout is not None else None
         self.stderr = trio.lowlevel.FdStream(stderr) if stderr is not None else None
         try:
             self._pidfd: int | None = os.pidfd_open(pid)
         except OSError:
             self._pidfd = None
+
+    def send_signal(self, sig: int) -> None:
+        """Signal it through its pidfd (never a reused pid); nothing once it has been reaped.
+
+        Raises:
+            ProcessLookupError: it has already exited.
+        """
+        if self._pidfd is None or self.returncode is not None:
+            return
+        signal.pidfd_send_signal(self._pidfd, sig)
 
     @property
     def returncode(self) -> int | None:
@@ -109,44 +118,46 @@ class Starter:
         self.alive = True
 
     @classmethod
-    def launch(cls, environ: dict[str, str] | None = None, *, contained: bool = True) -> Starter | None:
+    def launch(cls, environ: Mapping[str, str] | None = None, *, contained: bool = True,
+               env: dict[str, str] | None = None) -> Starter | None:
         """Start the starter process now (no Trio needed); None when it cannot be started.
 
         Args:
-            environ (dict[str, str] | None): its environment (default ``os.environ``).
+            environ (Mapping[str, str] | None): the environment its own is drawn from
+                (:func:`murmur.starter.early.starter_env`; default ``os.environ``).
             contained (bool): start it in a unit of its own now; otherwise it runs in this
                 process's own cgroup (and group of its own) until :meth:`contain` moves it —
                 for a launcher that starts it before its formation's units exist. Until then
                 it has no child, and ``PR_SET_PDEATHSIG`` ends it with this process.
+            env (dict[str, str] | None): its whole environment instead (a delegating session
+                gives it none: its children are given no ``PYTHON*`` or locale variable).
         """
-        env = dict(os.environ if environ is None else environ)
-        env.pop(containment.UNIT_ENV, None)
         unit = containment.here().new_unit("starter") if contained else None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            argv = [sys.executable, "-m", "murmur.starter.server",
-                    "--socket-fd", str(theirs.fileno()), "--parent", str(os.getpid()),
-                    "--title-room", " " * TITLE_ROOM]
-            popen = subprocess.Popen(
-                unit.command(argv, env) if unit is not None else argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),),
-                process_group=0,
-                env=env,
-                cwd="/",
-            )
-        except OSError:
-            ours.close()
+        spawned = early.spawn(os.environ if environ is None else environ,
+                              unit.command if unit is not None else None, env=env)
+        if spawned is None:
             if unit is not None:
                 unit.release()
             return None
-        finally:
-            theirs.close()
         if unit is not None:
-            unit.started(popen.pid, own_group=True, winds_down=False)
-        return cls(popen, ours, unit)
+            unit.started(spawned.popen.pid, own_group=True, winds_down=False)
+        return cls(spawned.popen, spawned.sock, unit)
+
+    @classmethod
+    def adopt(cls, spawned: early.Spawned, unit: containment.Unit) -> Starter:
+        """Own a starter :func:`murmur.starter.early.prestart` started, moving it into ``unit``.
+
+        Raises:
+            OSError: it could not be moved (it is killed and reaped first).
+        """
+        got = cls(spawned.popen, spawned.sock, None)
+        try:
+            got.contain(unit)
+        except OSError:
+            got.discard()
+            unit.release()
+            raise
+        return got
 
     def contain(self, unit: containment.Unit) -> None:
         """Move the (childless) starter into ``unit`` and register it there.
@@ -320,31 +331,3 @@ class Starter:
             return int(answer["pid"])
         code = answer.get("errno")
         raise OSError(code if isinstance(code, int) else 0, str(answer.get("error") or "the starter refused"))
-
-
-_early: Starter | None = None
-
-
-def prestart(environ: dict[str, str]) -> None:
-    """Start a launcher's starter at once, uncontained (:meth:`Starter.contain` places it
-    once the formation's units exist), so its imports overlap the launcher's own start-up;
-    nothing when ``environ`` asks for the exec path."""
-    global _early
-    from murmur import starter
-
-    if _early is None and starter.wanted(environ):
-        _early = Starter.launch(environ, contained=False)
-
-
-def take() -> Starter | None:
-    """The starter :func:`prestart` started, handed to its owner (once)."""
-    global _early
-    got, _early = _early, None
-    return got
-
-
-def discard_unused() -> None:
-    """Kill and reap a prestarted starter nobody took (a launch refused before it started)."""
-    got = take()
-    if got is not None:
-        got.discard()

@@ -2,9 +2,10 @@
 
 Specification: ``spec/formation.md`` "The warm start path". Run by a launcher as::
 
-    python -m murmur.starter.server --socket-fd N --parent PID
+    python -m murmur.cli.warm_starter --socket-fd N --parent PID --title-room BLANKS
 
-It imports what a member's ``mur run`` imports (:data:`PRELOAD`), then answers
+(the command line's module hands :func:`main` ``mur``'s own ``main`` as what every fork runs,
+and the list of modules to import). It imports them, warms what a child would build itself, then answers
 ``{"ready": pid}`` on its socket and serves requests (:mod:`murmur.starter.protocol`): each
 ``start`` forks one child (:func:`murmur.starter.child.run`), answers its pid, and closes the
 starter's copies of the child's descriptors at once (so EOF on a member's pipes means what it
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import errno
+import gc
 import importlib
 import os
 import select
@@ -30,49 +32,10 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable, Sequence
 
-from murmur.starter import child, protocol
-
-PRELOAD = (
-    "murmur.cli.mur",
-    "murmur.cli._common",
-    "murmur.cli.cmd_run",
-    "murmur.registry",
-    "murmur.registry.build",
-    "murmur.tree.cascade",
-    "murmur.tree.lineage",
-    "murmur.tree.contrib",
-    "murmur.tree.journal",
-    "murmur.tree.snapshot",
-    "murmur.manifest.support",
-    "murmur.assembly.workloads",
-    "murmur.httpserve",
-    "murmur.delegation.spawner",
-    "encodings.utf_8_sig",
-    "encodings.cp437",
-    "ruamel.yaml.mergevalue",
-    "zipfile",
-    "murmur.assembly.compose",
-    "murmur.assembly.contributors",
-    "murmur.cli.run_session",
-    "murmur.session.session",
-    "murmur.session.door",
-    "murmur.formation.member",
-    "murmur.formation.membership",
-    "murmur.formation.firstline",
-    "murmur.formation.verifier",
-    "murmur.formation.calls",
-    "murmur.formation.channel",
-    "murmur.plan.load",
-    "murmur.manifest.load",
-    "hypercorn.trio",
-    "httpx",
-    "cryptography.hazmat.primitives.asymmetric.ed25519",
-)
-"""Imported before ``ready``: what a member's ``mur run`` imports (its session, door, plan,
-registry and tree code, the formation member side, the call transport and the token check;
-the list is what ``PYTHONPROFILEIMPORTTIME=1`` shows a forked member still importing without
-it). A name that is missing is skipped."""
+from murmur.starter import child, procarea, protocol
+from murmur.starter.child import Entry
 
 _PR_SET_PDEATHSIG = 1
 
@@ -88,8 +51,9 @@ def die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def preload() -> None:
-    for name in PRELOAD:
+def preload(names: Sequence[str]) -> None:
+    """Import each of ``names``; a name that is missing is skipped."""
+    for name in names:
         try:
             importlib.import_module(name)
         except ImportError:
@@ -97,18 +61,24 @@ def preload() -> None:
 
 
 def title(parent: int) -> None:
-    """Name this process ``mur starter (launcher <pid>)``; this also sets up ``setproctitle``
-    while the environment is still in place, so a forked child can set its own title.
+    """Name this process ``mur starter (launcher <pid>)`` (one argument, so ``/proc/<pid>/cmdline``
+    starts with those bytes), its environment area left as it is.
 
-    ``SPT_NOENV``: titles use only the argument area (the launcher passes ``--title-room``,
-    blank, to make it large enough), so ``/proc/<pid>/environ`` keeps the environment the
-    starter started with instead of being overwritten by the title.
+    Where the kernel does not let it point its argument area elsewhere
+    (:func:`murmur.starter.procarea.point_areas`), ``setproctitle`` sets the title, and is set
+    up here while the environment is still in place so a forked child can set its own.
+    ``SPT_NOENV``: titles then use only the argument area (the launcher passes
+    ``--title-room``, blank, to make it large enough), so ``/proc/<pid>/environ`` keeps the
+    environment the starter started with instead of being overwritten by the title.
     """
+    text = f"mur starter (launcher {parent})"
+    if procarea.point_areas([text], None):
+        return
     os.environ["SPT_NOENV"] = "1"
     try:
         import setproctitle
 
-        setproctitle.setproctitle(f"mur starter (launcher {parent})")
+        setproctitle.setproctitle(text)
     except ImportError:
         pass
 
@@ -116,8 +86,10 @@ def title(parent: int) -> None:
 class Server:
     """The request loop (one per starter process)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, entry: Entry, later: Sequence[str] = ()) -> None:
         self.sock = sock
+        self.entry = entry
+        self.later = list(later)
         self.poll = select.poll()
         self.poll.register(sock.fileno(), select.POLLIN)
         self.children: dict[int, int] = {}  # pidfd -> pid
@@ -132,8 +104,12 @@ class Server:
         """Serve until the socket reaches EOF."""
         while True:
             try:
-                events = self.poll.poll()
+                events = self.poll.poll(0 if self.later else None)
             except InterruptedError:
+                continue
+            if not events and self.later:  # idle: one more module every later child shares
+                preload([self.later.pop(0)])
+                gc.freeze()
                 continue
             for fd, _ev in events:
                 if fd == self.sock.fileno():
@@ -182,7 +158,7 @@ class Server:
         pid = os.fork()
         if pid == 0:
             try:
-                child.run(req, fds)
+                child.run(req, fds, self.entry)
             finally:
                 os._exit(127)
         try:
@@ -207,8 +183,21 @@ class Server:
         self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="murmur.starter.server")
+def main(argv: list[str] | None, *, entry: Entry, imports: Sequence[str] = (),
+         later: Sequence[str] = (), warm: Callable[[], object] | None = None) -> int:
+    """The starter process's whole life (its command line: ``--socket-fd N --parent PID
+    [--title-room BLANKS]``); 0 once its socket reached EOF.
+
+    Args:
+        argv: its arguments (default ``sys.argv[1:]``).
+        entry: what every forked child runs (``mur``'s ``main``: arguments → exit status).
+        imports: modules imported before ``ready`` (what a child imports before it is ready).
+        later: modules imported after ``ready``, one at a time while no request waits (what a
+            child imports only once it works).
+        warm: called once after ``imports``, before ``ready`` (fills caches every child would
+            fill itself); an exception in it is ignored.
+    """
+    ap = argparse.ArgumentParser(prog="murmur.starter")
     ap.add_argument("--socket-fd", type=int, required=True)
     ap.add_argument("--parent", type=int, required=True)
     ap.add_argument("--title-room", default="", help="blank room for the members' titles")
@@ -219,12 +208,17 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent(a.parent)
     sock = socket.socket(fileno=a.socket_fd)
     sock.set_inheritable(False)
-    preload()
-    server = Server(sock)
+    gc.disable()  # imports allocate much and free almost nothing (as mur run's own start-up)
+    preload(imports)
+    if warm is not None:
+        try:
+            warm()
+        except Exception:
+            pass
+    gc.freeze()  # what is imported now is never scanned again: children share those pages untouched
+    gc.enable()
+    server = Server(sock, entry, later)
     server.send({"ready": os.getpid()})
     server.serve()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,7 @@ import trio
 from murmur import registry
 
 from ._busy import MUR, VARIANTS, Capsule, Report
-from ._rig import Rig, Started, escaped
+from ._rig import START_PATHS, Rig, Started, escaped
 from ._tree import Proc
 
 pytestmark = [pytest.mark.e2e]
@@ -114,8 +114,15 @@ async def _delegating(rig: Rig) -> tuple[Started, dict[str, int], list[Report]]:
             command = rig.census.procs[r.command]  # the step's process; its parent is the child
             children[r.session] = command.ppid
     assert len(children) == 2, children
-    for session, pid in children.items():
-        assert rig.census.procs[pid].ppid == parent.pid, f"child {session} is not the parent's"
+    for session, pid in children.items():  # the parent's, or its warm starter's (its parent the parent)
+        p = rig.census.procs[pid]
+        assert p.cmd.startswith("mur run --capsule ") or " run --capsule " in p.cmd, p.describe()
+        owner = rig.census.procs.get(p.ppid)
+        if rig.start_path == "warm":
+            assert owner is not None and owner.cmd.startswith("mur starter"), f"child {session}: {p.describe()}"
+            assert owner.ppid == parent.pid, f"child {session}'s starter is not the parent's: {owner.describe()}"
+        elif rig.start_path == "exec":
+            assert p.ppid == parent.pid, f"child {session} is not the parent's"
     if rig.klass == "cgroup":  # the parent's unit holds its children and all they started
         assert len(rig.census.units) == 1, rig.census.units
     return parent, children, reports
@@ -127,6 +134,7 @@ def _of(rig: Rig, session: str, pid: int) -> Sequence[Proc]:
             or any(r.pid == p.pid and r.session == session for r in rig.fifo.reports)]
 
 
+@pytest.mark.parametrize("start_path", START_PATHS, indirect=True)
 @pytest.mark.parametrize("how", ["kill", "term", "term-twice"])
 async def test_delegating_parent(rig: Rig, how: str) -> None:
     """The parent SIGKILLed / SIGTERMed (once, twice) while both children and all steps run."""
@@ -145,6 +153,7 @@ async def test_delegating_parent(rig: Rig, how: str) -> None:
             assert await parent.proc.wait() in signalled_status(how), parent.stderr()
 
 
+@pytest.mark.parametrize("start_path", START_PATHS, indirect=True)
 async def test_delegated_child_killed(rig: Rig) -> None:
     """One delegated child SIGKILLed mid-step: all of it goes while the parent runs on; then
     the parent's SIGTERM leaves nothing at all."""
