@@ -5,7 +5,7 @@ Modules::
     options       RunOptions, ./.env, --task                          what a run starts from
     checks        refusals before anything starts (E-RUN-011, E-RUN-010, E-IO-001, E-CAP-003)
     capsule       the manifest: ./murmur.yaml, --manifest, or an installed --capsule
-    workloads     the workload the manifest declares (a plan or the agent loop)
+    workload_choice  the workload the manifest declares (a plan or the agent loop)
     contributors  the formation member, process-tree and delegated-child sides
     compose       options → stores → workload → contributors → SessionSetup
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     )
     from murmur.assembly.compose import prepare
     from murmur.assembly.options import RunOptions, load_env_file, read_task, session_environ
-    from murmur.assembly.workloads import load_workload, workload_kind
+    from murmur.assembly.workload_choice import load_workload, workload_kind
 
 __all__ = [
     "RunOptions",
@@ -52,5 +52,5 @@ __getattr__ = lazy.face(__name__, {
                "refuse_unknown_containment"],
     "compose": ["prepare"],
     "options": ["RunOptions", "load_env_file", "read_task", "session_environ"],
-    "workloads": ["load_workload", "workload_kind"],
+    "workload_choice": ["load_workload", "workload_kind"],
 })

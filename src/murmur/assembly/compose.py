@@ -26,7 +26,7 @@ from murmur.assembly.checks import (
     refuse_unknown_containment,
 )
 from murmur.assembly.options import RunOptions, read_task, session_environ, usage_error
-from murmur.assembly.workloads import load_workload, workload_kind
+from murmur.assembly.workload_choice import load_workload, workload_kind
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError, UsageError
 from murmur.ids import new_id

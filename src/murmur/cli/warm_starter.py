@@ -22,7 +22,7 @@ PRELOAD = (
     "murmur.tree.contrib",
     "murmur.tree.journal",
     "murmur.manifest.support",
-    "murmur.assembly.workloads",
+    "murmur.assembly.workload_choice",
     "murmur.httpserve",
     "murmur.delegation.spawner",
     "encodings.utf_8_sig",

@@ -6,7 +6,7 @@ Modules::
 
     spawner       MURMUR_SPAWNER: the handle a child reports to (E-RUN-020)          pure
     environment   the child's environment, built from nothing                      pure
-    watch         the delegation bound; what the launcher reports, and when        pure
+    watch_policy  the child watch: its bound; what the launcher reports, and when  pure
     book          the delegating session's delegations; its door's completion rule
     completion    completion.json (one reporter) and the completion post
     approval      the approval on a child's stdin

@@ -35,7 +35,7 @@ import trio
 from murmur import containment
 from murmur.delegation.book import Entry
 from murmur.delegation.spawner import SPAWNER_LIFELINE_ENV
-from murmur.delegation.watch import describe_exit
+from murmur.delegation.watch_policy import describe_exit
 from murmur.lines import read_lines
 from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: murmur.starter
 from murmur.starter import mur_command as mur_command

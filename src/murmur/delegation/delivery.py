@@ -20,7 +20,7 @@ import trio
 
 from murmur import timing
 from murmur.a2a import A2AClient, replies, requests
-from murmur.delegation.watch import describe_exit
+from murmur.delegation.watch_policy import describe_exit
 from murmur.ids import new_id
 
 POLL_FIRST = 0.05  # GetTask polling starts here and doubles up to timing.MEMBER_POLL

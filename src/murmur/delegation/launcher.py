@@ -69,7 +69,7 @@ from murmur.delegation.environment import child_environment
 from murmur.delegation.release import give_back
 from murmur.delegation.reporting import Reporter
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch import Ending, describe_exit
+from murmur.delegation.watch_policy import Ending, describe_exit
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
 from murmur.manifest import Manifest

@@ -1,7 +1,7 @@
 """Exactly one report per delegation, from the launcher's side.
 
 Specification: ``spec/delegation.md`` "Exactly one reporter". When the child leaves no completion of
-its own, the launcher reports (:func:`murmur.delegation.watch.launcher_report`): ``crashed``
+its own, the launcher reports (:func:`murmur.delegation.watch_policy.launcher_report`): ``crashed``
 for a child that exited without one, ``terminated`` when the watch expired (posted to this
 session's own door) or when this session stopped the delegation (recorded in
 ``completion.json`` and posted to nobody). An undelivered completion the child wrote is
@@ -23,7 +23,7 @@ from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.child_process import Child
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch import Ending, LauncherReport, launcher_report
+from murmur.delegation.watch_policy import Ending, LauncherReport, launcher_report
 
 
 class Reporter:

@@ -36,7 +36,7 @@ from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.launcher import Launcher
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch import delegation_bound
+from murmur.delegation.watch_policy import delegation_bound
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from murmur.delegation.watch import Ending, delegation_bound, describe_exit, launcher_report
+from murmur.delegation.watch_policy import Ending, delegation_bound, describe_exit, launcher_report
 from murmur.manifest.model import Lifecycle, Manifest
 
 
