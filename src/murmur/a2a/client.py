@@ -33,18 +33,20 @@ from murmur.a2a.replies import Reply
 
 
 def loopback_client(
-    *, timeout: float = timing.A2A_REQUEST, transport: httpx.AsyncBaseTransport | None = None
+    *, timeout: float = timing.A2A_REQUEST, transport: httpx.AsyncBaseTransport | None = None, base_url: str = ""
 ) -> httpx.AsyncClient:
-    """A fresh ``httpx.AsyncClient`` for loopback A2A calls (the caller closes it).
+    """A fresh ``httpx.AsyncClient`` for loopback calls (the caller closes it): every A2A call,
+    and the mur-roost client's. No proxy from the environment, no redirects, no CA bundle.
 
     Args:
         timeout (float): httpx's connect / read / write / pool timeout, seconds.
         transport (httpx.AsyncBaseTransport | None): None for real HTTP; a test's transport.
+        base_url (str): what relative request URLs are joined to ("" for none).
     """
     quiet = logging.getLogger("httpx")
     quiet.setLevel(max(logging.WARNING, quiet.level))
     return httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout, transport=transport,
-                             verify=_no_trust_anchors())
+                             verify=_no_trust_anchors(), base_url=base_url)
 
 
 def _no_trust_anchors() -> ssl.SSLContext:

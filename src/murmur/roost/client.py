@@ -22,6 +22,7 @@ from urllib.parse import quote
 import attrs
 import httpx
 
+from murmur.a2a import loopback_client
 from murmur.errors import MurmurError
 
 __all__ = [
@@ -123,8 +124,9 @@ class RoostClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        # mur-roost listens on loopback only: never through a proxy named in the environment
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport, trust_env=False)
+        # mur-roost listens on loopback only: the one loopback client factory (no proxy named
+        # in the environment, no redirects)
+        self._http = loopback_client(base_url=self.base_url, timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> RoostClient:
         return self
