@@ -287,14 +287,14 @@ class TestWatch:
 
 class TestWait:
     async def test_answer_then_release(self, rig: Any, tmp_path: Path) -> None:
-        """wait=True: the answer read with GetTask, the call recorded completed, the child released."""
+        """wait=True: the answer read with GetTask, the call recorded completed, the child left to finish."""
         r: Rig = await rig("serve-answer")
         result = await r.delegate(wait=True, task="sum it")
         assert (result["status"], result["output"]) == ("completed", "fake answer: sum it")
         call = [f for f in r.of("delegation") if f["outcome"] == "completed"]
         assert len(call) == 1 and call[0]["reason"] is None
         child_dir = next((tmp_path / "work" / ".murmur" / "children").iterdir())
-        data = await completion_record(child_dir)  # the stand-in writes none: released, then crashed
+        data = await completion_record(child_dir)  # the stand-in writes none: left to finish, then crashed
         assert data["status"] == "crashed" and pid_gone(r.info()["pid"])
 
     async def test_answer_from_the_result_file(self, rig: Any) -> None:

@@ -111,19 +111,19 @@ class Child:
     wake: trio.Event = attrs.field(factory=trio.Event)
     finished: trio.Event = attrs.field(factory=trio.Event)
     stop_reason: str | None = None
-    released: bool = False
+    left_to_finish: bool = False  # the answer was read: the child ends and reports for itself
     reported: bool = False  # the launcher is done with this delegation's outcome
 
     def stop(self, reason: str) -> None:
         """The parent ends this delegation (reported ``terminated``, posted to nobody)."""
-        if self.stop_reason is None and not self.released:
+        if self.stop_reason is None and not self.left_to_finish:
             self.stop_reason = reason
         self.wake.set()
 
-    def release(self) -> None:
+    def let_finish(self) -> None:
         """The parent has what it needed: let the child end and report for itself."""
         if self.stop_reason is None:
-            self.released = True
+            self.left_to_finish = True
         self.wake.set()
 
     @property
@@ -324,7 +324,7 @@ def _kill_unit(child: Child) -> None:
 async def terminate(child: Child, grace: float) -> None:
     """SIGTERM, ``grace`` seconds, SIGKILL of its unit; always reaped; its unit swept after.
 
-    Used for every end the launcher brings about (a released child, a stopped or expired one,
+    Used for every end the launcher brings about (a child left to finish, a stopped or expired one,
     a failed launch). Run it shielded when it must finish under cancellation. A child never
     started is left.
     """

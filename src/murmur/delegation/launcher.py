@@ -383,7 +383,7 @@ class Launcher:
             entry=child.entry,
             reason=output,
         )
-        child.release()
+        child.let_finish()
         return {**base, "status": status, "output": output}
 
     async def _answer(self, child: Child, ready: Ready) -> tuple[str, str]:
@@ -518,7 +518,7 @@ class Launcher:
     async def _watch(self, child: Child) -> Ending:
         """Until the child exits, is stopped, or its watch (``bound`` from readiness) expires.
 
-        A released child is terminated (SIGTERM, then its unit killed after the stop grace) and
+        A child left to finish is terminated (SIGTERM, then its unit killed after the stop grace) and
         reports for itself."""
         assert child.ready_at is not None
         with trio.move_on_at(child.ready_at + self.bound):
@@ -527,11 +527,11 @@ class Launcher:
                     return Ending.EXITED
                 if child.stop_reason is not None:
                     return Ending.STOPPED
-                if child.released:
+                if child.left_to_finish:
                     await self._terminate(child)  # SIGTERM: its session ends and reports
                     return Ending.EXITED
                 child.wake = trio.Event()
-                if child.exited.is_set() or child.stop_reason is not None or child.released:
+                if child.exited.is_set() or child.stop_reason is not None or child.left_to_finish:
                     continue
                 await child.wake.wait()
         return Ending.EXITED if child.exited.is_set() else Ending.EXPIRED

@@ -262,7 +262,7 @@ class DelegationRuntime:
         The book decides (a completion for an open delegation of this session is accepted and
         closes it; any other is refused with ``-31002``). A session that is closing — its last
         task has ended, or it is winding down — queues no task, yet its end hook is still
-        waiting for the children it released; so an accepted completion is then taken without
+        waiting for the children it left to finish; so an accepted completion is then taken without
         a task: the ``delegation`` record is written and the child is told it was delivered.
 
         Args:
