@@ -38,7 +38,7 @@ PLAIN_THIRD_PARTY = [
 NOT_FOR_A_PLAIN_SESSION = (
     "murmur.formation.member", "murmur.formation.membership", "murmur.formation.firstline",
     "murmur.formation.verifier", "murmur.formation.tokens", "murmur.formation.channel",
-    "murmur.delegation.child", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
+    "murmur.delegation.contributor", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
 )
 # Standard-library modules a plain plan session never loads: imported where they are used
 # (a did-you-mean hint, an over-long JSON integer, a shown command line) or never needed by a
@@ -88,7 +88,7 @@ def test_delegating_manifest_loads_the_delegation_side(tmp_path: Path) -> None:
     got = loaded(tmp_path, extra, env={"MURMUR_ROOST_URL": "http://127.0.0.1:9"})
     murmur_modules = got["murmur"]
     assert isinstance(murmur_modules, list)
-    assert "murmur.delegation.child" in murmur_modules and "murmur.delegation.runtime" in murmur_modules
+    assert "murmur.delegation.contributor" in murmur_modules and "murmur.delegation.runtime" in murmur_modules
     assert "murmur.formation.member" not in murmur_modules
 
 

@@ -11,7 +11,7 @@ import trio
 
 from murmur.delegation import completion as comp
 from murmur.delegation.book import Entry
-from murmur.delegation.child import install
+from murmur.delegation.contributor import install
 from murmur.delegation.runtime import DelegationRuntime
 from murmur.delegation.spawner import SpawnerHandle
 from murmur.ids import new_id

@@ -5,9 +5,9 @@ session's environment, and adds its watchers, hooks, verifiers and services, in 
 
 1. the formation member side (:func:`murmur.formation.member.contribute`), when the
    environment names a formation;
-2. the process tree (:func:`murmur.tree.contrib.contribute`), always (it reads the formation
+2. the process tree (:func:`murmur.tree.contributor.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
-3. the delegated-child side (:func:`murmur.delegation.child.contribute`), when the run was
+3. the delegated-child side (:func:`murmur.delegation.contributor.contribute`), when the run was
    delegated or its manifest may delegate, and the capsule links of a capsule that may
    delegate (:func:`murmur.links.install_links`, the capability socket).
 

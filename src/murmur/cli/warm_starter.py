@@ -19,7 +19,7 @@ PRELOAD = (
     "murmur.registry",
     "murmur.registry.build",
     "murmur.tree.lineage",
-    "murmur.tree.contrib",
+    "murmur.tree.contributor",
     "murmur.tree.journal",
     "murmur.manifest.support",
     "murmur.assembly.workload_choice",

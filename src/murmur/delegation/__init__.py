@@ -16,7 +16,7 @@ Modules::
     reporting     exactly one report per delegation, from the launcher's side
     release       a launch that falls short gives its mur-roost slot back at once
     runtime       registration, hooks and services of one session
-    child         the session contributor (called for every `mur run`)
+    contributor   the session contributor (called for every `mur run`)
 
 Other packages import what is in ``__all__`` from here; each name's module is imported on
 first use (every ``mur run`` reads the spawner variables; only a session that delegates or was
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
-    from murmur.delegation.child import contribute
     from murmur.delegation.completion import read_completion
+    from murmur.delegation.contributor import contribute
     from murmur.delegation.launcher import resolve_global
     from murmur.delegation.runtime import DelegationRuntime
     from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "child": ["contribute"],
+    "contributor": ["contribute"],
     "completion": ["read_completion"],
     "launcher": ["resolve_global"],
     "runtime": ["DelegationRuntime"],

@@ -1,7 +1,7 @@
 """A session's delegation runtime: registration, the launcher, the child's own report.
 
 One :class:`DelegationRuntime` per session that delegates, was delegated, or both. It is
-wired into the session by :func:`murmur.delegation.child.contribute` through the
+wired into the session by :func:`murmur.delegation.contributor.contribute` through the
 :class:`~murmur.session.session.SessionSetup` extension points:
 
 ==================  ===========================================================================

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
-    from murmur.tree.contrib import contribute, mark_uncertain, session_lineage
+    from murmur.tree.contributor import contribute, mark_uncertain, session_lineage
     from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
     from murmur.tree.lineage import LINEAGE_ENV, cut_caller, narrowings, refusal_sentence
     from murmur.tree.snapshot import load_forest
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "contrib": ["contribute", "mark_uncertain", "session_lineage"],
+    "contributor": ["contribute", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
     "lineage": ["LINEAGE_ENV", "cut_caller", "narrowings", "refusal_sentence"],
     "snapshot": ["load_forest"],

@@ -12,7 +12,12 @@ import trio
 
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook, Entry
-from murmur.delegation.child import PlanCompletions, completion_summary, completion_warning, install
+from murmur.delegation.contributor import (
+    PlanCompletions,
+    completion_summary,
+    completion_warning,
+    install,
+)
 from murmur.delegation.spawner import SpawnerHandle
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
