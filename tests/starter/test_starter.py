@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from murmur import containment, starter
 from murmur.formation.process import ProcessSpawner, mur_command
@@ -318,3 +319,38 @@ async def test_the_seam_falls_back_to_exec(tmp_path: Path) -> None:
         await handle.aclose()
     assert line is not None and line.startswith(b"mur ")
     assert code == 0
+
+
+class _GoneStarter:
+    """A starter that went away: it reports no exit status for anything."""
+
+    def __init__(self) -> None:
+        self.exits: dict[int, int] = {}
+
+    async def wait_exit(self, pid: int) -> int | None:
+        return None
+
+
+async def test_several_waiters_after_the_starter_died() -> None:
+    """The starter is gone and two tasks wait for the same forked process (a reaper and a
+    stop): both see its end through the one pidfd, neither raises BusyResourceError."""
+    from murmur.starter.client import UNKNOWN_STATUS
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        proc = WarmProcess(_GoneStarter(), sleeper.pid, None, None)  # type: ignore[arg-type]
+        codes: list[int] = []
+
+        async def waiter() -> None:
+            codes.append(await proc.wait())
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiter)
+                nursery.start_soon(waiter)
+                await trio.testing.wait_all_tasks_blocked()
+                sleeper.kill()
+        assert codes == [UNKNOWN_STATUS, UNKNOWN_STATUS] and proc.returncode == UNKNOWN_STATUS
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)

@@ -102,5 +102,6 @@ def read_task(value: str, cwd: Path) -> str:
         return read_user_text(path, limit=MAX_TASK_FILE_BYTES)
     except UserFileError as exc:
         code = "E-IO-002" if exc.kind == "denied" else "E-IO-003"
-        raise DiagnosticError(error(code, f"cannot read the task file {path}: {exc.reason}")) from None
+        raise DiagnosticError(error(code, f"cannot read the task file {path}: {exc.reason}", path=str(path),
+                                    hint="pass a readable regular file (at most 16 MiB of UTF-8), or the task's text")) from None
 

@@ -64,6 +64,7 @@ class WarmProcess:
             self._pidfd: int | None = os.pidfd_open(pid)
         except OSError:
             self._pidfd = None
+        self._pidfd_waiter = trio.Lock()  # one task at a time may wait on the pidfd
 
     def send_signal(self, sig: int) -> None:
         """Signal it through its pidfd (never a reused pid); nothing once it has been reaped.
@@ -84,14 +85,16 @@ class WarmProcess:
         """Wait until the starter has reaped it; its exit status.
 
         If the starter dies first, waits for the process itself to end (its ``pidfd``) and
-        gives :data:`UNKNOWN_STATUS`.
+        gives :data:`UNKNOWN_STATUS`. Several tasks may wait at once (the owner's reaper and a
+        stop, say): they take turns on the pidfd, and the first to see the end records it.
         """
         try:
             code = await self._starter.wait_exit(self.pid)
             if code is None:  # the starter is gone: the member was re-parented
-                if self._pidfd is not None:
-                    await trio.lowlevel.wait_readable(self._pidfd)
-                self._starter.exits.setdefault(self.pid, UNKNOWN_STATUS)
+                async with self._pidfd_waiter:
+                    if self._pidfd is not None and self.returncode is None:
+                        await trio.lowlevel.wait_readable(self._pidfd)
+                    self._starter.exits.setdefault(self.pid, UNKNOWN_STATUS)
                 code = self._starter.exits[self.pid]
             return code
         finally:
