@@ -336,7 +336,7 @@ async def test_several_waiters_after_the_starter_died() -> None:
     stop): both see its end through the one pidfd, neither raises BusyResourceError."""
     from murmur.starter.client import UNKNOWN_STATUS
 
-    sleeper = subprocess.Popen(["sleep", "30"])
+    sleeper = await trio.lowlevel.open_process(["sleep", "30"])
     try:
         proc = WarmProcess(_GoneStarter(), sleeper.pid, None, None)  # type: ignore[arg-type]
         codes: list[int] = []
@@ -353,4 +353,5 @@ async def test_several_waiters_after_the_starter_died() -> None:
         assert codes == [UNKNOWN_STATUS, UNKNOWN_STATUS] and proc.returncode == UNKNOWN_STATUS
     finally:
         sleeper.kill()
-        sleeper.wait(10)
+        with trio.CancelScope(shield=True), trio.fail_after(10):
+            await sleeper.wait()
