@@ -326,11 +326,13 @@ OWNER = textwrap.dedent(
 )
 
 
-async def test_the_janitor_cleans_up_after_a_sigkilled_owner(
-    contained: Containment, owned: Owned, units: list[Path], tmp_path: Path
-) -> None:
-    script = tmp_path / "owner.py"
-    script.write_text(OWNER)
+async def _start_owner(
+    contained: Containment, owned: Owned, units: list[Path], script: Path, text: str, *args: str,
+    stdin: int | None = None,
+) -> trio.Process:
+    """Run ``text`` as a script owning a containment of the fixture's class under a fresh
+    label (its unit recorded for clean-up, its pid owned); stdout is a pipe."""
+    await trio.Path(script).write_text(text)
     env = dict(os.environ)
     env.pop(UNIT_ENV, None)
     if contained.class_name == GROUPS:
@@ -341,10 +343,17 @@ async def test_the_janitor_cleans_up_after_a_sigkilled_owner(
     if HOST.base is not None:
         units.append(HOST.base / f"murmur-{name}")
     owner = await trio.lowlevel.open_process(
-        [sys.executable, str(script), name, ESCAPE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [sys.executable, str(script), name, *args], env=env, stdin=stdin, stdout=subprocess.PIPE,
         start_new_session=True,
     )
     owned.add(owner.pid)
+    return owner
+
+
+async def test_the_janitor_cleans_up_after_a_sigkilled_owner(
+    contained: Containment, owned: Owned, units: list[Path], tmp_path: Path
+) -> None:
+    owner = await _start_owner(contained, owned, units, tmp_path / "owner.py", OWNER, ESCAPE, stdin=subprocess.PIPE)
     try:
         assert owner.stdout is not None
         with trio.fail_after(15):
@@ -405,21 +414,7 @@ async def test_a_forced_exit_kills_what_the_containment_holds(
 ) -> None:
     """``forced_exit`` SIGKILLs this process's contained commands before ``os._exit``
     (murmur.containment.kill_all_here), not only after it, when the janitor would."""
-    script = tmp_path / "forced.py"
-    script.write_text(FORCED)
-    env = dict(os.environ)
-    env.pop(UNIT_ENV, None)
-    if contained.class_name == GROUPS:
-        env["MURMUR_CONTAINMENT"] = "groups"
-    else:
-        env.pop("MURMUR_CONTAINMENT", None)
-    name = label()
-    if HOST.base is not None:
-        units.append(HOST.base / f"murmur-{name}")
-    owner = await trio.lowlevel.open_process(
-        [sys.executable, str(script), name], env=env, stdout=subprocess.PIPE, start_new_session=True,
-    )
-    owned.add(owner.pid)
+    owner = await _start_owner(contained, owned, units, tmp_path / "forced.py", FORCED)
     try:
         assert owner.stdout is not None
         got = b""
