@@ -180,11 +180,7 @@ class Starter:
     def discard(self) -> None:
         """Kill and reap the starter now (synchronous; it forked nothing that is still ours)."""
         self.alive = False
-        try:
-            os.killpg(self._popen.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self._popen.wait()
+        early.kill_group(self._popen)
         self._sock.close()
         if self._unit is not None:
             self._unit.release()

@@ -119,9 +119,14 @@ def discard_unused() -> None:
 
 def kill(spawned: Spawned) -> None:
     """SIGKILL the starter's process group, reap it, close the socket (synchronous)."""
+    kill_group(spawned.popen)
+    spawned.sock.close()
+
+
+def kill_group(popen: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a starter's process group (its pgid is its pid) and reap it (synchronous)."""
     try:
-        os.killpg(spawned.popen.pid, signal.SIGKILL)
+        os.killpg(popen.pid, signal.SIGKILL)
     except OSError:
         pass
-    spawned.popen.wait()
-    spawned.sock.close()
+    popen.wait()
