@@ -156,11 +156,13 @@ def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float
     while True:
         found = linked(set(seeds) | stopped, process_table(), skip)
         new = found - stopped
-        if not new or time.monotonic() >= end:
+        if not new:
             break
-        for pid in new:
+        for pid in new:  # what a scan found is stopped (and then killed) even past the bound
             _signal(pid, signal.SIGSTOP)
         stopped |= new
+        if time.monotonic() >= end:
+            break
         _wait_states(new, _STOPPED_OR_DEAD, max(0.0, end - time.monotonic()))
     units = _units_of(stopped)  # their janitors are in the tree too: nobody else removes these
     for pid in stopped:
