@@ -1,0 +1,42 @@
+"""The kernel sandbox around every command a capsule runs (spec/containment.md).
+
+Thin public face over private modules:
+
+* :class:`Policy` (:mod:`~murmur.sandbox.policy`) — what a session's commands may touch;
+* :func:`compile` (:mod:`~murmur.sandbox.compiled`) — made once when a session starts: the
+  Landlock ruleset, the seccomp program, the namespaces and the egress proxy's listener;
+* :class:`Confinement` (:mod:`~murmur.sandbox.confine`) — what one start applies;
+* :func:`probe` (:mod:`~murmur.sandbox.host`) — what this host can back;
+* :func:`resolve_class` (:mod:`~murmur.sandbox.classes`) — the class a session runs at;
+* :func:`install` / :func:`current` — the sandbox of this process's session.
+"""
+
+from murmur.sandbox.classes import denied_exec, resolve_class
+from murmur.sandbox.compiled import Sandbox, SandboxError, compile, refusal
+from murmur.sandbox.confine import Confined, Confinement, from_wire
+from murmur.sandbox.current import current, install, uninstall
+from murmur.sandbox.host import HOST_ENV, HostSupport, probe
+from murmur.sandbox.limits import Limits, stopped_by
+from murmur.sandbox.policy import Policy, from_manifest
+
+__all__ = [
+    "HOST_ENV",
+    "Confined",
+    "Confinement",
+    "HostSupport",
+    "Limits",
+    "Policy",
+    "Sandbox",
+    "SandboxError",
+    "compile",
+    "current",
+    "denied_exec",
+    "from_manifest",
+    "from_wire",
+    "install",
+    "probe",
+    "refusal",
+    "resolve_class",
+    "stopped_by",
+    "uninstall",
+]

@@ -1,0 +1,76 @@
+"""Which class a session runs at, and how a refused exec reads (pure; spec/containment.md).
+
+The class is the strongest of: the manifest's floor (``capabilities.containment``), ``mur run
+--containment``, the parent's class (a delegated child or formation member never runs below
+the session that started it: ``MURMUR_SANDBOX_FLOOR``, set by the runtime), and
+``MURMUR_SANDBOX_CLASS`` (an operator's or a test suite's raise). No source: advisory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+
+from murmur.manifest.model import Containment
+
+__all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "denied_exec", "resolve_class", "strongest"]
+
+FLOOR_ENV = "MURMUR_SANDBOX_FLOOR"
+"""Runtime-owned: the class of the session that started this one (the envelope's containment axis)."""
+
+CLASS_ENV = "MURMUR_SANDBOX_CLASS"
+"""An operator's (or a test suite's) raise of every session's class: ``advisory|scoped|sealed``."""
+
+_DENIED = re.compile(r"(?:^|[\s'\"])([^\s:'\"]+)['\"]?: (?:Permission denied)|Permission denied: '([^']+)'")
+
+
+def strongest(classes: Iterable[Containment | None]) -> Containment:
+    """The strongest of ``classes`` (advisory when none is given)."""
+    best = Containment.ADVISORY
+    for c in classes:
+        if c is not None and c.rank > best.rank:
+            best = c
+    return best
+
+
+def class_problem(text: str | None) -> str | None:
+    """Why ``text`` names no class (None when it is empty or a class)."""
+    if not text:
+        return None
+    if text.strip().lower() in ("advisory", "scoped", "sealed"):
+        return None
+    return f"`{text}` names no containment class (advisory, scoped or sealed)"
+
+
+def _parse(text: str | None) -> Containment | None:
+    if not text or class_problem(text):
+        return None
+    return Containment(text.strip().lower())
+
+
+def resolve_class(floor: Containment | None, flag: str | None = None,
+                  environ: Mapping[str, str] | None = None) -> Containment:
+    """The class a session runs at (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    return strongest([floor, _parse(flag), _parse(env.get(FLOOR_ENV)), _parse(env.get(CLASS_ENV))])
+
+
+def denied_exec(stderr: bytes | str, allow: Iterable[str], search_path: str = "") -> str | None:
+    """The binary a confined command was refused ``exec`` of, read from its stderr, or None.
+
+    Shells word it ``sh: 1: ls: Permission denied`` or ``bash: line 1: /usr/bin/ls: Permission
+    denied``; Python ``PermissionError: [Errno 13] Permission denied: 'ls'``. Only a name
+    that is not in ``allow`` and is found on ``search_path`` counts.
+    """
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    granted = set(allow)
+    for m in _DENIED.finditer(text):
+        name = os.path.basename(m.group(1) or m.group(2) or "")
+        if not name or name in granted:
+            continue
+        if search_path and shutil.which(name, path=search_path) is None:
+            continue
+        return name
+    return None

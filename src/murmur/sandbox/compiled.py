@@ -1,0 +1,146 @@
+"""A session's sandbox, compiled once when the capsule starts (spec/containment.md).
+
+:func:`compile` turns a :class:`~murmur.sandbox.policy.Policy` into a :class:`Sandbox`: the
+Landlock ruleset fd, the seccomp program bytes, and (scoped, sealed) the session's namespaces
+with the egress proxy's listener inside. :meth:`Sandbox.confinement` is what each start
+applies; :meth:`Sandbox.serve` runs the proxy and the loopback relays as tasks of the session;
+:meth:`Sandbox.close` closes every fd it holds (nothing outlives the session).
+
+Errors::
+
+    SandboxError      E-CAP-003 the host lacks what the class needs; E-SBX-001 compiling failed
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import trio
+
+from murmur.diagnostics import Diagnostic, error
+from murmur.errors import MurmurError
+from murmur.manifest.model import Containment
+from murmur.sandbox import elf, landlock, seccomp
+from murmur.sandbox import ns as namespaces
+from murmur.sandbox import policy as pol
+from murmur.sandbox.confine import Confined
+from murmur.sandbox.host import HostSupport, probe
+from murmur.sandbox.proxy import serve_proxy, serve_relay
+
+__all__ = ["Sandbox", "SandboxError", "compile", "refusal"]
+
+
+class SandboxError(MurmurError):
+    """The sandbox could not be made; ``diagnostic`` says why and what to change."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        self.diagnostic = diagnostic
+        super().__init__(diagnostic.message)
+
+
+def refusal(klass: Containment, lacks: tuple[str, ...], source: str = "the containment floor") -> Diagnostic:
+    """The ``E-CAP-003`` refusal: ``klass`` asked for, and what this host lacks for it."""
+    return error(
+        "E-CAP-003",
+        f"{source} is {klass.value}, but this host cannot back it: it lacks {'; '.join(lacks)}",
+        hint="run on a host that has these (see `mur doctor`), or lower the floor "
+             "(`capabilities.containment`, `mur run --containment`)",
+    )
+
+
+class Sandbox:
+    """The compiled sandbox of one session (advisory: nothing to apply)."""
+
+    def __init__(self, policy: pol.Policy, confined: Confined | None,
+                 nss: namespaces.Namespaces | None) -> None:
+        self.policy = policy
+        self._confined = confined
+        self._ns = nss
+        self.closed = False
+
+    @property
+    def klass(self) -> Containment:
+        """The class this sandbox enforces."""
+        return self.policy.klass
+
+    def confinement(self) -> Confined | None:
+        """What each start applies (None under advisory)."""
+        return self._confined
+
+    @property
+    def proxy_url(self) -> str | None:
+        """``http://127.0.0.1:<port>`` inside the namespace, or None."""
+        return None if self._ns is None else f"http://127.0.0.1:{self._ns.proxy_port}"
+
+    async def serve(self, on_refused: Callable[[str, int, str], None] | None = None) -> None:
+        """Run the egress proxy and loopback relays until cancelled (returns at once under advisory)."""
+        if self._ns is None:
+            return
+        allow = (*self.policy.network_allow, *(f"127.0.0.1:{p}" for p in self.policy.loopback_ports),
+                 *(f"localhost:{p}" for p in self.policy.loopback_ports))
+        refused = on_refused or (lambda host, port, scheme: None)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_proxy, self._ns.proxy, allow, refused)
+            for port, listener in self._ns.relays.items():
+                nursery.start_soon(serve_relay, listener, port)
+
+    def close(self) -> None:
+        """Close every fd this sandbox holds (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._confined is not None:
+            try:
+                os.close(self._confined.ruleset)
+            except OSError:
+                pass
+        if self._ns is not None:
+            self._ns.close()
+
+
+def _outside_trees(paths: list[str]) -> tuple[str, ...]:
+    trees = tuple(os.path.realpath(t) + os.sep for t in pol.RUNTIME_TREES)
+    return tuple(p for p in dict.fromkeys(paths) if not p.startswith(trees))
+
+
+def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
+    """Compile ``policy`` (see the module docstring).
+
+    Raises:
+        SandboxError: ``E-CAP-003`` when this host lacks what ``policy.klass`` needs;
+            ``E-SBX-001`` when the kernel refused the ruleset, filter or namespaces.
+    """
+    if policy.klass is Containment.ADVISORY:
+        return Sandbox(policy, None, None)
+    support = host or probe()
+    lacks = support.lacks(policy.klass)
+    if lacks:
+        raise SandboxError(refusal(policy.klass, lacks))
+    nss = None
+    try:
+        rules = pol.rules(policy)
+        ruleset = landlock.build(rules, support.landlock_abi)
+        bpf = seccomp.program(unix_sockets=policy.unix_sockets)
+        plan = None
+        if policy.sealed:
+            files: list[str] = []
+            for path in policy.binaries().values():
+                c = elf.start_closure(path, policy.search_path)
+                files += [*c.executables, *c.libraries]
+            plan = namespaces.RootPlan(
+                rw=(policy.workdir, *policy.rw), files=_outside_trees(files), ro_dirs=policy.ro,
+                workdir_exec=policy.workdir_exec, uid=os.getuid(),
+                home=policy.rw[0] if policy.rw else policy.workdir)
+        nss = namespaces.build(policy.loopback_ports, plan)
+    except OSError as exc:
+        if nss is not None:
+            nss.close()
+        raise SandboxError(error(
+            "E-SBX-001", f"the {policy.klass.value} sandbox could not be made: {exc.strerror or exc}",
+            hint="run `mur doctor` to see what this host backs; lower the class to advisory to run anyway")) from exc
+    proxy = f"http://127.0.0.1:{nss.proxy_port}"
+    env = tuple((k, proxy) for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"))
+    confined = Confined(policy.klass, ruleset, bpf, nss.user, nss.net, nss.mnt, env, policy.limits,
+                        tuple(rules), support.landlock_abi)
+    return Sandbox(policy, confined, nss)

@@ -1,0 +1,144 @@
+"""What one start gets from a compiled sandbox: a :class:`Confined` (the Confinement interface).
+
+Specification: spec/containment.md, "How a command is confined". Everything expensive was done
+by :func:`murmur.sandbox.compile` in the parent; :meth:`Confined.child_setup` returns a function
+that runs in the child after ``fork`` (after the containment-unit join, before ``exec``) and
+makes a fixed short list of calls:
+
+1. ``setns`` into the session's user and network namespaces (and, sealed, its mount namespace,
+   then ``chdir`` back to the working directory, which is bound at the same path);
+2. the command rlimits (:class:`murmur.sandbox.limits.Limits`);
+3. drop the capability bounding set; ``PR_SET_NO_NEW_PRIVS``;
+4. ``landlock_restrict_self`` with the session's ruleset fd;
+5. clear the capability sets; load the seccomp program (last: it refuses ``setns``).
+
+:meth:`Confined.to_wire` is the same thing as JSON for the warm starter, which rebuilds it in
+its forked child with :func:`from_wire` (namespaces reopened through ``/proc/<pid>/fd``, the
+ruleset rebuilt from its rules).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from murmur.manifest.model import Containment
+from murmur.sandbox import kernel, landlock, seccomp
+from murmur.sandbox.limits import Limits
+
+__all__ = ["Confined", "Confinement", "from_wire"]
+
+
+class Confinement(Protocol):
+    """What a sandbox contributes to one start (issue 25). None = advisory (as today)."""
+
+    def argv(self, argv: Sequence[str]) -> list[str]: ...
+    def environ(self, env: Mapping[str, str]) -> dict[str, str]: ...
+    def pass_fds(self) -> tuple[int, ...]: ...
+    def child_setup(self) -> Callable[[], None] | None: ...
+    def to_wire(self) -> dict[str, Any]: ...
+
+
+@attrs.frozen
+class Confined:
+    """One session's confinement (shared by all its starts; holds fds the session owns).
+
+    Attributes:
+        klass (Containment): scoped or sealed.
+        ruleset (int): the Landlock ruleset fd.
+        bpf (bytes): the seccomp program.
+        userns (int | None), netns (int | None), mntns (int | None): namespace fds.
+        env (tuple[tuple[str, str], ...]): variables added (the proxy).
+        limits (Limits): per-command ceilings.
+        rules (tuple[landlock.Rule, ...]), abi (int): what the ruleset holds (for the wire).
+    """
+
+    klass: Containment
+    ruleset: int
+    bpf: bytes
+    userns: int | None
+    netns: int | None
+    mntns: int | None
+    env: tuple[tuple[str, str], ...] = ()
+    limits: Limits = attrs.field(factory=Limits)
+    rules: tuple[landlock.Rule, ...] = ()
+    abi: int = 0
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """Unchanged: the sandbox is applied in the child, not by a wrapper."""
+        return list(argv)
+
+    def environ(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` with the proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``, lower-case too)."""
+        out = dict(env)
+        out.update(self.env)
+        return out
+
+    def pass_fds(self) -> tuple[int, ...]:
+        """None: the child uses the fds before ``exec``, and none of them survive it."""
+        return ()
+
+    def child_setup(self) -> Callable[[], None]:
+        """The function the child runs before ``exec`` (see the module docstring)."""
+        return _setup(self.ruleset, self.bpf, self.userns, self.netns, self.mntns, self.limits)
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON for the warm starter (fds named by this process's ``/proc/<pid>/fd``)."""
+        pid = os.getpid()
+
+        def fd_path(fd: int | None) -> str | None:
+            return None if fd is None else f"/proc/{pid}/fd/{fd}"
+
+        return {
+            "class": self.klass.value,
+            "abi": self.abi,
+            "rules": [[r.path, r.rights] for r in self.rules],
+            "bpf": base64.b64encode(self.bpf).decode(),
+            "userns": fd_path(self.userns),
+            "netns": fd_path(self.netns),
+            "mntns": fd_path(self.mntns),
+            "env": [list(kv) for kv in self.env],
+            "limits": self.limits.to_wire(),
+        }
+
+
+def _setup(ruleset: int, bpf: bytes, userns: int | None, netns: int | None, mntns: int | None,
+           limits: Limits) -> Callable[[], None]:
+    def child_setup() -> None:
+        if userns is not None:
+            cwd = os.getcwd() if mntns is not None else None
+            kernel.setns(userns, kernel.CLONE_NEWUSER)
+            if netns is not None:
+                kernel.setns(netns, kernel.CLONE_NEWNET)
+            if mntns is not None:
+                kernel.setns(mntns, kernel.CLONE_NEWNS)
+                os.chdir(cwd or "/")
+        limits.apply()
+        kernel.drop_bounding_set()
+        kernel.no_new_privs()
+        landlock.restrict(ruleset)
+        kernel.capset_zero()
+        seccomp.install(bpf)
+
+    return child_setup
+
+
+def from_wire(data: Mapping[str, Any]) -> Callable[[], None]:
+    """Rebuild :meth:`Confined.child_setup` from :meth:`Confined.to_wire` (in a starter's child).
+
+    Raises:
+        OSError: a namespace fd could not be reopened or the ruleset rebuilt.
+    """
+
+    def reopen(path: str | None) -> int | None:
+        return None if path is None else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    rules = [landlock.Rule(str(p), int(r)) for p, r in data["rules"]]
+    ruleset = landlock.build(rules, int(data["abi"]))
+    return _setup(ruleset, base64.b64decode(data["bpf"]), reopen(data.get("userns")),
+                  reopen(data.get("netns")), reopen(data.get("mntns")),
+                  Limits.from_wire(dict(data.get("limits") or {})))

@@ -1,0 +1,109 @@
+"""Per-command resource ceilings: ``capabilities.resources`` (spec/containment.md, "Limits").
+
+Upstream's key for process limits is ``capabilities.resources`` (``capabilities.limits`` holds
+the WASM component limits). Applied in each command's child as hard rlimits
+(:meth:`Limits.apply`): ``max_processes`` -> ``RLIMIT_NPROC`` (counted per user namespace, so
+under scoped and sealed it bounds the capsule's own tree), ``cpu_seconds`` -> ``RLIMIT_CPU``,
+``memory_bytes`` -> ``RLIMIT_AS``, ``max_open_files`` -> ``RLIMIT_NOFILE``, and no core dumps.
+Where the containment unit is a cgroup with the controllers enabled, ``cgroup_memory_bytes``
+and ``cgroup_pids_max`` are written to its ``memory.max`` / ``pids.max``
+(:meth:`Limits.write_unit`). :func:`stopped_by` names the figure that stopped a command.
+"""
+
+from __future__ import annotations
+
+import resource
+import signal
+from pathlib import Path
+
+import attrs
+
+__all__ = ["Limits", "from_manifest", "stopped_by"]
+
+
+@attrs.frozen
+class Limits:
+    """Ceilings for one command (None: not set).
+
+    Attributes:
+        max_processes (int | None): processes the command's tree may hold.
+        cpu_seconds (int | None): CPU seconds per process.
+        memory_bytes (int | None): address space per process, bytes.
+        max_open_files (int | None): open files per process.
+        cgroup_memory_bytes (int | None): the unit's ``memory.max`` (cgroup class).
+        cgroup_pids_max (int | None): the unit's ``pids.max`` (cgroup class).
+    """
+
+    max_processes: int | None = None
+    cpu_seconds: int | None = None
+    memory_bytes: int | None = None
+    max_open_files: int | None = None
+    cgroup_memory_bytes: int | None = None
+    cgroup_pids_max: int | None = None
+
+    def to_wire(self) -> dict[str, int]:
+        """The set figures as JSON."""
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, int]) -> Limits:
+        """Inverse of :meth:`to_wire`."""
+        return cls(**{k: int(v) for k, v in data.items() if k in attrs.fields_dict(cls)})
+
+    def apply(self) -> None:
+        """Set the rlimits in this (child) process; a figure above the current hard limit is clamped."""
+        pairs = (
+            (resource.RLIMIT_NPROC, self.max_processes),
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_AS, self.memory_bytes),
+            (resource.RLIMIT_NOFILE, self.max_open_files),
+            (resource.RLIMIT_CORE, 0),
+        )
+        for which, value in pairs:
+            if value is None:
+                continue
+            _soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, value))
+
+    def write_unit(self, unit: Path) -> list[str]:
+        """Write the cgroup figures into unit directory ``unit``; returns the files written."""
+        done: list[str] = []
+        for name, value in (("memory.max", self.cgroup_memory_bytes), ("pids.max", self.cgroup_pids_max)):
+            if value is None or not (unit / name).exists():
+                continue
+            try:
+                (unit / name).write_text(str(value))
+                done.append(name)
+            except OSError:
+                continue
+        return done
+
+
+def from_manifest(manifest: object) -> Limits:
+    """``capabilities.resources`` of a manifest (absent: no ceilings)."""
+    caps = getattr(manifest, "capabilities", None)
+    res = getattr(caps, "resources", None)
+    if res is None:
+        return Limits()
+    return Limits(**{f: getattr(res, f, None) for f in attrs.fields_dict(Limits)})
+
+
+def stopped_by(limits: Limits, exit_code: int, stderr: bytes) -> str | None:
+    """The ceiling that stopped a command, worded for its error, or None when none did.
+
+    Evidence: ``SIGXCPU`` is the CPU ceiling; a ``fork`` that failed for lack of processes
+    or an allocation that failed under an address-space ceiling is read from the command's
+    stderr (``Resource temporarily unavailable``, ``MemoryError``, ``Cannot allocate memory``).
+    """
+    text = stderr.decode("utf-8", "replace")
+    if exit_code == -signal.SIGXCPU and limits.cpu_seconds is not None:
+        return f"capabilities.resources.cpu_seconds ({limits.cpu_seconds} s of CPU) stopped it"
+    if limits.max_processes is not None and ("Resource temporarily unavailable" in text
+                                             or "BlockingIOError" in text or "fork: retry" in text):
+        return f"capabilities.resources.max_processes ({limits.max_processes} processes) stopped it"
+    if limits.memory_bytes is not None and ("MemoryError" in text or "Cannot allocate memory" in text
+                                            or "out of memory" in text.lower()):
+        return f"capabilities.resources.memory_bytes ({limits.memory_bytes} bytes) stopped it"
+    return None

@@ -1,0 +1,202 @@
+"""The sandbox policy of one session: a value derived from its grants (spec/containment.md).
+
+:class:`Policy` is what :func:`murmur.sandbox.compile` turns into kernel objects. It is built
+from a manifest by :func:`from_manifest` (or directly, by the escape harness and tests) and
+:func:`rules` derives the Landlock grants from it (pure apart from resolving binaries and
+reading their ELF headers).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+from murmur.manifest import Manifest
+from murmur.manifest.model import Containment
+from murmur.sandbox import elf
+from murmur.sandbox import landlock as ll
+from murmur.sandbox.limits import Limits
+
+__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "rules"]
+
+DEVICES = (("/dev/null", ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE), ("/dev/zero", ll.READ_FILE),
+           ("/dev/urandom", ll.READ_FILE))
+"""The fixed device set of scoped (sealed builds a private /dev with these plus full, tty, random)."""
+
+SEALED_DEVICES = ("null", "zero", "full", "tty", "random", "urandom")
+
+RUNTIME_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Bound read-only into a sealed root."""
+
+_BIN_DIRS = frozenset({"bin", "sbin", "local", "games"})
+
+ETC_GRANT = (
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/ssl",
+    "/etc/pki", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/resolv.conf",
+    "/etc/hosts", "/etc/nsswitch.conf", "/etc/localtime", "/etc/timezone", "/etc/terminfo",
+    "/etc/passwd", "/etc/group",
+)
+"""The fixed sealed /etc grant (passwd and group are synthetic)."""
+
+
+@attrs.frozen
+class Policy:
+    """What one session's commands may touch.
+
+    Attributes:
+        klass (Containment): the class to enforce (advisory compiles to no confinement).
+        workdir (str): the session workdir, narrowed by ``filesystem.scope`` (absolute).
+        rw (tuple[str, ...]): further writable roots (the command ``HOME`` and ``TMPDIR``).
+        ro (tuple[str, ...]): further read-only roots (an interpreter's library tree).
+        read_only (tuple[str, ...]): paths under ``workdir`` made read-only.
+        allow (tuple[str, ...]): ``capabilities.shell.allow`` (bare names).
+        search_path (str): the ``PATH`` the names resolve on.
+        workdir_exec (bool): ``filesystem.workdir_exec``: the workdir keeps Execute.
+        network_allow (tuple[str, ...]): ``network.allow`` entries (the egress proxy's rules).
+        loopback_ports (tuple[int, ...]): host loopback ports relayed into the namespace.
+        unix_sockets (bool): ``socket(AF_UNIX)`` is allowed (``network.unix_sockets`` or links).
+        limits (Limits): per-command ceilings.
+    """
+
+    klass: Containment
+    workdir: str
+    allow: tuple[str, ...] = ()
+    search_path: str = "/usr/local/bin:/usr/bin:/bin"
+    rw: tuple[str, ...] = ()
+    ro: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+    workdir_exec: bool = False
+    network_allow: tuple[str, ...] = ()
+    loopback_ports: tuple[int, ...] = ()
+    unix_sockets: bool = False
+    limits: Limits = attrs.field(factory=Limits)
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the class is sealed."""
+        return self.klass is Containment.SEALED
+
+    def binaries(self) -> dict[str, str]:
+        """Each allowed name that resolves on :attr:`search_path` -> its path (unresolved names left out)."""
+        out: dict[str, str] = {}
+        for name in self.allow:
+            found = shutil.which(name, path=self.search_path)
+            if found:
+                out[name] = os.path.abspath(found)
+        return out
+
+
+def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env: Mapping[str, str],
+                  loopback_ports: Sequence[int] = (), links: bool = False) -> Policy:
+    """A session's policy from its manifest, class and command environment.
+
+    Args:
+        manifest (murmur.manifest.Manifest): the running capsule's manifest.
+        klass (Containment): the class this session enforces.
+        workdir (Path): the session workdir.
+        env (Mapping[str, str]): the command environment (``PATH``, ``HOME``, ``TMPDIR``).
+        loopback_ports (Sequence[int]): host loopback ports the capsule is granted.
+        links (bool): the session serves a capability socket (``AF_UNIX`` stays allowed).
+    """
+    from murmur.sandbox.limits import from_manifest as limits_of
+
+    caps = manifest.capabilities
+    fs = caps.filesystem
+    scope = fs.scope if fs is not None else "."
+    base = (workdir / scope).resolve() if scope not in ("", ".") else workdir.resolve()
+    read_only = tuple(str((base / p).resolve()) for p in getattr(fs, "read_only", ()) or ())
+    rw = tuple(env[k] for k in ("HOME", "TMPDIR") if env.get(k))
+    net = caps.network
+    return Policy(
+        klass=klass,
+        workdir=str(base),
+        allow=tuple(manifest.shell_allow),
+        search_path=env.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        rw=rw,
+        read_only=read_only,
+        workdir_exec=bool(fs.workdir_exec) if fs is not None else False,
+        network_allow=tuple(net.allow) if net is not None else (),
+        loopback_ports=tuple(loopback_ports),
+        unix_sockets=bool(net is not None and net.unix_sockets) or links,
+        limits=limits_of(manifest),
+    )
+
+
+def _rw_rights(exec_ok: bool) -> int:
+    return ll.RW | (ll.EXECUTE if exec_ok else 0)
+
+
+def _workdir_rules(policy: Policy) -> list[ll.Rule]:
+    """The workdir grant, with :attr:`Policy.read_only` carved out by granting around it."""
+    rights = _rw_rights(policy.workdir_exec)
+    if not policy.read_only:
+        return [ll.Rule(policy.workdir, rights)]
+    out: list[ll.Rule] = []
+    protected = [os.path.normpath(p) for p in policy.read_only]
+
+    def walk(directory: str) -> None:
+        out.append(ll.Rule(directory, ll.READ))
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(directory, name)
+            if any(path == p for p in protected):
+                out.append(ll.Rule(path, ll.READ | (ll.EXECUTE if policy.workdir_exec else 0)))
+            elif any(p.startswith(path + os.sep) for p in protected) and os.path.isdir(path):
+                walk(path)
+            else:
+                out.append(ll.Rule(path, rights))
+
+    walk(policy.workdir)
+    return out
+
+
+def rules(policy: Policy) -> list[ll.Rule]:
+    """The Landlock grants of ``policy`` (see spec/containment.md, "What each class grants")."""
+    out = _workdir_rules(policy)
+    out += [ll.Rule(p, _rw_rights(False)) for p in policy.rw]
+    out += [ll.Rule(p, ll.READ) for p in policy.ro]
+    for path in policy.binaries().values():
+        closure = elf.start_closure(path, policy.search_path)
+        out += [ll.Rule(p, ll.EXECUTE | ll.READ_FILE) for p in closure.executables]
+        out += [ll.Rule(p, ll.READ_FILE) for p in closure.libraries]
+    out.append(ll.Rule("/etc/ld.so.cache", ll.READ_FILE))
+    if policy.sealed:
+        out += [ll.Rule(f"/dev/{d}", ll.READ_FILE | (0 if d in ("random", "urandom") else
+                                                   ll.WRITE_FILE | ll.TRUNCATE))
+                for d in SEALED_DEVICES]
+        out += [ll.Rule(p, ll.READ) for p in runtime_read_dirs()]
+        out += [ll.Rule(p, ll.READ if os.path.isdir(p) else ll.READ_FILE) for p in ETC_GRANT if p != "/etc/passwd"
+                and p != "/etc/group"]
+    else:
+        out += [ll.Rule(p, r) for p, r in DEVICES]
+    return out
+
+
+def runtime_read_dirs() -> list[str]:
+    """Sealed: the runtime trees' library directories, read-only (their ``bin`` dirs are not
+    readable, so a loader cannot map a binary ``shell.allow`` does not name)."""
+    out: list[str] = []
+    for top in RUNTIME_TREES:
+        real = os.path.realpath(top)
+        if not os.path.isdir(real):
+            continue
+        if os.path.basename(real) in _BIN_DIRS:
+            continue
+        if real == "/usr":
+            try:
+                names = os.listdir(real)
+            except OSError:
+                continue
+            out += [os.path.join(real, n) for n in sorted(names) if n not in _BIN_DIRS]
+            local = os.path.join(real, "local")
+            out += [os.path.join(local, n) for n in ("lib", "share") if os.path.isdir(os.path.join(local, n))]
+        else:
+            out.append(real)
+    return list(dict.fromkeys(out))
