@@ -25,8 +25,9 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -85,6 +86,10 @@ class ShellResult:
         stdout_bytes (int): bytes the command wrote to stdout in total (>= ``len(stdout)``).
         stderr_bytes (int): bytes the command wrote to stderr in total.
         duration_ms (int): wall time from start to exit, milliseconds.
+        sandbox (str | None): under scoped or sealed, one sentence naming what the sandbox
+            refused and the grant (or ceiling) behind it (spec/containment.md); else None.
+        denied (str | None): a binary the sandbox refused to ``exec`` (not in
+            ``capabilities.shell.allow``), read from the command's stderr; else None.
     """
 
     argv: tuple[str, ...]
@@ -94,6 +99,8 @@ class ShellResult:
     stdout_bytes: int
     stderr_bytes: int
     duration_ms: int
+    sandbox: str | None = None
+    denied: str | None = None
 
     @property
     def binary(self) -> str:
@@ -140,6 +147,10 @@ class ShellResult:
         }
         if self.truncated:
             out["truncated"] = True
+        if self.sandbox is not None:
+            out["sandbox"] = self.sandbox
+        if self.denied is not None:
+            out["denied_binary"] = self.denied
         return out
 
 
@@ -283,12 +294,23 @@ async def run_shell(
     executable = resolve_binary(binary, env)
     _check_exec_format(binary, executable)
     unit = containment.here().new_unit("cmd")
-    prefix = unit.prefix(dict(env))
+    from murmur.sandbox.current import current as current_sandbox
+
+    box = current_sandbox()
+    confined = box.confinement() if box is not None else None
+    preexec = None
+    if confined is not None:
+        env = confined.environ(env)
+        preexec = _confined_setup(unit.path, confined.child_setup())
+        prefix: list[str] = []
+    else:
+        prefix = unit.prefix(dict(env))
     started = time.monotonic()
     try:
         proc = await trio.lowlevel.open_process(
             [*prefix, executable, *argv[1:]] if prefix else list(argv),
             executable=None if prefix else executable,
+            preexec_fn=preexec,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -331,7 +353,7 @@ async def run_shell(
         await containment.kill_and_reap(unit, proc)
     duration_ms = int((time.monotonic() - started) * 1000)
     assert proc.returncode is not None
-    return ShellResult(
+    result = ShellResult(
         argv=argv,
         exit_code=proc.returncode,
         stdout=bytes(out),
@@ -340,6 +362,38 @@ async def run_shell(
         stderr_bytes=totals[1],
         duration_ms=duration_ms,
     )
+    if box is not None and confined is not None and proc.returncode != 0:
+        result = _sandbox_verdict(result, box, allow, env.get("PATH", ""))
+    return result
+
+
+def _confined_setup(unit: Path | None, setup: Callable[[], None] | None) -> Callable[[], None]:
+    """The child's pre-exec step under a sandbox: join the unit (cgroup class), then confine."""
+    procs = None if unit is None else str(unit / "cgroup.procs")
+
+    def child() -> None:
+        if procs is not None:
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        if setup is not None:
+            setup()
+
+    return child
+
+
+def _sandbox_verdict(result: ShellResult, box: Any, allow: Sequence[str], search_path: str) -> ShellResult:
+    """What the sandbox refused a finished command, as :attr:`ShellResult.sandbox`/``denied``."""
+    from murmur import sandbox
+
+    policy = box.policy
+    denied = sandbox.denied_exec(result.stderr, allow, search_path)
+    note = sandbox.stopped_by(policy.limits, result.exit_code, result.stderr)
+    if note is None and denied is None:
+        note = sandbox.explain(result.stderr, policy.klass.value, policy.workdir, policy.read_only)
+    if denied is not None:
+        note = (f"the {policy.klass.value} sandbox refused to run `{denied}`: it is not in "
+                "capabilities.shell.allow")
+    return attrs.evolve(result, sandbox=note, denied=denied)
 
 
 def _matches(name: str, globs: Sequence[str]) -> bool:

@@ -147,6 +147,10 @@ class ToolDispatcher:
         text = shell_result_text(
             tool.name, res.exit_code, res.stdout_text, res.stderr_text, truncated=res.truncated
         )
+        if res.sandbox is not None:
+            text += f"\n[capsule] {res.sandbox}"
+        if res.denied is not None:
+            text += "\n" + self._missing(res.denied)
         return text, res.exit_code != 0
 
     async def _delegate(self, call: ToolCall) -> tuple[str, bool]:

@@ -76,23 +76,25 @@ def check_workdir_parent(workdir: Path) -> None:
             hint="create it first, or give a --workdir inside an existing directory"))
 
 
-def check_containment(manifest: Manifest, flag: str | None = None) -> None:
-    """Refuse a containment floor above advisory (the manifest's, raised by ``--containment``).
+def check_containment(manifest: Manifest, flag: str | None = None,
+                      environ: Mapping[str, str] | None = None) -> Containment:
+    """The class this session runs at, or a refusal when this host cannot back it (spec/containment.md).
+
+    The class is the strongest of the manifest's floor, ``--containment``, the parent
+    session's class and ``MURMUR_SANDBOX_CLASS`` (:func:`murmur.sandbox.classes.resolve_class`).
 
     Raises:
-        DiagnosticError: ``E-CAP-003``.
+        DiagnosticError: ``E-CAP-003`` naming what this host lacks (``mur doctor`` says more).
     """
-    floor = manifest.capabilities.containment or Containment.ADVISORY
-    if flag:
-        asked = Containment(flag)
-        floor = asked if asked.rank > floor.rank else floor
-    if floor is not Containment.ADVISORY:
-        raise DiagnosticError(
-            error(
-                "E-CAP-003",
-                f"the containment floor is {floor.value}, but this host achieves advisory "
-                "(murmur enforces no kernel sandbox)",
-                hint="run the capsule with containment advisory, on a runtime that enforces the floor",
-            )
-        )
+    from murmur.sandbox.classes import resolve_class
 
+    klass = resolve_class(manifest.capabilities.containment, flag, environ)
+    if klass is Containment.ADVISORY:
+        return klass
+    from murmur.sandbox.compiled import refusal
+    from murmur.sandbox.host import probe
+
+    lacks = probe(environ).lacks(klass)
+    if lacks:
+        raise DiagnosticError(refusal(klass, lacks, "the containment class"))
+    return klass

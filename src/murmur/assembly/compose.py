@@ -75,7 +75,7 @@ def prepare(
         raise usage_error("--spawn and --no-spawn contradict each other; give one of them")
     narrowed = narrowings(spawn_flag=opts.spawn, no_spawn=opts.no_spawn, environ=env)
     manifest, root, _where = resolve_capsule(opts, env, cwd)
-    check_containment(manifest, opts.containment)
+    klass = check_containment(manifest, opts.containment, env)
     version_warning = mur_version_warning(manifest)
     if version_warning is not None:
         print(version_warning.render(), file=sys.stderr, flush=True)
@@ -117,6 +117,7 @@ def prepare(
         workload_kind=workload_kind(manifest),
         bind=bind,
         spawn_narrowings=narrowed,
+        containment=klass,
     )
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
     contributors.contribute(setup, env)

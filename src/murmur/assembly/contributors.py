@@ -9,7 +9,9 @@ session's environment, and adds its watchers, hooks, verifiers and services, in 
    fields and decides the lineage the delegation side reads);
 3. the delegated-child side (:func:`murmur.delegation.contributor.contribute`), when the run was
    delegated or its manifest may delegate, and the capsule links of a capsule that may
-   delegate (:func:`murmur.links.install_links`, the capability socket).
+   delegate (:func:`murmur.links.install_links`, the capability socket);
+4. the sandbox (:func:`murmur.sandbox.session.contribute`), last, once the command environment
+   is known; under advisory nothing is imported.
 
 The formation, delegation and links sides are imported only when their gate says they have work to
 do, so a plain session loads neither (nor the transports, roost client and cryptography they
@@ -89,7 +91,16 @@ def _say(text: str) -> None:
         pass
 
 
-CONTRIBUTORS: tuple[Contributor, ...] = (formation_member, process_tree, delegated_child)
+def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """The sandbox of the session's commands (spec/containment.md); advisory imports nothing."""
+    if setup.containment.value == "advisory":
+        return
+    from murmur.sandbox.session import contribute as sandbox_contribute
+
+    sandbox_contribute(setup, environ)
+
+
+CONTRIBUTORS: tuple[Contributor, ...] = (formation_member, process_tree, delegated_child, sandboxed)
 """Every session contributor, in the order they run."""
 
 

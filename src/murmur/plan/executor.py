@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from murmur.errors import MurmurError
+from murmur.grants import denied_binary
 from murmur.plan.condition import ConditionError
 from murmur.plan.load import write_path_problem
 from murmur.plan.model import (
@@ -284,6 +285,12 @@ class _PlanRun:
         how = f"exited with status {done.exit_code}" if done.exit_code > 0 else f"was killed by signal {-done.exit_code}"
         detail = _tail(stderr)
         reason = f"`{done.binary}` {how}" + (f": {detail}" if detail else "")
+        if done.sandbox is not None:
+            reason += f" ({done.sandbox})"
+        if done.denied is not None:
+            deny = self.ctx.services.denied_binary
+            reason += "\n" + (deny(done.denied) if deny is not None else denied_binary(
+                done.denied, self.ctx.manifest.name, self.ctx.manifest.shell_allow))
         return StepResult(FAILED, output=stdout, stdout=stdout, stderr=stderr, exit_code=done.exit_code, reason=reason)
 
     async def _capsule(self, step: Step, action: CapsuleAction, scope: Scope) -> StepResult:

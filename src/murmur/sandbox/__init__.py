@@ -1,6 +1,7 @@
 """The kernel sandbox around every command a capsule runs (spec/containment.md).
 
-Thin public face over private modules:
+Thin public face over private modules (imported on first use, so a plain advisory session
+loads none of them):
 
 * :class:`Policy` (:mod:`~murmur.sandbox.policy`) — what a session's commands may touch;
 * :func:`compile` (:mod:`~murmur.sandbox.compiled`) — made once when a session starts: the
@@ -8,16 +9,21 @@ Thin public face over private modules:
 * :class:`Confinement` (:mod:`~murmur.sandbox.confine`) — what one start applies;
 * :func:`probe` (:mod:`~murmur.sandbox.host`) — what this host can back;
 * :func:`resolve_class` (:mod:`~murmur.sandbox.classes`) — the class a session runs at;
-* :func:`install` / :func:`current` — the sandbox of this process's session.
+* :func:`install` / :func:`current` (:mod:`~murmur.sandbox.current`) — this session's sandbox.
 """
 
-from murmur.sandbox.classes import denied_exec, resolve_class
-from murmur.sandbox.compiled import Sandbox, SandboxError, compile, refusal
-from murmur.sandbox.confine import Confined, Confinement, from_wire
-from murmur.sandbox.current import current, install, uninstall
-from murmur.sandbox.host import HOST_ENV, HostSupport, probe
-from murmur.sandbox.limits import Limits, stopped_by
-from murmur.sandbox.policy import Policy, from_manifest
+from typing import TYPE_CHECKING
+
+from murmur import lazy
+
+if TYPE_CHECKING:
+    from murmur.sandbox.classes import denied_exec, explain, resolve_class
+    from murmur.sandbox.compiled import Sandbox, SandboxError, compile, refusal
+    from murmur.sandbox.confine import Confined, Confinement, from_wire
+    from murmur.sandbox.current import current, install, uninstall
+    from murmur.sandbox.host import HOST_ENV, HostSupport, probe
+    from murmur.sandbox.limits import Limits, stopped_by
+    from murmur.sandbox.policy import Policy, from_manifest
 
 __all__ = [
     "HOST_ENV",
@@ -31,6 +37,7 @@ __all__ = [
     "compile",
     "current",
     "denied_exec",
+    "explain",
     "from_manifest",
     "from_wire",
     "install",
@@ -40,3 +47,13 @@ __all__ = [
     "stopped_by",
     "uninstall",
 ]
+
+__getattr__ = lazy.face(__name__, {
+    "classes": ["denied_exec", "explain", "resolve_class"],
+    "compiled": ["Sandbox", "SandboxError", "compile", "refusal"],
+    "confine": ["Confined", "Confinement", "from_wire"],
+    "current": ["current", "install", "uninstall"],
+    "host": ["HOST_ENV", "HostSupport", "probe"],
+    "limits": ["Limits", "stopped_by"],
+    "policy": ["Policy", "from_manifest"],
+})

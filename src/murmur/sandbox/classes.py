@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from murmur.manifest.model import Containment
 
-__all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "denied_exec", "resolve_class", "strongest"]
+__all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "denied_exec", "explain", "resolve_class", "strongest"]
 
 FLOOR_ENV = "MURMUR_SANDBOX_FLOOR"
 """Runtime-owned: the class of the session that started this one (the envelope's containment axis)."""
@@ -73,4 +73,34 @@ def denied_exec(stderr: bytes | str, allow: Iterable[str], search_path: str = ""
         if search_path and shutil.which(name, path=search_path) is None:
             continue
         return name
+    return None
+
+
+_PATH_DENIED = re.compile(r"(/[^\s:'\"]+)['\"]?: (Permission denied|No such file or directory)"
+                          r"|(?:Permission denied|No such file or directory): '(/[^']+)'")
+
+
+def explain(stderr: bytes | str, klass: str, workdir: str, read_only: Iterable[str] = (),
+            scope: str = ".") -> str | None:
+    """One sentence naming the grant that would allow a path the sandbox refused, or None.
+
+    A path in the command's stderr that was refused (``Permission denied``; under sealed also
+    ``No such file or directory`` for a path that exists on the host) and lies outside the
+    workdir grant, or under a ``filesystem.read_only`` path, is explained.
+    """
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    root = workdir.rstrip("/") + "/"
+    for m in _PATH_DENIED.finditer(text):
+        path = m.group(1) or m.group(3)
+        missing = (m.group(2) or "") == "No such file or directory" or "No such file" in m.group(0)
+        if missing and (klass != "sealed" or not os.path.lexists(path)):
+            continue
+        ro = next((p for p in read_only if path == p or path.startswith(p.rstrip("/") + "/")), None)
+        if ro is not None:
+            return (f"the {klass} sandbox refused `{path}`: it is under capabilities.filesystem.read_only "
+                    f"(`{ro}`); remove it from that list to write it")
+        if not (path + "/").startswith(root):
+            return (f"the {klass} sandbox refused `{path}`: it is outside the workdir grant "
+                    f"(capabilities.filesystem.scope `{scope}` of {workdir}); copy it into the workdir, "
+                    f"or run at containment advisory (`capabilities.containment`, `mur run --containment`)")
     return None

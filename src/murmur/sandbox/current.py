@@ -6,7 +6,10 @@ ends (:func:`uninstall`, which closes its fds); every start asks :func:`current`
 
 from __future__ import annotations
 
-from murmur.sandbox.compiled import Sandbox
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from murmur.sandbox.compiled import Sandbox
 
 __all__ = ["current", "install", "uninstall"]
 

@@ -34,7 +34,7 @@ import trio
 
 from murmur import timing
 from murmur.diagnostics import Diagnostic
-from murmur.manifest import Manifest
+from murmur.manifest import Containment, Manifest
 from murmur.session.auth import TokenVerifier
 from murmur.session.door import CompletionHandler
 from murmur.session.lifecycle import Policy
@@ -138,6 +138,8 @@ class SessionSetup:
         exit_fn (Callable[[int], None]): the forced exit (tests replace it).
         bind (str): the door's bind address.
         keepalive (float): seconds of stream silence before a ``: keepalive`` comment.
+        containment (Containment): the class the session's commands run at
+            (spec/containment.md); advisory unless a floor, flag or parent raised it.
         running_fields (dict[str, Any]): extra fields of the running record (what the
             session started from, ``murmur.routing.profile``; the formation member).
     """
@@ -164,6 +166,7 @@ class SessionSetup:
     completion_handler: CompletionHandler | None = None
     services: ServicesFactory | None = None
     trace_start_fields: dict[str, Any] = attrs.field(factory=dict)
+    containment: Containment = Containment.ADVISORY
     readiness_fields: dict[str, Any] = attrs.field(factory=dict)
     workload_kind: str = "plan"
     running_fields: dict[str, Any] = attrs.field(factory=dict)

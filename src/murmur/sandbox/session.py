@@ -1,0 +1,85 @@
+"""The sandbox side of a session: compile it at start, serve its proxy, close it at the end.
+
+Specification: spec/containment.md, "When the sandbox is made". :func:`contribute` runs as the
+last session contributor (``murmur.assembly.contributors``), when the command environment is
+known: it builds the :class:`~murmur.sandbox.policy.Policy`, compiles it, installs it as this
+process's sandbox, adds a watcher that serves the egress proxy and loopback relays for the
+session's life (a refused request is a ``sandbox_refused`` trace record naming the host), and
+an end hook that closes it. It also sets ``MURMUR_SANDBOX_FLOOR`` so every session this one
+starts (a delegated child, a formation member) runs at a class no lower than its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from murmur.errors import DiagnosticError
+from murmur.manifest.model import Containment
+from murmur.sandbox import compiled
+from murmur.sandbox.classes import FLOOR_ENV
+from murmur.sandbox.current import install, uninstall
+from murmur.sandbox.policy import from_manifest
+from murmur.session import SessionSetup
+
+__all__ = ["contribute", "granted_loopback_ports"]
+
+_LOOPBACK_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})")
+_PORT_SOURCES = ("MURMUR_FORMATION_PEERS", "MURMUR_ROOST_URL")
+
+
+def granted_loopback_ports(environ: Mapping[str, str]) -> tuple[int, ...]:
+    """Host loopback ports this session is granted: its formation peers' doors and mur-roost (pure)."""
+    ports: list[int] = []
+    for name in _PORT_SOURCES:
+        ports += [int(p) for p in _LOOPBACK_PORT.findall(environ.get(name, "")) if 0 < int(p) < 65536]
+    return tuple(dict.fromkeys(ports))
+
+
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """Compile and install the session's sandbox (nothing under advisory).
+
+    Raises:
+        DiagnosticError: ``E-CAP-003`` / ``E-SBX-001`` (:func:`murmur.sandbox.compile`).
+    """
+    klass = setup.containment
+    if klass is Containment.ADVISORY:
+        return
+    before = os.environ.get(FLOOR_ENV)
+    os.environ[FLOOR_ENV] = klass.value
+    from murmur.session.runner import shell_env
+
+    env = shell_env(setup)
+    for key in ("HOME", "TMPDIR"):
+        if env.get(key):
+            os.makedirs(env[key], exist_ok=True)
+    policy = from_manifest(setup.manifest, klass, workdir=setup.workdir, env=env,
+                           loopback_ports=granted_loopback_ports(environ),
+                           links=setup.links_bin is not None)
+    try:
+        box = compiled.compile(policy)
+    except compiled.SandboxError as exc:
+        raise DiagnosticError(exc.diagnostic) from None
+    install(box)
+    setup.trace_start_fields["containment"] = klass.value
+
+    async def serve(ctl: object) -> None:
+        trace = getattr(getattr(ctl, "session", None), "trace", None)
+
+        def refused(host: str, port: int, scheme: str) -> None:
+            if trace is not None:
+                trace.emit("sandbox_refused", host=host, port=port, scheme=scheme,
+                           reason="not in capabilities.network.allow")
+
+        await box.serve(refused)
+
+    async def close(summary: object) -> None:
+        uninstall()
+        if before is None:
+            os.environ.pop(FLOOR_ENV, None)
+        else:
+            os.environ[FLOOR_ENV] = before
+
+    setup.watchers.append(serve)
+    setup.end_hooks.append(close)
