@@ -26,6 +26,7 @@ from murmur.sandbox import ns as namespaces
 from murmur.sandbox import policy as pol
 from murmur.sandbox.confine import Confined
 from murmur.sandbox.host import HostSupport, probe
+from murmur.sandbox.limits import PidsGroup
 from murmur.sandbox.proxy import serve_proxy, serve_relay
 
 __all__ = ["Sandbox", "SandboxError", "compile", "refusal"]
@@ -53,10 +54,11 @@ class Sandbox:
     """The compiled sandbox of one session (advisory: nothing to apply)."""
 
     def __init__(self, policy: pol.Policy, confined: Confined | None,
-                 nss: namespaces.Namespaces | None) -> None:
+                 nss: namespaces.Namespaces | None, pids: PidsGroup | None = None) -> None:
         self.policy = policy
         self._confined = confined
         self._ns = nss
+        self.pids = pids
         self.closed = False
 
     @property
@@ -97,6 +99,8 @@ class Sandbox:
                 pass
         if self._ns is not None:
             self._ns.close()
+        if self.pids is not None:
+            self.pids.remove()
 
 
 def _outside_trees(paths: list[str]) -> tuple[str, ...]:
@@ -125,11 +129,17 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
         plan = None
         if policy.sealed:
             files: list[str] = []
+            links: list[tuple[str, str]] = []
             for path in policy.binaries().values():
                 c = elf.start_closure(path, policy.search_path)
                 files += [*c.executables, *c.libraries]
+                hop = path
+                while os.path.islink(hop) and len(links) < 64:
+                    links.append((hop, os.readlink(hop)))
+                    hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
             plan = namespaces.RootPlan(
                 rw=(policy.workdir, *policy.rw), files=_outside_trees(files), ro_dirs=policy.ro,
+                links=tuple(lk for lk in links if _outside_trees([lk[0]])),
                 workdir_exec=policy.workdir_exec, uid=os.getuid(),
                 home=policy.rw[0] if policy.rw else policy.workdir)
         nss = namespaces.build(policy.loopback_ports, plan)
@@ -139,8 +149,10 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
         raise SandboxError(error(
             "E-SBX-001", f"the {policy.klass.value} sandbox could not be made: {exc.strerror or exc}",
             hint="run `mur doctor` to see what this host backs; lower the class to advisory to run anyway")) from exc
+    figure = policy.limits.cgroup_pids_max or policy.limits.max_processes
+    pids = PidsGroup.make(figure) if figure is not None and os.geteuid() == 0 else None
     proxy = f"http://127.0.0.1:{nss.proxy_port}"
     env = tuple((k, proxy) for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"))
     confined = Confined(policy.klass, ruleset, bpf, nss.user, nss.net, nss.mnt, env, policy.limits,
-                        tuple(rules), support.landlock_abi)
-    return Sandbox(policy, confined, nss)
+                        tuple(rules), support.landlock_abi, pids.procs if pids is not None else None)
+    return Sandbox(policy, confined, nss, pids)

@@ -5,6 +5,7 @@ by :func:`murmur.sandbox.compile` in the parent; :meth:`Confined.child_setup` re
 that runs in the child after ``fork`` (after the containment-unit join, before ``exec``) and
 makes a fixed short list of calls:
 
+0. join the session's ``pids`` group, when it has one (:class:`~murmur.sandbox.limits.PidsGroup`);
 1. ``setns`` into the session's user and network namespaces (and, sealed, its mount namespace,
    then ``chdir`` back to the working directory, which is bound at the same path);
 2. the command rlimits (:class:`murmur.sandbox.limits.Limits`);
@@ -55,6 +56,7 @@ class Confined:
         env (tuple[tuple[str, str], ...]): variables added (the proxy).
         limits (Limits): per-command ceilings.
         rules (tuple[landlock.Rule, ...]), abi (int): what the ruleset holds (for the wire).
+        pids (str | None): the session's ``pids`` group ``cgroup.procs`` each command joins.
     """
 
     klass: Containment
@@ -67,6 +69,7 @@ class Confined:
     limits: Limits = attrs.field(factory=Limits)
     rules: tuple[landlock.Rule, ...] = ()
     abi: int = 0
+    pids: str | None = None
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         """Unchanged: the sandbox is applied in the child, not by a wrapper."""
@@ -84,7 +87,7 @@ class Confined:
 
     def child_setup(self) -> Callable[[], None]:
         """The function the child runs before ``exec`` (see the module docstring)."""
-        return _setup(self.ruleset, self.bpf, self.userns, self.netns, self.mntns, self.limits)
+        return _setup(self.ruleset, self.bpf, self.userns, self.netns, self.mntns, self.limits, self.pids)
 
     def to_wire(self) -> dict[str, Any]:
         """JSON for the warm starter (fds named by this process's ``/proc/<pid>/fd``)."""
@@ -103,12 +106,16 @@ class Confined:
             "mntns": fd_path(self.mntns),
             "env": [list(kv) for kv in self.env],
             "limits": self.limits.to_wire(),
+            "pids": self.pids,
         }
 
 
 def _setup(ruleset: int, bpf: bytes, userns: int | None, netns: int | None, mntns: int | None,
-           limits: Limits) -> Callable[[], None]:
+           limits: Limits, pids: str | None = None) -> Callable[[], None]:
     def child_setup() -> None:
+        if pids is not None:
+            with open(pids, "w") as f:
+                f.write(str(os.getpid()))
         if userns is not None:
             cwd = os.getcwd() if mntns is not None else None
             kernel.setns(userns, kernel.CLONE_NEWUSER)
@@ -141,4 +148,4 @@ def from_wire(data: Mapping[str, Any]) -> Callable[[], None]:
     ruleset = landlock.build(rules, int(data["abi"]))
     return _setup(ruleset, base64.b64decode(data["bpf"]), reopen(data.get("userns")),
                   reopen(data.get("netns")), reopen(data.get("mntns")),
-                  Limits.from_wire(dict(data.get("limits") or {})))
+                  Limits.from_wire(dict(data.get("limits") or {})), data.get("pids"))

@@ -17,6 +17,7 @@ import glob
 import os
 import shutil
 import struct
+from typing import BinaryIO
 
 import attrs
 
@@ -25,7 +26,7 @@ __all__ = ["Closure", "library_dirs", "start_closure"]
 _PT_INTERP = 3
 _PT_DYNAMIC = 2
 _PT_LOAD = 1
-_DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 1, 5, 15, 29
+_DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 1, 5, 10, 15, 29
 _DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 
@@ -75,58 +76,72 @@ def library_dirs() -> tuple[str, ...]:
 
 
 def _read_elf(path: str) -> tuple[str | None, list[str], list[str]] | None:
-    """(interpreter, needed, runpath dirs) of an ELF file, or None when it is not one."""
+    """(interpreter, needed, runpath dirs) of an ELF file, or None when it is not one.
+
+    Reads only the headers, the dynamic segment and the string table (by offset)."""
     try:
         with open(path, "rb") as f:
-            data = f.read(4 << 20)
-    except OSError:
+            return _parse(f, path)
+    except (OSError, struct.error, ValueError):
         return None
-    if data[:4] != b"\x7fELF" or len(data) < 64:
+
+
+def _parse(f: BinaryIO, path: str) -> tuple[str | None, list[str], list[str]] | None:
+    def at(offset: int, size: int) -> bytes:
+        f.seek(offset)
+        return f.read(size)
+
+    head = at(0, 64)
+    if head[:4] != b"\x7fELF" or len(head) < 52:
         return None
-    is64, little = data[4] == 2, data[5] == 1
+    is64, little = head[4] == 2, head[5] == 1
     e = "<" if little else ">"
     if is64:
-        phoff, = struct.unpack_from(e + "Q", data, 32)
-        phentsize, phnum = struct.unpack_from(e + "HH", data, 54)
+        phoff, = struct.unpack_from(e + "Q", head, 32)
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
     else:
-        phoff, = struct.unpack_from(e + "I", data, 28)
-        phentsize, phnum = struct.unpack_from(e + "HH", data, 42)
+        phoff, = struct.unpack_from(e + "I", head, 28)
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
+    table = at(phoff, phentsize * phnum)
     interp: str | None = None
     dyn: tuple[int, int] | None = None
     loads: list[tuple[int, int, int]] = []  # vaddr, offset, filesz
     for i in range(phnum):
-        off = phoff + i * phentsize
-        if off + phentsize > len(data):
+        off = i * phentsize
+        if off + phentsize > len(table):
             break
         if is64:
-            p_type, _flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(e + "IIQQQQ", data, off)
+            p_type, _flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(e + "IIQQQQ", table, off)
         else:
-            p_type, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(e + "IIIII", data, off)
+            p_type, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(e + "IIIII", table, off)
         if p_type == _PT_INTERP:
-            interp = data[p_offset:p_offset + p_filesz].split(b"\0", 1)[0].decode(errors="replace")
+            interp = at(p_offset, min(p_filesz, 4096)).split(b"\0", 1)[0].decode(errors="replace")
         elif p_type == _PT_DYNAMIC:
             dyn = (p_offset, p_filesz)
         elif p_type == _PT_LOAD:
             loads.append((p_vaddr, p_offset, p_filesz))
     if dyn is None:
         return interp, [], []
+    raw = at(dyn[0], min(dyn[1], 1 << 16))
     entries: list[tuple[int, int]] = []
     step, fmt = (16, e + "qQ") if is64 else (8, e + "iI")
-    for off in range(dyn[0], min(dyn[0] + dyn[1], len(data) - step + 1), step):
-        tag, val = struct.unpack_from(fmt, data, off)
+    for off in range(0, len(raw) - step + 1, step):
+        tag, val = struct.unpack_from(fmt, raw, off)
         if tag == 0:
             break
         entries.append((tag, val))
     strtab = next((v for t, v in entries if t == _DT_STRTAB), None)
+    strsz = next((v for t, v in entries if t == _DT_STRSZ), 1 << 16)
     if strtab is None:
         return interp, [], []
     base = next((o + (strtab - va) for va, o, sz in loads if va <= strtab < va + sz), None)
     if base is None:
         return interp, [], []
+    strings = at(base, min(strsz, 1 << 20))
 
-    def text(at: int) -> str:
-        end = data.find(b"\0", base + at)
-        return data[base + at:end].decode(errors="replace") if end >= 0 else ""
+    def text(where: int) -> str:
+        end = strings.find(b"\0", where)
+        return strings[where:end].decode(errors="replace") if end >= 0 else ""
 
     needed = [text(v) for t, v in entries if t == _DT_NEEDED]
     origin = os.path.dirname(path)

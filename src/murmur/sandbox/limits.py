@@ -107,3 +107,80 @@ def stopped_by(limits: Limits, exit_code: int, stderr: bytes) -> str | None:
                                             or "out of memory" in text.lower()):
         return f"capabilities.resources.memory_bytes ({limits.memory_bytes} bytes) stopped it"
     return None
+
+
+class PidsGroup:
+    """A session-wide cgroup v1 ``pids`` group: where ``RLIMIT_NPROC`` does not bind (root).
+
+    The kernel exempts uid 0 from ``RLIMIT_NPROC``, so a session running as root bounds its
+    commands' process count with a ``pids`` group instead: ``pids.max`` = the figure, every
+    command joins it before its other set-up (:attr:`procs`), and :meth:`remove` deletes it
+    when the session's sandbox closes. Used only where a v1 ``pids`` hierarchy is mounted
+    writable (a cgroup v2 unit with the ``pids`` controller gets ``pids.max`` instead).
+    """
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+
+    @property
+    def procs(self) -> str:
+        """The file a joining process writes its pid to."""
+        return str(self.path / "cgroup.procs")
+
+    @classmethod
+    def make(cls, limit: int) -> PidsGroup | None:
+        """Create one beneath this process's v1 ``pids`` group, or None when there is none here."""
+        import os
+        import secrets
+
+        mount = _v1_mount("pids")
+        if mount is None:
+            return None
+        own = "/"
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                parts = line.split(":", 2)
+                if len(parts) == 3 and "pids" in parts[1].split(","):
+                    own = parts[2] or "/"
+        except OSError:
+            return None
+        path = mount / own.lstrip("/") / f"murmur-sbx-{os.getpid()}-{secrets.token_hex(3)}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(limit))
+        except OSError:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+            return None
+        return cls(path, limit)
+
+    def stopped(self) -> bool:
+        """Whether a fork in the group was refused (``pids.events`` ``max`` moved)."""
+        try:
+            text = (self.path / "pids.events").read_text()
+        except OSError:
+            return False
+        return any(line.split()[:1] == ["max"] and line.split()[1] != "0" for line in text.splitlines())
+
+    def remove(self) -> None:
+        """Remove the group (an error is ignored: a killed command may still be leaving it)."""
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
+def _v1_mount(controller: str) -> Path | None:
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        tail = right.split()
+        if sep and tail[:1] == ["cgroup"] and len(tail) >= 3 and controller in tail[2].split(","):
+            return Path(left.split()[4])
+    return None

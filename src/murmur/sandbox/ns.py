@@ -41,6 +41,8 @@ class RootPlan:
         rw (tuple[str, ...]): writable directories (workdir, HOME, TMPDIR).
         files (tuple[str, ...]): granted binaries and libraries outside the runtime trees.
         ro_dirs (tuple[str, ...]): further read-only directories.
+        links (tuple[tuple[str, str], ...]): symlinks recreated inside (a granted name on
+            ``PATH`` that links to its binary), as (path, link text).
         workdir_exec (bool): the workdir may hold executables (else it is mounted ``noexec``).
         uid (int): the uid commands run as (for the synthetic ``/etc/passwd``).
         home (str): the ``HOME`` the synthetic passwd names.
@@ -49,6 +51,7 @@ class RootPlan:
     rw: tuple[str, ...]
     files: tuple[str, ...] = ()
     ro_dirs: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
     workdir_exec: bool = False
     uid: int = 0
     home: str = "/"
@@ -161,7 +164,7 @@ def _compose(plan: RootPlan) -> None:
         _bind(f"/proc/self/fd/{fd}", target, ro=not is_workdir,
               noexec=is_workdir and not plan.workdir_exec)
         os.close(fd)
-    for path, dest in links:
+    for path, dest in [*links, *plan.links]:
         os.makedirs(os.path.dirname(root + path), exist_ok=True)
         if not os.path.lexists(root + path):
             os.symlink(dest, root + path)

@@ -21,7 +21,7 @@ from murmur.sandbox import elf
 from murmur.sandbox import landlock as ll
 from murmur.sandbox.limits import Limits
 
-__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "rules"]
+__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "rules"]
 
 DEVICES = (("/dev/null", ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE), ("/dev/zero", ll.READ_FILE),
            ("/dev/urandom", ll.READ_FILE))
@@ -162,6 +162,8 @@ def rules(policy: Policy) -> list[ll.Rule]:
     out = _workdir_rules(policy)
     out += [ll.Rule(p, _rw_rights(False)) for p in policy.rw]
     out += [ll.Rule(p, ll.READ) for p in policy.ro]
+    for root in policy.ro:
+        out += [ll.Rule(p, ll.READ_FILE) for p in extension_libraries(root)]
     for path in policy.binaries().values():
         closure = elf.start_closure(path, policy.search_path)
         out += [ll.Rule(p, ll.EXECUTE | ll.READ_FILE) for p in closure.executables]
@@ -199,4 +201,20 @@ def runtime_read_dirs() -> list[str]:
             out += [os.path.join(local, n) for n in ("lib", "share") if os.path.isdir(os.path.join(local, n))]
         else:
             out.append(real)
+    return list(dict.fromkeys(out))
+
+
+def extension_libraries(root: str) -> list[str]:
+    """Libraries the extension modules of an interpreter tree need (``lib-dynload/*.so``'s
+    closures): a granted read-only interpreter tree can then import them (``ctypes`` needs
+    ``libffi``)."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath.count(os.sep) - root.count(os.sep) >= 2:
+            dirnames[:] = []
+        if os.path.basename(dirpath) != "lib-dynload":
+            continue
+        for name in filenames:
+            if name.endswith(".so"):
+                out += elf.start_closure(os.path.join(dirpath, name)).libraries
     return list(dict.fromkeys(out))
