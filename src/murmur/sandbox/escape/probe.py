@@ -120,7 +120,7 @@ def raw_socket():
 
 def connect_port():
     with socket.create_connection(("127.0.0.1", PORT), timeout=3) as s:
-        return "connected to ungranted loopback port %d (%r)" % (PORT, s.recv(16))
+        return f"connected to ungranted loopback port {PORT} ({s.recv(16)!r})"
 
 
 def connect_name():
