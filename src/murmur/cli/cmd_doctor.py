@@ -18,6 +18,11 @@ Specification: ``spec/roster.md``, "``mur doctor``".
   the plan. Upstream keys with no effect here (``W-SEC-019``) and ``mur_version`` mismatches
   (``W-MAN-001``) are listed as ``⚠`` warnings.
 * ``--json`` — one JSON object on stdout instead of the text report.
+* Every report ends with the sandbox line: the highest class this host backs and what it has
+  or lacks (``murmur.sandbox.host``); a capsule's line says the class it runs at.
+* ``mur doctor --escape [--class C] [--json]`` — the escape-conformance harness
+  (``murmur.sandbox.escape``; spec/containment.md "Verification"); its exit code is the
+  harness's (0, 1, 2, 3, 4).
 
 Exit status: 0 when everything checked is admitted / valid (warnings never change it), 1 on
 any error (a refused roster included). The text report goes to stdout; each refusal's full
@@ -53,10 +58,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="admit this roster (a project directory or its roster.yaml; bare: ./roster.yaml)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--escape", action="store_true",
+        help="run the escape-conformance harness: real escape attempts against each sandbox class "
+             "this host backs (exit 0 all held, 1 harness failed, 2 host cannot back the class, "
+             "3 a boundary escaped, 4 a resource ceiling did not hold)",
+    )
+    parser.add_argument("--class", dest="klass", choices=("scoped", "sealed"), default=None,
+                        help="with --escape: grade only this class")
 
 
 def run(args: argparse.Namespace) -> int:
     """Check what ``args`` names; print the report; 0 when nothing is refused, else 1."""
+    if getattr(args, "escape", False):
+        return run_escape(args)
+    if getattr(args, "klass", None) is not None:
+        bad = error("E-CLI-001", "--class needs --escape", hint="run `mur doctor --escape --class CLASS`")
+        print(bad.render(), file=sys.stderr, flush=True)
+        return 1
     cwd = Path.cwd()
     report: dict[str, object] = {"ok": True, "capsule": None, "roster": None, "diagnostics": []}
     lines: list[str] = []
@@ -106,6 +125,16 @@ def run(args: argparse.Namespace) -> int:
     host = detect(probe=True)  # the teardown class (spec/session.md "Containment")
     lines.append(host.doctor_line())
     report["teardown"] = {"class": host.name, "detail": host.why}
+    from murmur.sandbox.host import probe
+
+    support = probe()
+    lines.extend(support.doctor_lines())
+    report["sandbox"] = {"best": support.best().value, "landlock_abi": support.landlock_abi,
+                         "seccomp": support.seccomp, "userns": support.userns, "mountns": support.mountns,
+                         "missing": list(support.notes)}
+    capsule_info = report.get("capsule")
+    if isinstance(capsule_info, dict) and capsule_info.get("achieved"):
+        lines.append(f"sandbox: capsule {capsule_info.get('name')} runs at {capsule_info['achieved']}")
     problem = force_problem(os.environ)
     if problem is not None:
         bad = error("E-RUN-011", problem, hint="unset it to let the host decide, or set MURMUR_CONTAINMENT=groups")
@@ -172,10 +201,14 @@ def _check_capsule(
             False,
         )
     lines.append(f"  ✓ {manifest.name} {manifest.version} {peers} {door}")
+    from murmur.sandbox.classes import resolve_class
+
+    achieved = resolve_class(manifest.capabilities.containment, None, os.environ).value
     return (
         {
             "path": shown,
             "ok": True,
+            "achieved": achieved,
             "name": manifest.name,
             "version": manifest.version,
             "serves_peers": manifest.accepts_peer_tasks,
@@ -247,7 +280,7 @@ def run_faults(capsule_root: Path, manifest: Manifest, environ: Mapping[str, str
     if missing:
         return missing
     try:
-        check_containment(manifest)
+        check_containment(manifest, None, environ)
         load_workload(manifest, capsule_root, environ)
     except DiagnosticError as exc:
         return list(exc.diagnostics)
@@ -334,3 +367,24 @@ def roster_json(admitted: AdmittedRoster, shown: str) -> dict[str, object]:
         "warnings": [w.to_json() for w in admitted.warnings],
         "diagnostics": [],
     }
+
+
+def run_escape(args: argparse.Namespace) -> int:
+    """``mur doctor --escape [--class C] [--json]``: the escape-conformance harness (spec/containment.md).
+
+    Returns:
+        int: the harness's exit code (0 held, 1 harness failed, 2 host cannot back, 3 escape, 4 ceiling).
+    """
+    from murmur.manifest.model import Containment
+    from murmur.sandbox.escape import run_sync
+
+    classes = [Containment(args.klass)] if args.klass else None
+    if not args.json:
+        print("escape: running real escape attempts (each beside its advisory control) ...",
+              file=sys.stderr, flush=True)
+    report = run_sync(classes)
+    if args.json:
+        print(json.dumps(report.to_json()), flush=True)
+    else:
+        print("\n".join(report.lines()), flush=True)
+    return report.exit_code

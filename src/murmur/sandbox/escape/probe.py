@@ -18,21 +18,21 @@ CASE, OUTSIDE, PORT, WORKDIR, OTHER = sys.argv[1], sys.argv[2], int(sys.argv[3])
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x20000, 0x10000000, 0x40000000
 
 
-def err():
+def err() -> str:
     return os.strerror(ctypes.get_errno())
 
 
-def private_ns(flags):
+def private_ns(flags: int) -> None:
     # Give an unprivileged advisory run the namespace it needs, so the control can succeed.
     libc.unshare(flags | (0 if os.geteuid() == 0 else CLONE_NEWUSER))
 
 
-def read_outside():
+def read_outside() -> str:
     with open(os.path.join(OUTSIDE, "secret.txt")) as f:
         return "read " + repr(f.read().strip())
 
 
-def write_outside():
+def write_outside() -> str:
     path = os.path.join(OUTSIDE, f"written-{os.getpid()}")
     with open(path, "w") as f:
         f.write("x")
@@ -40,7 +40,7 @@ def write_outside():
     return "wrote " + path
 
 
-def exec_ungranted():
+def exec_ungranted() -> str:
     pid = os.fork()
     if pid == 0:
         try:
@@ -53,7 +53,7 @@ def exec_ungranted():
     return "ran /bin/true"
 
 
-def exec_workdir():
+def exec_workdir() -> str:
     target = os.path.join(WORKDIR, "planted")
     with open("/proc/self/exe", "rb") as src:
         data = src.read()
@@ -72,12 +72,12 @@ def exec_workdir():
     return "ran a binary written into the workdir"
 
 
-def proc_other():
+def proc_other() -> str:
     with open(f"/proc/{OTHER}/environ", "rb") as f:
         return f"read another process's environ ({len(f.read())} bytes)"
 
 
-def ptrace():
+def ptrace() -> str:
     pid = os.fork()
     if pid == 0:
         time.sleep(5)
@@ -97,7 +97,7 @@ def ptrace():
             pass
 
 
-def mount():
+def mount() -> str:
     private_ns(CLONE_NEWNS)
     libc.mount(None, b"/", None, ctypes.c_ulong(16384 | (1 << 18)), None)
     if libc.mount(b"tmpfs", WORKDIR.encode(), b"tmpfs", ctypes.c_ulong(0), None) != 0:
@@ -105,26 +105,27 @@ def mount():
     return "mounted a tmpfs"
 
 
-def userns():
+def userns() -> str:
     if libc.unshare(CLONE_NEWUSER) != 0:
         raise OSError(err())
     return "made a new user namespace"
 
 
-def raw_socket():
+def raw_socket() -> str:
     private_ns(CLONE_NEWNET)
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     s.close()
     return "opened a raw socket"
 
 
-def connect_port():
+def connect_port() -> str:
     with socket.create_connection(("127.0.0.1", PORT), timeout=3) as s:
         return f"connected to ungranted loopback port {PORT} ({s.recv(16)!r})"
 
 
-def connect_name():
-    reached = []
+def connect_name() -> str:
+    reached: list[str] = []
+    direct: OSError | None = None
     try:
         with socket.create_connection(("localhost", PORT), timeout=3):
             reached.append("directly")
@@ -142,7 +143,7 @@ def connect_name():
     return "reached ungranted host `localhost` " + " and ".join(reached)
 
 
-def setuid():
+def setuid() -> str:
     import subprocess
     out = subprocess.run(["suid-id", "-u"], capture_output=True, text=True)
     if out.returncode != 0:
@@ -152,7 +153,7 @@ def setuid():
     return f"a setuid binary ran as uid {out.stdout.strip()}"
 
 
-def fork_bomb():
+def fork_bomb() -> str:
     children, failed = [], None
     try:
         for _ in range(200):
@@ -175,7 +176,7 @@ def fork_bomb():
     return f"started {len(children)} processes"
 
 
-def memory_balloon():
+def memory_balloon() -> str:
     block = bytearray(1 << 30)  # untouched: an address-space ceiling refuses the mapping itself
     return f"mapped {len(block) >> 20} MiB"
 
