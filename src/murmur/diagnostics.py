@@ -128,7 +128,8 @@ CATALOGUE: dict[str, str] = {
     # --- capabilities ---------------------------------------------------------------
     "E-CAP-001": "a network.allow (or peer_fetch.allow) entry cannot be parsed",
     "E-CAP-002": "filesystem.scope is absolute or escapes the workdir",
-    "E-CAP-003": "the declared containment floor is not achievable on this host",
+    "E-CAP-003": "the containment class (the manifest's floor, raised by `--containment` or the parent's class) is not one this host can back; the message names what the host lacks",
+    "E-SBX-001": "the kernel refused the session's sandbox (its Landlock ruleset, seccomp filter or namespaces) although the host probe said it could back the class",
     "E-CAP-009": "a state.store name is not a single safe path segment",
     "E-CAP-013": "an artifact uses the reserved name of a runtime-provided tool",
     "E-CAP-015": "a child's env.allow entry is not held by its parent",

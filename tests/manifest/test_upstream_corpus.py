@@ -69,6 +69,8 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     (capsule / "credentials.txt").write_text("stray file a build must not pack\n")
     declared = _companions(capsule)
 
+    if case.host is not None:
+        monkeypatch.setenv("MURMUR_SANDBOX_HOST", case.host)
     capsys.readouterr()
     built = main(["build", str(capsule)])
     build_err = capsys.readouterr().err

@@ -10,7 +10,7 @@ session's environment, and adds its watchers, hooks, verifiers and services, in 
 3. the delegated-child side (:func:`murmur.delegation.contributor.contribute`), when the run was
    delegated or its manifest may delegate, and the capsule links of a capsule that may
    delegate (:func:`murmur.links.install_links`, the capability socket);
-4. the sandbox (:func:`murmur.sandbox.session.contribute`), last, once the command environment
+4. the sandbox (:func:`murmur.assembly.sandboxing.contribute`), last, once the command environment
    is known; under advisory nothing is imported.
 
 The formation, delegation and links sides are imported only when their gate says they have work to
@@ -95,7 +95,7 @@ def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     """The sandbox of the session's commands (spec/containment.md); advisory imports nothing."""
     if setup.containment.value == "advisory":
         return
-    from murmur.sandbox.session import contribute as sandbox_contribute
+    from murmur.assembly.sandboxing import contribute as sandbox_contribute
 
     sandbox_contribute(setup, environ)
 

@@ -21,7 +21,7 @@ Specification: ``spec/roster.md``, "``mur doctor``".
 * Every report ends with the sandbox line: the highest class this host backs and what it has
   or lacks (``murmur.sandbox.host``); a capsule's line says the class it runs at.
 * ``mur doctor --escape [--class C] [--json]`` — the escape-conformance harness
-  (``murmur.sandbox.escape``; spec/containment.md "Verification"); its exit code is the
+  (``murmur.escape``; spec/containment.md "Verification"); its exit code is the
   harness's (0, 1, 2, 3, 4).
 
 Exit status: 0 when everything checked is admitted / valid (warnings never change it), 1 on
@@ -375,8 +375,8 @@ def run_escape(args: argparse.Namespace) -> int:
     Returns:
         int: the harness's exit code (0 held, 1 harness failed, 2 host cannot back, 3 escape, 4 ceiling).
     """
+    from murmur.escape import run_sync
     from murmur.manifest.model import Containment
-    from murmur.sandbox.escape import run_sync
 
     classes = [Containment(args.klass)] if args.klass else None
     if not args.json:

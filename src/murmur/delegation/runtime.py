@@ -334,10 +334,15 @@ class DelegationRuntime:
     # -- the process tree (spec/tree.md) ------------------------------------------------------
 
     def _tree_env(self, delegation_id: str) -> dict[str, str]:
-        """The runtime-owned variables a child gets beside ``MURMUR_SPAWNER``: its lineage."""
+        """The runtime-owned variables a child gets beside ``MURMUR_SPAWNER``: its lineage, and
+        the class this session runs at (``MURMUR_SANDBOX_FLOOR``: the child runs no lower;
+        spec/containment.md)."""
         entry = self.book.get(delegation_id)
         caller = entry.caller if entry is not None else None
-        return {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id, caller=caller)}
+        env = {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id, caller=caller)}
+        if self.setup.containment.rank > 0:
+            env["MURMUR_SANDBOX_FLOOR"] = self.setup.containment.value
+        return env
 
     def _refusal(self, capsule: str, spawn_set: tuple[str, ...]) -> str | None:
         """Why the runtime refuses ``capsule`` before mur-roost is asked, or None."""

@@ -126,8 +126,23 @@ class EnvCaps:
 
 @attrs.frozen
 class FilesystemCaps:
+    """``capabilities.filesystem``: the workdir part, its exec grant, and read-only paths in it."""
+
     scope: str = "."
     workdir_exec: bool = False
+    read_only: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ResourceCaps:
+    """``capabilities.resources``: per-command ceilings (spec/containment.md, "Limits"); None = unset."""
+
+    max_processes: int | None = None
+    cpu_seconds: int | None = None
+    memory_bytes: int | None = None
+    max_open_files: int | None = None
+    cgroup_memory_bytes: int | None = None
+    cgroup_pids_max: int | None = None
 
 
 @attrs.frozen
@@ -147,6 +162,7 @@ class Capabilities:
     filesystem: FilesystemCaps | None = None
     state: StateCaps | None = None
     containment: Containment | None = None
+    resources: ResourceCaps | None = None
 
 
 @attrs.frozen

@@ -317,6 +317,22 @@ def _capabilities(root: YMap) -> list[Fault]:
                 "E-CAP-002", f"filesystem.scope `{scope}` {problem}",
                 hint="give a path relative to the workdir; `.` is the whole workdir",
                 path=("capabilities", "filesystem", "scope")))
+    for i, entry in _items(root, "capabilities", "filesystem", "read_only"):
+        problem = relative_path_problem(entry)
+        if problem is not None:
+            out.append(Fault(
+                "E-CAP-002", f"filesystem.read_only entry `{entry}` {problem}",
+                hint="give a path relative to the workdir scope",
+                path=("capabilities", "filesystem", "read_only", i)))
+    resources = _get(root, "capabilities", "resources")
+    if isinstance(resources, YMap):
+        for key in resources:
+            value = as_int(resources.get(key))
+            if value is not None and value <= 0:
+                out.append(Fault(
+                    "E-MAN-003", f"capabilities.resources.{key} must be greater than zero",
+                    hint="give a positive figure, or remove the key (no ceiling)",
+                    path=("capabilities", "resources", key)))
     store = _text(_get(root, "capabilities", "state", "store"))
     if store is not None and (
         not store or any(c in store for c in "/\\\x00") or store in (".", "..")

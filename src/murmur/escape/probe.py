@@ -1,6 +1,6 @@
 """The escape attempts, as one script run in a real confined process (``python3 -c``).
 
-Never imported by the runtime: :mod:`murmur.sandbox.escape.cases` reads this file's text and
+Never imported by the runtime: :mod:`murmur.escape.cases` reads this file's text and
 runs it as ``python3 -c <text> <case> <outside-dir> <port> <workdir> <other-pid>``. Each attempt prints
 one line, ``ESCAPED <what happened>`` when it reached past the grant or ``HELD <why not>``
 when the kernel stopped it. Standard library only; works on the interpreter the sandbox

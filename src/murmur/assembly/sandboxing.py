@@ -1,12 +1,12 @@
-"""The sandbox side of a session: compile it at start, serve its proxy, close it at the end.
+"""The sandbox side of a session (a contributor of the composition root): compile it at start, serve its proxy, close it at the end.
 
 Specification: spec/containment.md, "When the sandbox is made". :func:`contribute` runs as the
 last session contributor (``murmur.assembly.contributors``), when the command environment is
 known: it builds the :class:`~murmur.sandbox.policy.Policy`, compiles it, installs it as this
 process's sandbox, adds a watcher that serves the egress proxy and loopback relays for the
 session's life (a refused request is a ``sandbox_refused`` trace record naming the host), and
-an end hook that closes it. It also sets ``MURMUR_SANDBOX_FLOOR`` so every session this one
-starts (a delegated child, a formation member) runs at a class no lower than its own.
+an end hook that closes it. A delegated child is handed ``MURMUR_SANDBOX_FLOOR`` (the
+delegation runtime's runtime-owned variables) so it runs at a class no lower than this one.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Containment
 from murmur.sandbox import compiled
-from murmur.sandbox.classes import FLOOR_ENV
 from murmur.sandbox.current import install, uninstall
 from murmur.sandbox.policy import from_manifest
 from murmur.session import SessionSetup
@@ -46,8 +45,6 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     klass = setup.containment
     if klass is Containment.ADVISORY:
         return
-    before = os.environ.get(FLOOR_ENV)
-    os.environ[FLOOR_ENV] = klass.value
     from murmur.session.runner import shell_env
 
     env = shell_env(setup)
@@ -76,10 +73,6 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
 
     async def close(summary: object) -> None:
         uninstall()
-        if before is None:
-            os.environ.pop(FLOOR_ENV, None)
-        else:
-            os.environ[FLOOR_ENV] = before
 
     setup.watchers.append(serve)
     setup.end_hooks.append(close)

@@ -23,10 +23,10 @@ from pathlib import Path
 import attrs
 import trio
 
+from murmur.escape.cases import CASES, Case
 from murmur.manifest.model import Containment
 from murmur.sandbox import compiled
 from murmur.sandbox.current import install, uninstall
-from murmur.sandbox.escape.cases import CASES, Case
 from murmur.sandbox.host import HostSupport, probe
 from murmur.sandbox.limits import Limits
 from murmur.sandbox.policy import Policy

@@ -1,7 +1,7 @@
 """The escape cases: what each attempts and whether it is a boundary or a ceiling (pure).
 
 Specification: spec/containment.md, "Verification". Each :class:`Case` names a function of
-:mod:`murmur.sandbox.escape.probe`. A *boundary* case that escapes is exit 3; a *ceiling* case
+:mod:`murmur.escape.probe`. A *boundary* case that escapes is exit 3; a *ceiling* case
 (a resource limit) that escapes is exit 4. ``needs_root`` cases are skipped (reported so) when
 the harness cannot prepare them.
 """
