@@ -16,11 +16,11 @@ import re
 from collections.abc import Mapping
 
 from murmur.errors import DiagnosticError
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 from murmur.sandbox import compiled
 from murmur.sandbox.current import install, uninstall
 from murmur.sandbox.policy import from_manifest
-from murmur.session import SessionSetup
+from murmur.session import SessionSetup, shell_env
 
 __all__ = ["contribute", "granted_loopback_ports"]
 
@@ -45,8 +45,6 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     klass = setup.containment
     if klass is Containment.ADVISORY:
         return
-    from murmur.session.runner import shell_env
-
     env = shell_env(setup)
     for key in ("HOME", "TMPDIR"):
         if env.get(key):
@@ -59,7 +57,6 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     except compiled.SandboxError as exc:
         raise DiagnosticError(exc.diagnostic) from None
     install(box)
-    setup.trace_start_fields["containment"] = klass.value
 
     async def serve(ctl: object) -> None:
         trace = getattr(getattr(ctl, "session", None), "trace", None)

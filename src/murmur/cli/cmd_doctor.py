@@ -376,7 +376,7 @@ def run_escape(args: argparse.Namespace) -> int:
         int: the harness's exit code (0 held, 1 harness failed, 2 host cannot back, 3 escape, 4 ceiling).
     """
     from murmur.escape import run_sync
-    from murmur.manifest.model import Containment
+    from murmur.manifest import Containment
 
     classes = [Containment(args.klass)] if args.klass else None
     if not args.json:

@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from murmur.escape.cases import CASES, Case
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 from murmur.sandbox import compiled
 from murmur.sandbox.current import install, uninstall
 from murmur.sandbox.host import HostSupport, probe

@@ -285,8 +285,8 @@ class _PlanRun:
         how = f"exited with status {done.exit_code}" if done.exit_code > 0 else f"was killed by signal {-done.exit_code}"
         detail = _tail(stderr)
         reason = f"`{done.binary}` {how}" + (f": {detail}" if detail else "")
-        if done.sandbox is not None:
-            reason += f" ({done.sandbox})"
+        if done.sandbox is not None:  # first, so a shortened reason still says it
+            reason = f"`{done.binary}` {how}: {done.sandbox}" + (f" ({detail})" if detail else "")
         if done.denied is not None:
             deny = self.ctx.services.denied_binary
             reason += "\n" + (deny(done.denied) if deny is not None else denied_binary(

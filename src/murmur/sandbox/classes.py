@@ -13,7 +13,7 @@ import re
 import shutil
 from collections.abc import Iterable, Mapping
 
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 
 __all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "denied_exec", "explain", "resolve_class", "strongest"]
 

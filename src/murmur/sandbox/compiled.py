@@ -20,7 +20,7 @@ import trio
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import MurmurError
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 from murmur.sandbox import elf, landlock, seccomp
 from murmur.sandbox import ns as namespaces
 from murmur.sandbox import policy as pol

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 from murmur.sandbox import kernel, landlock, seccomp
 from murmur.sandbox.limits import Limits
 

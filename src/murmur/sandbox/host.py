@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 from murmur.sandbox import kernel, landlock, seccomp
 
 __all__ = ["HOST_ENV", "HostSupport", "probe", "reset_for_tests"]

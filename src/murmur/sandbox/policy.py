@@ -15,8 +15,7 @@ from pathlib import Path
 
 import attrs
 
-from murmur.manifest import Manifest
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment, Manifest
 from murmur.sandbox import elf
 from murmur.sandbox import landlock as ll
 from murmur.sandbox.limits import Limits

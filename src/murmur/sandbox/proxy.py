@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from murmur.manifest.netallow import NetEntry, entry_covers, parse_net_entry
+from murmur.manifest import NetEntry, entry_covers, parse_net_entry
 
 __all__ = ["decide", "serve_proxy", "serve_relay"]
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
     from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
     from murmur.session.records import create_records, records_dir_for
+    from murmur.session.runner import shell_env
     from murmur.session.running_record import RunningRecord, list_running
     from murmur.session.session import Session
     from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
@@ -82,6 +83,7 @@ __all__ = [
     "parse_idle_timeout",
     "records_dir_for",
     "rfc3339",
+    "shell_env",
     "signal_watcher",
     "signal_wind_down",
 ]
@@ -95,6 +97,7 @@ __getattr__ = lazy.face(__name__, {
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
     "records": ["create_records", "records_dir_for"],
+    "runner": ["shell_env"],
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
     "setup": ["SessionSetup", "SessionSummary", "WindDownControl"],

@@ -31,7 +31,7 @@ def session_start_fields(setup: SessionSetup) -> dict[str, Any]:
         "capabilities": [k for k in ("network", "peer_fetch", "shell", "spawn", "env", "filesystem", "state") if getattr(caps, k) is not None],
         "tools_declared": [a.name for a in m.artifacts if a.runtime == "tool"],
         "containment_declared": caps.containment.value if caps.containment else "advisory",
-        "containment_achieved": "advisory",
+        "containment_achieved": setup.containment.value,
         "workdir_exec": bool(caps.filesystem and caps.filesystem.workdir_exec),
         "resumed_from": None,
         "context_id": None,

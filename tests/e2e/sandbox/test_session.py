@@ -1,0 +1,100 @@
+"""A capsule's shell steps inside its class, end to end through ``mur run`` (issue 25)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.e2e.sandbox.conftest import backed
+
+from murmur.manifest.model import Containment
+
+pytestmark = pytest.mark.e2e
+
+MANIFEST = "name: fence\nversion: 0.1.0\nplan: plan.yaml\ncapabilities:\n{floor}  shell:\n    allow: [cat, sh]\n"
+PLAN = 'steps:\n  - id: s\n    shell: {argv}\noutput: "{{{{ steps.s.output }}}}"\n'
+
+
+def _run(tmp_path: Path, argv: list[str], *, floor: str | None = None, flag: str | None = None,
+         env: dict[str, str] | None = None) -> tuple[int, str, dict[str, object]]:
+    capsule = tmp_path / "capsule"
+    capsule.mkdir(exist_ok=True)
+    (capsule / "murmur.yaml").write_text(MANIFEST.format(floor=f"  containment: {floor}\n" if floor else ""))
+    (capsule / "plan.yaml").write_text(PLAN.format(argv=json.dumps(argv)))
+    work = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
+    cmd = [sys.executable, "-m", "murmur.cli.mur", "run", "--task", "go", "--workdir", str(work)]
+    if flag:
+        cmd += ["--containment", flag]
+    done = subprocess.run(cmd, cwd=capsule, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+    start: dict[str, object] = {}
+    for trace in Path(os.environ["MURMUR_HOME"]).rglob("trace.jsonl"):
+        if str(work) in str(trace):
+            for line in trace.read_text().splitlines():
+                record = json.loads(line)
+                if record.get("event_type") == "session_start":
+                    start = record
+    return done.returncode, done.stdout + done.stderr, start
+
+
+def test_reading_outside_the_grant_succeeds_under_advisory_and_fails_under_scoped(tmp_path: Path) -> None:
+    backed(Containment.SCOPED)
+    secret = tmp_path / "outside.txt"
+    secret.write_text("outside-the-grant\n")
+    rc, out, _ = _run(tmp_path, ["cat", str(secret)])
+    assert rc == 0 and "outside-the-grant" in out, out
+    rc, out, _ = _run(tmp_path, ["cat", str(secret)], floor="scoped")
+    assert rc != 0 and "outside-the-grant" not in out
+    assert "the scoped sandbox refused" in out and "outside the workdir grant" in out, out
+    assert "capabilities.filesystem.scope" in out
+
+
+def test_a_capsule_granted_only_sh_cannot_run_ls_through_sh(tmp_path: Path) -> None:
+    backed(Containment.SCOPED)
+    rc, out, _ = _run(tmp_path, ["sh", "-c", "ls"])
+    assert rc == 0, out  # the control: advisory runs it
+    rc, out, _ = _run(tmp_path, ["sh", "-c", "ls"], floor="scoped")
+    assert rc != 0
+    assert "`ls` is not in capsule 'fence''s capabilities.shell.allow" in out, out  # seed 003's message
+    assert "capabilities.shell.allow: [cat, sh, ls]" in out
+
+
+@pytest.mark.parametrize("klass", ["scoped", "sealed"])
+def test_a_declared_floor_runs_the_shell_step_inside_the_class(tmp_path: Path, klass: str) -> None:
+    backed(Containment(klass))
+    probe = "cat /etc/hostname >/dev/null 2>&1 && echo etc-readable || echo etc-fenced"
+    rc, out, start = _run(tmp_path, ["sh", "-c", probe], floor=klass)
+    assert rc == 0 and "etc-fenced" in out, out
+    assert start.get("containment_achieved") == klass
+    rc, out, _ = _run(tmp_path, ["sh", "-c", probe])
+    assert rc == 0 and "etc-readable" in out  # the control
+
+
+def test_flag_and_parent_class_raise_and_never_lower(tmp_path: Path) -> None:
+    backed(Containment.SCOPED)
+    _, _, start = _run(tmp_path, ["cat", "/dev/null"], flag="scoped")
+    assert start.get("containment_achieved") == "scoped"
+    # A delegated child is started with its parent's class as MURMUR_SANDBOX_FLOOR: a child
+    # manifest with no floor (or a lower one) runs at its parent's.
+    _, _, start = _run(tmp_path, ["cat", "/dev/null"], floor="advisory", env={"MURMUR_SANDBOX_FLOOR": "scoped"})
+    assert start.get("containment_achieved") == "scoped"
+
+
+def test_doctor_prints_the_class_achieved(tmp_path: Path) -> None:
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    (capsule / "murmur.yaml").write_text(MANIFEST.format(floor="  containment: scoped\n"))
+    (capsule / "plan.yaml").write_text(PLAN.format(argv='["cat", "/dev/null"]'))
+    done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "doctor"], cwd=capsule,
+                          capture_output=True, text=True, timeout=60)
+    assert "is the highest class this host backs" in done.stdout
+    best = done.stdout.split("sandbox: ", 1)[1].split(" ", 1)[0]
+    if best == "advisory":
+        assert done.returncode == 1 and "E-CAP-003" in done.stdout + done.stderr
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "sandbox: capsule fence runs at scoped" in done.stdout

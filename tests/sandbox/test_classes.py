@@ -1,0 +1,51 @@
+"""The class a session runs at, and how refusals read (pure)."""
+
+from __future__ import annotations
+
+from murmur.manifest.model import Containment
+from murmur.sandbox.classes import (
+    CLASS_ENV,
+    FLOOR_ENV,
+    class_problem,
+    denied_exec,
+    explain,
+    resolve_class,
+)
+
+A, S, X = Containment.ADVISORY, Containment.SCOPED, Containment.SEALED
+
+
+def test_no_source_is_advisory() -> None:
+    assert resolve_class(None, None, {}) is A
+
+
+def test_the_strongest_source_wins_and_nothing_lowers() -> None:
+    assert resolve_class(S, None, {}) is S
+    assert resolve_class(S, "advisory", {}) is S  # a flag only raises
+    assert resolve_class(None, "sealed", {}) is X
+    assert resolve_class(A, None, {FLOOR_ENV: "scoped"}) is S  # the parent's class
+    assert resolve_class(X, None, {FLOOR_ENV: "scoped"}) is X
+    assert resolve_class(None, None, {CLASS_ENV: "sealed"}) is X
+
+
+def test_class_problem() -> None:
+    assert class_problem("scoped") is None and class_problem("") is None
+    assert "names no containment class" in (class_problem("strict") or "")
+
+
+def test_denied_exec_reads_shell_and_python_wordings() -> None:
+    assert denied_exec(b"sh: 1: ls: Permission denied\n", ["sh"], "/usr/bin:/bin") == "ls"
+    assert denied_exec("bash: line 1: /usr/bin/ls: Permission denied", ["bash"], "/usr/bin:/bin") == "ls"
+    assert denied_exec("PermissionError: [Errno 13] Permission denied: 'ls'", ["python3"], "/usr/bin:/bin") == "ls"
+    assert denied_exec(b"sh: 1: cat: Permission denied\n", ["sh", "cat"], "/usr/bin:/bin") is None  # granted
+    assert denied_exec(b"nothing\n", ["sh"], "/usr/bin") is None
+
+
+def test_explain_names_the_grant() -> None:
+    text = explain(b"cat: /etc/secret: Permission denied\n", "scoped", "/w/work")
+    assert text is not None and "outside the workdir grant" in text and "capabilities.filesystem.scope" in text
+    ro = explain(b"sh: 1: cannot create /w/work/docs/a: Permission denied\n", "scoped", "/w/work",
+                 ("/w/work/docs",))
+    assert ro is not None and "capabilities.filesystem.read_only" in ro
+    assert explain(b"cat: /w/work/a: Permission denied\n", "scoped", "/w/work") is None  # inside: not ours
+    assert explain(b"cat: /nope: No such file or directory\n", "scoped", "/w") is None
