@@ -62,8 +62,14 @@ def patch() -> None:
     context.Unit.release = timed("release (removal)", context.Unit.release)  # type: ignore[method-assign]
     context.Unit.started = timed("register (janitor)", context.Unit.started)  # type: ignore[method-assign]
     groups.kill_adopted = timed("sweep", groups.kill_adopted)
-    trio.lowlevel.open_process = atimed("start (fork+exec+join)", trio.lowlevel.open_process)
-    trio.Process.wait = atimed("wait for exit", trio.Process.wait)  # type: ignore[method-assign]
+    try:  # the primitive (murmur.procs): Popen on the loop's thread, the exit on a pidfd
+        from murmur.procs import owned
+
+        owned.subprocess.Popen = timed("start (Popen: vfork+exec)", owned.subprocess.Popen)  # type: ignore[misc]
+        owned._Exec.wait = atimed("wait for exit (incl. join)", owned._Exec.wait)  # type: ignore[method-assign]
+    except ImportError:  # before it (main): Trio's open_process in a worker thread
+        trio.lowlevel.open_process = atimed("start (open_process)", trio.lowlevel.open_process)
+        trio.Process.wait = atimed("wait for exit (incl. join)", trio.Process.wait)  # type: ignore[method-assign]
 
 
 async def main(n: int) -> None:

@@ -3,7 +3,7 @@
 Specification: ``spec/session.md`` "Containment". One :class:`Containment` per process
 (:func:`here`). Every process the runtime starts — a shell command, an agent harness, a
 delegated child, a formation member — gets a :class:`Unit` from :meth:`Containment.new_unit`
-before it starts, and the unit is released (everything in it killed, its directory removed)
+(through :func:`murmur.procs.new_unit`) before it starts, and the unit is released (everything in it killed, its directory removed)
 when its owner is done with it, on every exit path:
 
 * cgroup class: the session unit is a cgroup directory — the cgroup this process was started
@@ -13,9 +13,12 @@ when its owner is done with it, on every exit path:
 * groups class: each started process leads a process group of its own; this process is a
   child subreaper, and adopted escapees are killed when a command ends and at teardown.
 
-A root (a session no owner placed, or a formation launcher) also starts a janitor
-(:mod:`murmur.containment.janitor`) on its first unit: when this process dies, by SIGKILL
-included, the janitor kills each registered unit (at once for a command; after the bound
+A root (a session no owner placed, or a formation launcher) also has a janitor
+(:mod:`murmur.containment.janitor`), started with its first unit by whoever makes units
+(:func:`murmur.procs.new_unit`, which starts it through :func:`murmur.procs.start_janitor`
+and hands it over with :meth:`Containment.attach_janitor`; this package starts no process).
+Lines for it written before it is attached are kept and sent once it is. When this process
+dies, by SIGKILL included, the janitor kills each registered unit (at once for a command; after the bound
 for a member or child that may still be winding down) and removes it.
 
 :meth:`Containment.kill_all` is synchronous, for the forced exits (second signal, 20 s guard).
