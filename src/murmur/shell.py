@@ -1,6 +1,7 @@
 """Shell execution shared by plans and agent loops (spec/plan.md, "Shell execution").
 
-One command = one process group. :func:`run_shell` runs an argv (never a shell string) whose
+One command = one containment unit (started by :func:`murmur.procs.run_process`, the one place
+where a process starts). :func:`run_shell` runs an argv (never a shell string) whose
 first element is a bare binary name listed in ``capabilities.shell.allow``, resolved on the
 ``PATH`` of the environment it is given, in the given working directory, with exactly that
 environment. The command starts in a session (and process group) of its own; when it ends,
@@ -23,16 +24,14 @@ import fnmatch
 import os
 import shutil
 import signal
-import subprocess
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from murmur import containment, timing
+from murmur import procs, timing
 from murmur.errors import MurmurError
 from murmur.grants import denied_reason, grant_entry
 from murmur.manifest import Manifest
@@ -45,13 +44,10 @@ __all__ = [
     "check_allowed",
     "kill_group",
     "run_shell",
-    "write_stdin",
 ]
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 """``PATH`` given to shell commands when the parent environment has none."""
-
-_READ_CHUNK = 65536
 
 
 class ShellRefused(MurmurError):
@@ -226,31 +222,6 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-async def _drain(stream: trio.abc.ReceiveStream, keep: bytearray, cap: int) -> int:
-    """Read ``stream`` to EOF, keeping at most ``cap`` bytes in ``keep``; return the total."""
-    total = 0
-    while True:
-        chunk = await stream.receive_some(_READ_CHUNK)
-        if not chunk:
-            return total
-        total += len(chunk)
-        room = cap - len(keep)
-        if room > 0:
-            keep += chunk[:room]
-
-
-async def write_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
-    """Write ``data`` to a command's stdin, then close it; a command that exits without
-    reading it is not an error (a shell step's ``stdin``, an agent CLI's prompt)."""
-    try:
-        if data:
-            await stream.send_all(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-    finally:
-        await stream.aclose()
-
-
 async def run_shell(
     argv: Sequence[str],
     *,
@@ -259,6 +230,7 @@ async def run_shell(
     env: Mapping[str, str],
     output_cap: int = timing.SHELL_OUTPUT_CAP,
     stdin: bytes | None = None,
+    confinement: procs.Confinement | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> ShellResult:
     """Run one allowlisted command in its own process group and capture what it did.
@@ -279,6 +251,9 @@ async def run_shell(
         output_cap (int): bytes kept per stream (stdout, stderr); default
             :data:`murmur.timing.SHELL_OUTPUT_CAP`.
         stdin (bytes | None): bytes written to the command's stdin, then EOF.
+        confinement (procs.Confinement | None): the sandbox's contribution, applied by
+            :mod:`murmur.procs`; None: the session's sandbox (:func:`murmur.sandbox.current`),
+            advisory when the session has none.
         task_status: for ``nursery.start``: reports the process id (= its group id).
 
     Returns:
@@ -293,92 +268,35 @@ async def run_shell(
     check_allowed(binary, allow)
     executable = resolve_binary(binary, env)
     _check_exec_format(binary, executable)
-    unit = containment.here().new_unit("cmd")
-    from murmur.sandbox.current import current as current_sandbox
+    from murmur.sandbox.current import current as session_sandbox
 
-    box = current_sandbox()
-    confined = box.confinement() if box is not None else None
-    preexec = None
-    if confined is not None:
-        env = confined.environ(env)
-        preexec = _confined_setup(unit.path, confined.child_setup())
-        prefix: list[str] = []
-    else:
-        prefix = unit.prefix(dict(env))
-    started = time.monotonic()
+    box = session_sandbox() if confinement is None else None
+    if box is not None:
+        confinement = box.confinement()
     try:
-        proc = await trio.lowlevel.open_process(
-            [*prefix, executable, *argv[1:]] if prefix else list(argv),
-            executable=None if prefix else executable,
-            preexec_fn=preexec,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(cwd),
-            env=dict(env),
-            start_new_session=True,
-            close_fds=True,
+        done = await procs.run_process(
+            argv, env=env, cwd=cwd, executable=executable, stdin=stdin, cap=output_cap,
+            confinement=confinement, task_status=task_status,
         )
     except OSError as exc:
-        unit.release()
         if exc.filename == str(cwd):
             raise ShellRefused(binary, f"the working directory {cwd} cannot be entered") from exc
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         if exc.errno == errno.ENOEXEC:
             reason = "not an executable format"
         raise ShellRefused(binary, f"`{binary}` could not be started: {reason}") from exc
-    unit.started(proc.pid)
-    task_status.started(proc.pid)
-    out, err = bytearray(), bytearray()
-    totals = [0, 0]
-    try:
-
-        async def drain(index: int, stream: trio.abc.ReceiveStream, keep: bytearray) -> None:
-            totals[index] = await _drain(stream, keep, output_cap)
-
-        assert proc.stdout is not None and proc.stderr is not None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(drain, 0, proc.stdout, out)
-            nursery.start_soon(drain, 1, proc.stderr, err)
-            if stdin is not None:
-                assert proc.stdin is not None
-                nursery.start_soon(write_stdin, proc.stdin, stdin)
-            await proc.wait()
-            # The main process has exited: the command is over. Whatever it left running is
-            # killed, and what is already in the pipes is read; a writer outside the unit
-            # (possible only in the groups class) cannot hold the call open past the bound.
-            unit.kill()
-            nursery.cancel_scope.deadline = trio.current_time() + timing.SHELL_DRAIN_AFTER_EXIT
-    finally:
-        await containment.kill_and_reap(unit, proc)
-    duration_ms = int((time.monotonic() - started) * 1000)
-    assert proc.returncode is not None
     result = ShellResult(
         argv=argv,
-        exit_code=proc.returncode,
-        stdout=bytes(out),
-        stderr=bytes(err),
-        stdout_bytes=totals[0],
-        stderr_bytes=totals[1],
-        duration_ms=duration_ms,
+        exit_code=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        stdout_bytes=done.stdout_bytes,
+        stderr_bytes=done.stderr_bytes,
+        duration_ms=done.duration_ms,
     )
-    if box is not None and confined is not None and proc.returncode != 0:
+    if box is not None and confinement is not None and result.exit_code != 0:
         result = _sandbox_verdict(result, box, allow, env.get("PATH", ""))
     return result
-
-
-def _confined_setup(unit: Path | None, setup: Callable[[], None] | None) -> Callable[[], None]:
-    """The child's pre-exec step under a sandbox: join the unit (cgroup class), then confine."""
-    procs = None if unit is None else str(unit / "cgroup.procs")
-
-    def child() -> None:
-        if procs is not None:
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
-        if setup is not None:
-            setup()
-
-    return child
 
 
 def _sandbox_verdict(result: ShellResult, box: Any, allow: Sequence[str], search_path: str) -> ShellResult:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from murmur import procs
 from murmur.containment.context import Containment, Unit
 from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, detect, pid_cgroup
 
@@ -97,7 +98,7 @@ def bad_programs(tmp_path: Path) -> list[tuple[str, type[OSError]]]:
 
 
 def test_command_fails_as_a_direct_start_would(contained: Containment, tmp_path: Path) -> None:
-    unit = contained.new_unit("cmd")
+    unit = procs.new_unit("cmd", contained)
     try:
         for program, error in bad_programs(tmp_path):
             with pytest.raises(error):
@@ -112,7 +113,7 @@ def test_command_fails_as_a_direct_start_would(contained: Containment, tmp_path:
 
 
 def test_command_resolves_with_the_commands_path(contained: Containment) -> None:
-    unit = contained.new_unit("cmd")
+    unit = procs.new_unit("cmd", contained)
     try:
         argv = unit.command(["sleep", "1"], ENV)
         if contained.class_name == CGROUP:
@@ -128,7 +129,7 @@ def test_command_resolves_with_the_commands_path(contained: Containment) -> None
 
 
 def test_new_unit_places_units_in_the_session_unit(contained: Containment) -> None:
-    a, b = contained.new_unit("cmd"), contained.new_unit("cmd")
+    a, b = procs.new_unit("cmd", contained), procs.new_unit("cmd", contained)
     try:
         assert a.label != b.label and a.key != b.key
         assert {u.key for u in contained.live_units()} == {a.key, b.key}
@@ -148,7 +149,7 @@ def test_new_unit_places_units_in_the_session_unit(contained: Containment) -> No
 async def test_a_started_command_is_contained_and_release_kills_it(
     contained: Containment, owned: Owned
 ) -> None:
-    unit = contained.new_unit("cmd")
+    unit = procs.new_unit("cmd", contained)
     proc, escapee = await start(unit, owned)
     escapee_start = start_time(escapee)
     try:
@@ -176,7 +177,7 @@ async def test_a_started_command_is_contained_and_release_kills_it(
 async def test_is_started_process_holds_only_for_the_same_process(contained: Containment, owned: Owned) -> None:
     """The started pid with its recorded start time is the unit's process; another pid, a unit
     never started, or the same pid with another start time (a reused pid) is not."""
-    unit, never = contained.new_unit("cmd"), contained.new_unit("cmd")
+    unit, never = procs.new_unit("cmd", contained), procs.new_unit("cmd", contained)
     proc, escapee = await start(unit, owned)
     try:
         assert unit.is_started_process(proc.pid)
@@ -191,7 +192,7 @@ async def test_is_started_process_holds_only_for_the_same_process(contained: Con
 
 
 async def test_wait_empty_returns_once_the_unit_is_killed(contained: Containment, owned: Owned) -> None:
-    unit = contained.new_unit("cmd")
+    unit = procs.new_unit("cmd", contained)
     proc, _ = await start(unit, owned)
     try:
         unit.kill()
@@ -206,7 +207,7 @@ async def test_wait_empty_returns_once_the_unit_is_killed(contained: Containment
 
 
 async def test_kill_all_kills_every_live_unit_without_releasing(contained: Containment, owned: Owned) -> None:
-    one, two = contained.new_unit("cmd"), contained.new_unit("cmd")
+    one, two = procs.new_unit("cmd", contained), procs.new_unit("cmd", contained)
     p1, _ = await start(one, owned)
     p2, _ = await start(two, owned)
     try:
@@ -220,7 +221,7 @@ async def test_kill_all_kills_every_live_unit_without_releasing(contained: Conta
 
 
 def test_env_names_the_unit_for_a_runtime_started_in_it(contained: Containment) -> None:
-    unit = contained.new_unit("m0")
+    unit = procs.new_unit("m0", contained)
     try:
         if contained.class_name == GROUPS:
             assert unit.env() == {}
@@ -236,13 +237,14 @@ def test_env_names_the_unit_for_a_runtime_started_in_it(contained: Containment) 
 INHERIT = textwrap.dedent(
     """
     import json, os, sys
+    from murmur import procs
     from murmur.containment.context import Containment
     from murmur.containment.host import detect
     env = dict(os.environ)
     c = Containment(detect(env), "inh", env)
     out = {"inherited": c.inherited, "unit_dir": str(c.unit_dir) if c.unit_dir else None}
     if c.inherited:
-        u = c.new_unit("cmd")
+        u = procs.new_unit("cmd", c)
         out.update(sub=str(u.path), janitor=c.janitor_pid)
         u.release()
         out["sub_left"] = os.path.exists(str(u.path))
@@ -259,7 +261,7 @@ def test_an_inherited_unit_is_recognised_only_when_proc_agrees(contained: Contai
         return
     script = tmp_path / "inherit.py"
     script.write_text(INHERIT)
-    unit = contained.new_unit("m0")
+    unit = procs.new_unit("m0", contained)
     try:
         claim = unit.env()[UNIT_ENV]
         base_env = {k: v for k, v in os.environ.items() if k != "MURMUR_CONTAINMENT"}
@@ -286,7 +288,7 @@ def test_an_inherited_unit_is_recognised_only_when_proc_agrees(contained: Contai
 
 
 async def test_close_leaves_nothing_and_the_janitor_exits(contained: Containment, owned: Owned) -> None:
-    unit = contained.new_unit("cmd")
+    unit = procs.new_unit("cmd", contained)
     proc, _ = await start(unit, owned)
     try:
         janitor = contained._janitor
@@ -310,11 +312,12 @@ async def test_close_leaves_nothing_and_the_janitor_exits(contained: Containment
 OWNER = textwrap.dedent(
     """
     import json, os, subprocess, sys
+    from murmur import procs
     from murmur.containment.context import Containment
     from murmur.containment.host import detect
     env = dict(os.environ)
     c = Containment(detect(env), sys.argv[1], env)
-    u = c.new_unit("cmd")
+    u = procs.new_unit("cmd", c)
     cmd = ["sh", "-c", sys.argv[2]]
     p = subprocess.Popen(u.command(cmd, env), env=env, stdout=subprocess.PIPE, start_new_session=True)
     u.started(p.pid)
@@ -381,11 +384,11 @@ async def test_the_janitor_cleans_up_after_a_sigkilled_owner(
 FORCED = textwrap.dedent(
     """
     import json, os, signal, subprocess, sys, time
-    from murmur import containment
+    from murmur import containment, procs
     from murmur.session.winddown import forced_exit
     env = dict(os.environ)
     c = containment.here(sys.argv[1])
-    u = c.new_unit("cmd")
+    u = procs.new_unit("cmd", c)
     p = subprocess.Popen(u.command(["sleep", "300"], env), env=env, start_new_session=True)
     u.started(p.pid)
     print(json.dumps({"cmd": p.pid, "janitor": c.janitor_pid}), flush=True)

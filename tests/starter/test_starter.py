@@ -294,7 +294,7 @@ async def test_the_seam_forks_through_the_starter(warm: Starter, tmp_path: Path)
     spawner._owned = True  # the fixture already runs the starter's owning task
     async with trio.open_nursery() as relays:
         handle = await spawner.spawn(_spec(tmp_path), relays)
-        assert isinstance(handle._proc, WarmProcess)  # forked: the starter reaps and reports it
+        assert isinstance(handle._proc.running, WarmProcess)  # forked: the starter reaps and reports it
         with trio.fail_after(60):
             line = await handle.first_line()
             code = await handle.wait()
@@ -312,7 +312,9 @@ async def test_the_seam_falls_back_to_exec(tmp_path: Path) -> None:
     spawner = ProcessSpawner(err=io.BytesIO(), starter=s)
     async with spawner.owning(), trio.open_nursery() as relays:
         handle = await spawner.spawn(_spec(tmp_path), relays)
-        assert isinstance(handle._proc, trio.Process)
+        assert not isinstance(handle._proc.running, WarmProcess)  # exec'd: this process is its parent
+        # WNOHANG: never blocks; raises ChildProcessError unless this process is its parent
+        os.waitid(os.P_PID, handle.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # noqa: ASYNC222
         with trio.fail_after(60):
             line = await handle.first_line()
             code = await handle.wait()

@@ -4,13 +4,10 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 :class:`Containment`; :func:`detect` tells which class the host gives. See
 :mod:`murmur.containment.context` for the model, :mod:`~murmur.containment.cgroup` and
 :mod:`~murmur.containment.groups` for the two classes, and
-:mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner;
-:func:`end_within` is how an owner ends a process it started (ask, grace, SIGKILL, reap);
-:func:`kill_and_reap` ends a command nobody asks (SIGKILL its unit, reap, close, release).
+:mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner. Units are made, and processes started in them, by :mod:`murmur.procs` only.
 """
 
 from murmur.containment.context import Containment, Unit, here, kill_all_here, reset_for_tests
-from murmur.containment.ending import end_within, kill_and_reap
 from murmur.containment.host import (
     CGROUP,
     FORCE_ENV,
@@ -31,11 +28,9 @@ __all__ = [
     "HostClass",
     "Unit",
     "detect",
-    "end_within",
     "force_problem",
     "here",
     "kill_all_here",
-    "kill_and_reap",
     "pid_cgroup",
     "reset_for_tests",
 ]

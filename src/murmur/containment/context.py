@@ -3,7 +3,7 @@
 Specification: ``spec/session.md`` "Containment". One :class:`Containment` per process
 (:func:`here`). Every process the runtime starts — a shell command, an agent harness, a
 delegated child, a formation member — gets a :class:`Unit` from :meth:`Containment.new_unit`
-before it starts, and the unit is released (everything in it killed, its directory removed)
+(through :func:`murmur.procs.new_unit`) before it starts, and the unit is released (everything in it killed, its directory removed)
 when its owner is done with it, on every exit path:
 
 * cgroup class: the session unit is a cgroup directory — the cgroup this process was started
@@ -13,9 +13,12 @@ when its owner is done with it, on every exit path:
 * groups class: each started process leads a process group of its own; this process is a
   child subreaper, and adopted escapees are killed when a command ends and at teardown.
 
-A root (a session no owner placed, or a formation launcher) also starts a janitor
-(:mod:`murmur.containment.janitor`) on its first unit: when this process dies, by SIGKILL
-included, the janitor kills each registered unit (at once for a command; after the bound
+A root (a session no owner placed, or a formation launcher) also has a janitor
+(:mod:`murmur.containment.janitor`), started with its first unit by whoever makes units
+(:func:`murmur.procs.new_unit`, which starts it through :func:`murmur.procs.start_janitor`
+and hands it over with :meth:`Containment.attach_janitor`; this package starts no process).
+Lines for it written before it is attached are kept and sent once it is. When this process
+dies, by SIGKILL included, the janitor kills each registered unit (at once for a command; after the bound
 for a member or child that may still be winding down) and removes it.
 
 :meth:`Containment.kill_all` is synchronous, for the forced exits (second signal, 20 s guard).
@@ -31,7 +34,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -206,6 +208,7 @@ class Containment:
         self._counter = itertools.count(1)
         self._janitor: subprocess.Popen[bytes] | None = None
         self._janitor_dead = False
+        self._unsent: list[dict[str, Any]] = []  # lines for a janitor not attached yet
         self.unit_dir: Path | None = None
         self.inherited = False
         if host.name == CGROUP and host.mount is not None:
@@ -333,39 +336,39 @@ class Containment:
 
     # -- the janitor ----------------------------------------------------------------------------
 
+    def janitor_wanted(self) -> bool:
+        """Whether this process should start a janitor now (it is a root, has none, and none died)."""
+        return not self.inherited and not self._janitor_dead and self._janitor is None
+
+    def attach_janitor(self, proc: subprocess.Popen[bytes] | None) -> None:
+        """Take the janitor :func:`murmur.procs.placement.ensure_janitor` started (None: it could
+        not be started; units then have only their owner's own teardown) and tell it the bound."""
+        if proc is None:
+            self._janitor_dead = True
+            return
+        self._janitor = proc
+        self._janitor_send({"bound": JANITOR_BOUND})
+        for msg in self._unsent:
+            self._janitor_send(msg)
+        self._unsent.clear()
+
     def _janitor_send(self, msg: dict[str, Any], *, start: bool = True) -> None:
         if self.inherited or self._janitor_dead:
             return
-        if self._janitor is None:
-            if not start:
-                return
-            self._start_janitor()
         proc = self._janitor
-        if proc is None or proc.stdin is None:
+        if proc is None:
+            if start:  # kept for the janitor a unit's maker attaches (murmur.procs.placement)
+                self._unsent.append(msg)
+            else:
+                self._unsent = [m for m in self._unsent if m.get("key") != msg.get("drop")]
+            return
+        if proc.stdin is None:
             return
         try:
             proc.stdin.write((json.dumps(msg) + "\n").encode())
             proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             self._janitor_dead = True  # killed: our own teardown still runs
-
-    def _start_janitor(self) -> None:
-        script = Path(__file__).with_name("janitor.py")
-        try:
-            self._janitor = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(script)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                env={},  # it needs nothing of the runtime's environment, and must hold none of it
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError:
-            self._janitor_dead = True
-            return
-        self._janitor_send({"bound": JANITOR_BOUND})
 
     @property
     def janitor_pid(self) -> int | None:

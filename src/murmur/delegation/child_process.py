@@ -5,7 +5,7 @@ child: the command that starts it (:func:`murmur.starter.mur_command`, :func:`ch
 containment unit of its own (:func:`start`), its readiness line (:func:`read_first_line`,
 :func:`parse_ready`), its stderr (kept as a tail, relayed by line), and ending it
 (:func:`terminate`: SIGTERM, the stop grace, SIGKILL of its unit, reaped — through
-:func:`murmur.containment.end_within`).
+:meth:`murmur.procs.OwnedProcess.end`).
 
 The words for ending, used the same way everywhere in :mod:`murmur.delegation`:
 
@@ -20,10 +20,8 @@ The words for ending, used the same way everywhere in :mod:`murmur.delegation`:
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from murmur import containment
+from murmur import containment, procs
 from murmur.delegation.book import Entry
 from murmur.delegation.spawner import SPAWNER_LIFELINE_ENV
 from murmur.delegation.watch_policy import describe_exit
@@ -41,10 +39,10 @@ from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: mur
 from murmur.starter import mur_command as mur_command
 
 if TYPE_CHECKING:
-    from murmur.starter.client import Starter, WarmProcess
+    from murmur.starter.client import Starter
 
 CHILD_STOP_GRACE = 10.0  # seconds a child gets after SIGTERM before its unit is killed
-MAX_READY_LINE = 1 << 20
+MAX_READY_LINE = 1 << 20  # as murmur.procs.MAX_READY_LINE
 STDERR_TAIL = 20
 _MAX_STDERR_LINE = 64 * 1024  # bytes of one unfinished stderr line held before it is relayed as is
 
@@ -100,7 +98,7 @@ class Child:
     name: str
     version: str
     task: str
-    proc: trio.Process | WarmProcess | None = None
+    proc: procs.OwnedProcess | None = None
     unit: containment.Unit | None = None
     life_w: int | None = None
     ready: Ready | None = None
@@ -146,34 +144,35 @@ async def start(
     io: trio.Nursery,
     relay: Callable[[str], None] | None,
     starter: Starter | None = None,
-) -> trio.Process | WarmProcess:
+    confinement: procs.Confinement | None = None,
+) -> procs.OwnedProcess:
     """Start ``child`` in a fresh containment unit (its own session and process group).
 
     Forked by ``starter`` when one is given, alive, and ``argv`` runs the default ``mur``
     (spec/delegation.md "The warm start path"); else (or when the starter cannot take it)
     exec'd. Its exit is watched and its stderr relayed in ``io``. ``lifeline_r`` is passed to
     it (as descriptor 3 when forked, ``MURMUR_SPAWNER_LIFELINE`` set to match) and closed here;
-    the caller keeps the write end (``child.life_w``).
+    the caller keeps the write end (``child.life_w``). ``confinement`` is the sandbox's
+    contribution (None: advisory), applied by :mod:`murmur.procs` on either path.
 
     Raises:
         LaunchFailed: it could not be started.
     """
-    proc: trio.Process | WarmProcess | None = None
+    proc: procs.OwnedProcess | None = None
     try:
         if starter is not None and starter.alive and argv[: len(MUR_PREFIX)] == MUR_PREFIX:
             from murmur.starter.client import Unavailable
 
             try:
-                proc = await _fork(child, starter, argv, env, lifeline_r)
+                proc = await _fork(child, starter, argv, env, lifeline_r, confinement)
             except Unavailable:
                 proc = None
         if proc is None:
-            proc = await _exec(child, argv, env, lifeline_r)
+            proc = await _exec(child, argv, env, lifeline_r, confinement)
     finally:
         close_fd(lifeline_r)
     child.proc = proc
-    assert child.unit is not None
-    child.unit.started(proc.pid, winds_down=True)
+    child.unit = proc.unit
     io.start_soon(_wait_exit, child)
     assert proc.stderr is not None
     io.start_soon(_drain_stderr, child, proc.stderr, relay)
@@ -184,26 +183,19 @@ MUR_PREFIX = mur_command({})
 """The command a child is forked for (the default ``mur``; anything else is exec'd)."""
 
 
-async def _exec(child: Child, argv: list[str], env: dict[str, str], lifeline_r: int) -> trio.Process:
-    child.unit = unit = containment.here().new_unit(child.entry.delegation_id)
-    env = {**env, **unit.env()}
+async def _exec(child: Child, argv: list[str], env: dict[str, str], lifeline_r: int,
+                confinement: procs.Confinement | None) -> procs.OwnedProcess:
     try:
-        return await trio.lowlevel.open_process(
-            unit.command(argv, env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=str(child.dir),
-            pass_fds=(lifeline_r,),
-            start_new_session=True,
+        return await procs.open_process(
+            argv, label=child.entry.delegation_id, env=env, cwd=child.dir, stdin=procs.PIPE,
+            pass_fds=(lifeline_r,), winds_down=True, runtime=True, confinement=confinement,
         )
     except OSError as exc:
-        unit.release()
         raise LaunchFailed(f"the child could not be started: {exc.strerror or exc}") from None
 
 
-async def _fork(child: Child, starter: Starter, argv: list[str], env: dict[str, str], lifeline_r: int) -> WarmProcess:
+async def _fork(child: Child, starter: Starter, argv: list[str], env: dict[str, str], lifeline_r: int,
+                confinement: procs.Confinement | None) -> procs.OwnedProcess:
     """Have ``starter`` fork the child: stdin, stdout and stderr pipes, the lifeline as 3.
 
     Raises:
@@ -216,26 +208,26 @@ async def _fork(child: Child, starter: Starter, argv: list[str], env: dict[str, 
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     keep: list[int] = [in_w, out_r, err_r]
-    unit = containment.here().new_unit(child.entry.delegation_id)
-    try:
-        forked_env = {**env, SPAWNER_LIFELINE_ENV: str(_LIFELINE_FD), **unit.env()}
-        fds = [(in_r, 0), (out_w, 1), (err_w, 2), (lifeline_r, _LIFELINE_FD)]
+    fds = [(in_r, 0), (out_w, 1), (err_w, 2), (lifeline_r, _LIFELINE_FD)]
+
+    async def fork(argv: list[str], env: dict[str, str], cgroup: str | None,
+                   wire: dict[str, Any] | None, extra: tuple[int, ...]) -> WarmProcess:
         try:
-            pid = await starter.start(
-                ["mur", *argv[len(MUR_PREFIX):]], forked_env, str(child.dir), fds,
-                session=True, cgroup=str(unit.path) if unit.path is not None else None,
-            )
+            pid = await starter.start(argv, env, str(child.dir), [*fds, *((fd, fd) for fd in extra)],
+                                      session=True, cgroup=cgroup, confinement=wire)
         except OSError as exc:
             raise LaunchFailed(f"the child could not be started: {exc.strerror or exc}") from None
-        proc = WarmProcess(starter, pid, out_r, err_r, stdin=in_w)
+        return WarmProcess(starter, pid, out_r, err_r, stdin=in_w)
+
+    try:
+        proc = await procs.fork_process(
+            ["mur", *argv[len(MUR_PREFIX):]], label=child.entry.delegation_id,
+            env={**env, SPAWNER_LIFELINE_ENV: str(_LIFELINE_FD)}, forker=fork, confinement=confinement,
+        )
         keep.clear()
-    except BaseException:
-        unit.release()  # a child the starter forked before it went away goes with it
-        raise
     finally:
         for fd in (in_r, out_w, err_w, *keep):
             close_fd(fd)
-    child.unit = unit
     return proc
 
 
@@ -262,50 +254,44 @@ async def _drain_stderr(child: Child, stream: trio.abc.ReceiveStream, relay: Cal
 
 
 async def read_first_line(child: Child, stdout: trio.abc.ReceiveStream, bound: float) -> bytes:
-    """The child's first stdout line, within ``bound`` seconds.
+    """The child's first stdout line, within ``bound`` seconds (:func:`murmur.procs.read_first_line`).
 
     Raises:
         LaunchFailed: too long, too late, or stdout closed first (naming how it exited).
     """
-    buf = bytearray()
-    with trio.move_on_after(bound) as scope:
-        while b"\n" not in buf:
-            chunk = await stdout.receive_some(65536)
-            if not chunk:
-                break
-            buf += chunk
-            if len(buf) > MAX_READY_LINE:
-                raise LaunchFailed("the child's first line is not a readiness line (it is too long)")
-    if scope.cancelled_caught:
+    got = await procs.read_first_line(stdout, bound, limit=MAX_READY_LINE)
+    if got.why == "too-long":
+        raise LaunchFailed("the child's first line is not a readiness line (it is too long)")
+    if got.why == "timeout":
         raise LaunchFailed(f"the child did not report ready within {bound:g} s")
-    if b"\n" not in buf:
+    if got.line is None:
         with trio.move_on_after(5.0):
             await child.exited.wait()
         if child.returncode is None:
             raise LaunchFailed(child.tail("the child closed its output before reporting ready"))
         raise LaunchFailed(child.tail(f"the child exited with {describe_exit(child.returncode)} before reporting ready"))
-    return bytes(buf.split(b"\n", 1)[0])
+    return got.line
 
 
-def parse_ready(line: bytes) -> dict[str, Any]:
-    """The readiness line as a JSON object with a door ``url`` and a ``session_id``.
+_REFUSALS = {
+    procs.NOT_A_READY_LINE: "the child's first line is not a readiness line",
+    procs.NO_SESSION: "the child's readiness line names no session",
+    procs.NO_DOOR: "the child reported no door",
+}
+
+
+def parse_ready(line: bytes) -> procs.ReadyLine:
+    """The readiness line (:func:`murmur.procs.parse_ready_line`, the one parser).
 
     Raises:
-        LaunchFailed: it is not one.
+        LaunchFailed: it is not one (the reason worded for a delegation).
     """
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        raise LaunchFailed("the child's first line is not a readiness line") from None
-    if not isinstance(obj, dict):
-        raise LaunchFailed("the child's first line is not a readiness line")
-    url = obj.get("url")
-    if not isinstance(url, str) or not url.startswith("http://"):
-        raise LaunchFailed("the child reported no door")
-    sid = obj.get("session_id")
-    if not isinstance(sid, str) or not sid.startswith("ses_"):
-        raise LaunchFailed("the child's readiness line names no session")
-    return obj
+    if len(line) > MAX_READY_LINE:
+        raise LaunchFailed("the child's first line is not a readiness line (it is too long)")
+    got = procs.parse_ready_line(line)
+    if isinstance(got, str):
+        raise LaunchFailed(_REFUSALS[got])
+    return got
 
 
 def _sigterm(child: Child) -> None:
@@ -330,9 +316,7 @@ async def terminate(child: Child, grace: float) -> None:
     """
     if child.proc is None:
         return
-    proc = child.proc
-    await containment.end_within(grace, ask=lambda: _sigterm(child), alive=lambda: proc.returncode is None,
-                                 wait=proc.wait, kill=lambda: _kill_unit(child))
+    await child.proc.end(grace, lambda: _sigterm(child))
     _kill_unit(child)  # sweep anything the child left in its unit
     child.exited.set()
 

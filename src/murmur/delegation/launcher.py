@@ -490,15 +490,11 @@ class Launcher:
             await proc.stdin.aclose()
         line = await read_first_line(child, proc.stdout, self.launch_bound)
         io.start_soon(drain, proc.stdout)
-        ready_obj = parse_ready(line)
+        ready_line = parse_ready(line)
         child.ready_at = trio.current_time()
-        task_id = await self._deliver(child, ready_obj["url"])
-        child.ready = Ready(
-            ready_obj["session_id"],
-            ready_obj["url"],
-            ready_obj.get("records_dir") if isinstance(ready_obj.get("records_dir"), str) else None,
-            task_id,
-        )
+        assert ready_line.url is not None
+        task_id = await self._deliver(child, ready_line.url)
+        child.ready = Ready(ready_line.session_id, ready_line.url, ready_line.records_dir, task_id)
         return child.ready
 
     async def _deliver(self, child: Child, url: str) -> str:

@@ -8,7 +8,7 @@ from typing import TextIO
 import attrs
 import trio
 
-from murmur import containment
+from murmur import procs
 from murmur.demo.watchdog import signal_group
 
 LINE_LIMIT = 1 << 20
@@ -50,7 +50,7 @@ class Child:
     """One process the demo started, in a process group of its own (pgid = pid)."""
 
     label: str
-    process: trio.Process
+    process: procs.OwnedProcess
     stop_signal: int = signal.SIGTERM
 
     @property
@@ -69,8 +69,8 @@ class Child:
 
     async def stop(self, grace: float) -> int:
         """SIGTERM the process, wait ``grace`` s, SIGKILL its group, reap, sweep the group
-        (the escalation is :func:`murmur.containment.end_within`'s)."""
-        await containment.end_within(grace, ask=self._ask, alive=lambda: self.running, wait=self.process.wait,
+        (the escalation is :func:`murmur.procs.end_within`'s)."""
+        await procs.end_within(grace, ask=self._ask, alive=lambda: self.running, wait=self.process.wait,
                                      kill=self.kill_group)
         code = await self.process.wait()
         signal_group(self.pid, signal.SIGKILL)
@@ -101,8 +101,3 @@ async def drain(reader: LineReader) -> None:
     """Read and drop the rest of a stream, so the child never blocks writing to it."""
     while await reader.line() is not None:
         pass
-
-
-async def kill_group_now(process: trio.Process) -> None:
-    """A ``deliver_cancel`` for short commands: SIGKILL the whole group at once."""
-    signal_group(process.pid, signal.SIGKILL)

@@ -11,7 +11,6 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from typing import Any, TextIO
 
 import trio
 
+from murmur import procs
 from murmur.demo.commands import (
     child_environment,
     desk_command,
@@ -46,11 +46,13 @@ from murmur.demo.layout import (
     shell_status,
     task_text,
 )
-from murmur.demo.processes import Child, LineReader, drain, kill_group_now, relay
+from murmur.demo.processes import Child, LineReader, drain, relay
 from murmur.demo.progress import Say, TraceFollower, signal_name
 from murmur.demo.sweep import kill_tree, process_table, session_pids
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
+
+_INSTALL_OUTPUT = 1 << 20  # bytes of an install's output kept (its stderr is the failure's text)
 
 
 class _StartFailed(Exception):
@@ -84,7 +86,7 @@ class DemoRun:
         self.children: list[Child] = []
         self.outcome = DemoOutcome(status=1, layout=layout)
         self.traces = TraceFollower(self.say, self._on_record)
-        self.watchdog: trio.Process | None = None
+        self.watchdog: procs.OwnedProcess | None = None
         self.watch_fd: int | None = None
         self.launcher: Child | None = None
         self.work_scope = trio.CancelScope()
@@ -116,10 +118,7 @@ class DemoRun:
                      stderr_prefix: str, nursery: trio.Nursery) -> Child:
         """Start ``argv`` in a new session (its own process group), stdout piped to us and
         stderr relayed behind ``stderr_prefix``; tell the watchdog its group."""
-        proc = await trio.lowlevel.open_process(
-            argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
-        )
+        proc = await procs.open_process(argv, label=label, env=env, contained=False)
         child = Child(label, proc)
         self.children.append(child)
         self.outcome.pids[label] = proc.pid
@@ -135,9 +134,9 @@ class DemoRun:
             code = ("import sys; from murmur.demo.watchdog import watchdog_main; "
                     f"sys.exit(watchdog_main({read_fd}, {self.timers.watchdog_grace!r}, "
                     f"{str(self.layout.home)!r}, {remove!r}))")
-            self.watchdog = await trio.lowlevel.open_process(
-                [sys.executable, "-c", code], stdin=subprocess.DEVNULL, pass_fds=(read_fd,),
-                start_new_session=True, env=dict(self.env))
+            self.watchdog = await procs.open_process(
+                [sys.executable, "-c", code], label="watchdog", env=self.env, pass_fds=(read_fd,),
+                stdout=None, stderr=None, contained=False)
         except BaseException:
             os.close(write_fd)
             raise
@@ -167,9 +166,7 @@ class DemoRun:
 
         async def one(name: str) -> None:
             cmd = install_command(self.mur, self.layout.project / name)
-            result = await trio.run_process(cmd, env=self.env, capture_stdout=True, capture_stderr=True,
-                                            check=False, start_new_session=True,
-                                            deliver_cancel=kill_group_now)
+            result = await procs.run_process(cmd, env=self.env, cap=_INSTALL_OUTPUT, contained=False)
             if result.returncode != 0:
                 failures.append(result.stderr.decode("utf-8", "replace").strip() or f"`{shlex.join(cmd)}` failed")
 

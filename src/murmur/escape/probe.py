@@ -1,12 +1,12 @@
 """The escape attempts, as one script run in a real confined process (``python3 -c``).
 
-Never imported by the runtime: :mod:`murmur.escape.cases` reads this file's text and
-runs it as ``python3 -c <text> <case> <outside-dir> <port> <workdir> <other-pid>``. Each attempt prints
+Data, not code the runtime runs: :data:`SOURCE` is handed to the granted interpreter as ``python3 -c <text> <case> <outside-dir> <port> <workdir> <other-pid>``. Each attempt prints
 one line, ``ESCAPED <what happened>`` when it reached past the grant or ``HELD <why not>``
 when the kernel stopped it. Standard library only; works on the interpreter the sandbox
 grants.
 """
 
+SOURCE = r'''
 import ctypes
 import os
 import socket
@@ -185,3 +185,4 @@ try:
     print("ESCAPED", globals()[CASE.replace("-", "_")]())
 except (OSError, MemoryError) as exc:
     print("HELD", f"{type(exc).__name__}: {exc}")
+'''

@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from murmur.escape.cases import CASES, Case
+from murmur.escape.probe import SOURCE as PROBE
 from murmur.manifest import Containment
 from murmur.sandbox import compiled
 from murmur.sandbox.current import install, uninstall
@@ -33,7 +34,6 @@ from murmur.sandbox.policy import Policy
 
 __all__ = ["Report", "Verdict", "run", "run_sync"]
 
-_PROBE = Path(__file__).with_name("probe.py")
 LIMITS = Limits(max_processes=32, cgroup_pids_max=32, memory_bytes=256 << 20, cpu_seconds=30)
 """The ceilings the ceiling cases run under."""
 
@@ -155,7 +155,7 @@ async def _attempt(case: Case, s: _Scratch, port: int, klass: str) -> Verdict:
     if case.needs_root and not s.setuid_ready:
         return Verdict(case.name, case.kind, klass, "skipped", "needs root to prepare a setuid file")
     env = {"PATH": str(s.bin), "HOME": str(s.home), "TMPDIR": str(s.tmp)}
-    argv = ["python3", "-c", _PROBE.read_text(), case.name, str(s.outside), str(port), str(s.work), str(os.getpid())]
+    argv = ["python3", "-c", PROBE, case.name, str(s.outside), str(port), str(s.work), str(os.getpid())]
     try:
         with trio.fail_after(60):
             res = await run_shell(argv, allow=("python3", "suid-id"), cwd=s.work, env=env)

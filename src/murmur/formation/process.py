@@ -24,14 +24,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import trio
 
-from murmur import containment
+from murmur import procs
 from murmur.formation.readiness import MAX_READINESS_LINE
 from murmur.formation.supervise import MemberSpec
 from murmur.lines import read_lines
@@ -39,7 +38,7 @@ from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: mur
 from murmur.starter import mur_command as mur_command
 
 if TYPE_CHECKING:
-    from murmur.starter.client import Starter, WarmProcess
+    from murmur.starter.client import Starter
 
 CHANNEL_ENV = "MURMUR_FORMATION_CHANNEL"
 LIFELINE_ENV = "MURMUR_FORMATION_LIFELINE"
@@ -61,7 +60,7 @@ def warm_starter(environ: Mapping[str, str]) -> Starter | None:
     spawned = early.take()
     if spawned is not None:
         try:
-            return client.Starter.adopt(spawned, containment.here().new_unit("starter"))
+            return client.Starter.adopt(spawned, procs.new_unit("starter"))
         except OSError:
             return None
     if not starter.wanted(environ):
@@ -116,17 +115,16 @@ class ProcessHandle:
     def __init__(
         self,
         name: str,
-        proc: trio.Process | WarmProcess,
+        proc: procs.OwnedProcess,
         channel_fd: int,
         lifeline_fd: int,
         *,
         peer: bool,
         err: BinaryIO,
-        unit: containment.Unit,
     ) -> None:
         self.name = name
         self._proc = proc
-        self.unit = unit
+        self.unit = proc.unit
         self._peer = peer
         self._lifeline: int | None = lifeline_fd
         self._channel: trio.lowlevel.FdStream | None = trio.lowlevel.FdStream(channel_fd)
@@ -168,7 +166,7 @@ class ProcessHandle:
     def kill(self) -> None:
         """SIGKILL the member's unit: the member and everything it started (escapees too in
         the cgroup class; a peer's process group, or the entry member's process, otherwise)."""
-        self.unit.kill()
+        self._proc.kill()
 
     async def wait(self) -> int:
         """Wait for exit and reap; the exit status."""
@@ -187,7 +185,7 @@ class ProcessHandle:
                 await chan.aclose()
         if self._proc.returncode is not None:
             # whatever the member left running goes with it (its unit: commands, children)
-            self.unit.release()
+            self._proc.release()
 
     # -- relays (run in the launcher's relay nursery) ----------------------------------
 
@@ -281,35 +279,25 @@ class ProcessSpawner:
         chan_r, chan_w = os.pipe()
         life_r, life_w = os.pipe()
         keep: list[int] = [chan_w, life_w]
-        unit = containment.here().new_unit(spec.name)
         try:
             rest = _prefill(chan_w, spec.channel)
             env = dict(spec.env)
             env[CHANNEL_ENV] = str(chan_r)
             env[LIFELINE_ENV] = str(life_r)
-            env.update(unit.env())
-            pipe = subprocess.PIPE if spec.peer else None
-            proc = await trio.lowlevel.open_process(
-                unit.command(spec.argv, env),
-                stdin=subprocess.DEVNULL,
-                stdout=pipe,
-                stderr=pipe,
-                pass_fds=(chan_r, life_r),
-                start_new_session=spec.peer,
-                env=env,
-                cwd=spec.cwd,
+            pipe = procs.PIPE if spec.peer else None
+            proc = await procs.open_process(
+                spec.argv, label=spec.name, env=env, cwd=spec.cwd,
+                stdin=procs.DEVNULL, stdout=pipe, stderr=pipe, pass_fds=(chan_r, life_r),
+                session=spec.peer, winds_down=True, runtime=True, confinement=spec.confinement,
             )
             keep.clear()
-        except BaseException:
-            unit.release()
-            raise
         finally:
             # the child holds its own copies now: REQUIRED, or the lifeline's EOF never arrives
             _close_quietly(chan_r)
             _close_quietly(life_r)
             for fd in keep:
                 _close_quietly(fd)
-        return self._started(spec, proc, unit, chan_w, life_w, rest, relays)
+        return self._started(spec, proc, chan_w, life_w, rest, relays)
 
     async def _spawn_warm(self, starter: Starter, spec: MemberSpec, relays: trio.Nursery) -> ProcessHandle:
         """Have the starter fork ``spec``: the same pipes, numbers 3 (channel) and 4
@@ -327,44 +315,41 @@ class ProcessSpawner:
         err_r, err_w = os.pipe() if spec.peer else (None, None)
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         keep: list[int | None] = [chan_w, life_w, out_r, err_r]
-        unit = containment.here().new_unit(spec.name)
         try:
             rest = _prefill(chan_w, spec.channel)
             env = dict(spec.env)
             env[CHANNEL_ENV] = "3"
             env[LIFELINE_ENV] = "4"
-            env.update(unit.env())
             fds = [(devnull, 0), (out_w if out_w is not None else 1, 1),
                    (err_w if err_w is not None else 2, 2), (chan_r, 3), (life_r, 4)]
             argv = [self._mur[0] if len(self._mur) == 1 else "mur", *spec.argv[len(self._mur):]]
-            pid = await starter.start(
-                argv, env, spec.cwd, fds,
-                session=spec.peer, cgroup=str(unit.path) if unit.path is not None else None,
+
+            async def fork(argv: list[str], env: dict[str, str], cgroup: str | None,
+                           wire: dict[str, Any] | None, extra: tuple[int, ...]) -> WarmProcess:
+                pid = await starter.start(argv, env, spec.cwd, [*fds, *((fd, fd) for fd in extra)],
+                                          session=spec.peer, cgroup=cgroup, confinement=wire)
+                return WarmProcess(starter, pid, out_r, err_r)
+
+            proc = await procs.fork_process(
+                argv, label=spec.name, env=env, forker=fork, session=spec.peer,
+                confinement=spec.confinement,
             )
-            proc = WarmProcess(starter, pid, out_r, err_r)
             keep.clear()
-        except BaseException:
-            unit.release()  # a child the starter forked before it went away goes with it
-            raise
         finally:
             for fd in (chan_r, life_r, out_w, err_w, devnull, *keep):
                 _close_quietly(fd)
-        return self._started(spec, proc, unit, chan_w, life_w, rest, relays)
+        return self._started(spec, proc, chan_w, life_w, rest, relays)
 
     def _started(
         self,
         spec: MemberSpec,
-        proc: trio.Process | WarmProcess,
-        unit: containment.Unit,
+        proc: procs.OwnedProcess,
         chan_w: int,
         life_w: int,
         rest: bytes,
         relays: trio.Nursery,
     ) -> ProcessHandle:
-        unit.started(proc.pid, own_group=spec.peer, winds_down=True)
-        handle = ProcessHandle(
-            spec.name, proc, chan_w, life_w, peer=spec.peer, err=self._err, unit=unit
-        )
+        handle = ProcessHandle(spec.name, proc, chan_w, life_w, peer=spec.peer, err=self._err)
         if rest:
             relays.start_soon(handle.send_line, rest)
         if spec.peer:

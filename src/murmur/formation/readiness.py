@@ -10,17 +10,17 @@ Pure pieces: :func:`parse_readiness_line`, :func:`card_session_id`. The probe lo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 
 import attrs
 import httpx
 import trio
 
-from murmur import ids, timing
+from murmur import procs, timing
 from murmur.a2a import A2AClient, replies, requests
+from murmur.procs import normalise_url as normalise_url  # its one home: murmur.procs
 
-MAX_READINESS_LINE = 1 << 20
+MAX_READINESS_LINE = procs.MAX_READY_LINE
 """A first line longer than this (bytes) is not a readiness line."""
 
 CAPSULE_EXTENSION_SUFFIX = "murmur-capsule-v1"
@@ -54,16 +54,9 @@ NO_FORMATION = "it reported no formation"
 OTHER_FORMATION = "it reported another formation"
 
 
-def normalise_url(url: str) -> str:
-    """``host:port`` -> ``http://host:port``; an ``http(s)://`` URL loses a trailing ``/``."""
-    text = url.strip()
-    if "://" not in text:
-        text = "http://" + text
-    return text.rstrip("/")
-
-
 def parse_readiness_line(line: bytes, formation_id: str) -> Report | str:
-    """Judge a peer's first stdout line.
+    """Judge a peer's first stdout line (:func:`murmur.procs.parse_ready_line`, the one parser,
+    then the formation's own rule: it names this formation).
 
     Args:
         line (bytes): the line, with or without its newline.
@@ -72,36 +65,22 @@ def parse_readiness_line(line: bytes, formation_id: str) -> Report | str:
     Returns:
         Report | str: the report, or the refusal reason (one of the module constants).
     """
-    if len(line) > MAX_READINESS_LINE:
-        return NOT_A_READINESS_LINE
-    try:
-        data = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return NOT_A_READINESS_LINE
-    if not isinstance(data, dict):
-        return NOT_A_READINESS_LINE
-    session = data.get("session_id")
-    if not isinstance(session, str) or not ids.is_id(session, "ses"):
-        return NOT_A_READINESS_LINE
-    url = data.get("url")
-    if not isinstance(url, str) or not url.strip():
+    got = procs.parse_ready_line(line)
+    if got == procs.NO_DOOR:
         return NO_DOOR
-    reported = data.get("formation_id")
-    if reported is None:
+    if isinstance(got, str):
+        return NOT_A_READINESS_LINE
+    if got.formation_id is None:
         return NO_FORMATION
-    if reported != formation_id:
+    if got.formation_id != formation_id:
         return OTHER_FORMATION
-    pid = data.get("pid")
-    token = None
-    tokens = data.get("tokens")
-    if isinstance(tokens, dict) and isinstance(tokens.get("operator"), str):
-        token = tokens["operator"]
+    assert got.url is not None
     return Report(
-        session_id=session,
-        url=normalise_url(url),
-        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-        formation_id=reported,
-        operator_token=token,
+        session_id=got.session_id,
+        url=got.url,
+        pid=got.pid,
+        formation_id=got.formation_id,
+        operator_token=got.operator_token,
     )
 
 

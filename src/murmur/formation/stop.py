@@ -25,7 +25,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from murmur import containment, ids, procstat
+from murmur import ids, procs, procstat
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.formation import dirs, procinfo
@@ -87,7 +87,7 @@ def _signal(target: Target, sig: signal.Signals) -> bool:
 def end_process(target: Target, timeout: float) -> str:
     """SIGTERM ``target``; SIGKILL it after ``timeout`` s; the last signal sent.
 
-    The escalation is :func:`murmur.containment.end_within`'s, in a Trio run of its own (``mur
+    The escalation is :func:`murmur.procs.end_within`'s, in a Trio run of its own (``mur
     stop`` is synchronous; ``target`` is not this process's child, so its end is polled by
     pid and start time every 50 ms). Do not call it from inside a Trio run.
 
@@ -116,7 +116,7 @@ async def _end_process(target: Target, timeout: float) -> str:
             await trio.sleep(POLL)
 
     with trio.move_on_after(timeout + KILL_WAIT):
-        killed = await containment.end_within(
+        killed = await procs.end_within(
             timeout, ask=ask, alive=lambda: procinfo.is_running(target.pid, target.start), wait=gone, kill=kill
         )
         return "SIGKILL" if killed else "SIGTERM"

@@ -28,7 +28,7 @@ from typing import Protocol
 import attrs
 import trio
 
-from murmur import containment, timing
+from murmur import procs, timing
 from murmur.formation import readiness
 
 
@@ -65,6 +65,8 @@ class MemberSpec:
         peer (bool): a peer gets its own process group, a piped stdout (readiness line) and
             a piped stderr relayed behind ``[name] ``; the entry member shares the launcher's
             group and stdio.
+        confinement (procs.Confinement | None): the sandbox's contribution to its start
+            (None: advisory), applied by :mod:`murmur.procs` on either start path.
     """
 
     name: str
@@ -73,6 +75,7 @@ class MemberSpec:
     cwd: str
     channel: bytes = attrs.field(repr=False)
     peer: bool
+    confinement: procs.Confinement | None = attrs.field(default=None, repr=False)
 
 
 class MemberHandle(Protocol):
@@ -165,7 +168,7 @@ async def stop_member(handle: MemberHandle, kill_after: float) -> Stopped:
         Stopped: its exit status and whether the launcher had to act.
     """
     running = handle.returncode is None
-    killed = await containment.end_within(
+    killed = await procs.end_within(
         kill_after,
         ask=handle.close_lifeline,
         alive=lambda: handle.returncode is None,

@@ -23,25 +23,16 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from murmur.manifest import Containment
+from murmur.procs import Confinement
 from murmur.sandbox import kernel, landlock, seccomp
 from murmur.sandbox.limits import Limits
 
-__all__ = ["Confined", "Confinement", "from_wire"]
-
-
-class Confinement(Protocol):
-    """What a sandbox contributes to one start (issue 25). None = advisory (as today)."""
-
-    def argv(self, argv: Sequence[str]) -> list[str]: ...
-    def environ(self, env: Mapping[str, str]) -> dict[str, str]: ...
-    def pass_fds(self) -> tuple[int, ...]: ...
-    def child_setup(self) -> Callable[[], None] | None: ...
-    def to_wire(self) -> dict[str, Any]: ...
+__all__ = ["WIRE_KIND", "Confined", "Confinement", "Rebuilt", "from_wire"]
 
 
 @attrs.frozen
@@ -97,6 +88,8 @@ class Confined:
             return None if fd is None else f"/proc/{pid}/fd/{fd}"
 
         return {
+            "kind": WIRE_KIND,
+            "module": __name__,
             "class": self.klass.value,
             "abi": self.abi,
             "rules": [[r.path, r.rights] for r in self.rules],
@@ -134,8 +127,43 @@ def _setup(ruleset: int, bpf: bytes, userns: int | None, netns: int | None, mntn
     return child_setup
 
 
-def from_wire(data: Mapping[str, Any]) -> Callable[[], None]:
-    """Rebuild :meth:`Confined.child_setup` from :meth:`Confined.to_wire` (in a starter's child).
+WIRE_KIND = "murmur.sandbox"
+"""The ``kind`` of this confinement's wire object (:func:`murmur.procs.from_wire`)."""
+
+
+@attrs.frozen
+class Rebuilt:
+    """A confinement rebuilt from its wire object, in the warm starter (see :func:`from_wire`)."""
+
+    setup: Callable[[], None]
+    env: tuple[tuple[str, str], ...] = ()
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """Unchanged."""
+        return list(argv)
+
+    def environ(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` with the proxy variables."""
+        return {**env, **dict(self.env)}
+
+    def pass_fds(self) -> tuple[int, ...]:
+        """None."""
+        return ()
+
+    def child_setup(self) -> Callable[[], None]:
+        """The rebuilt pre-exec function."""
+        return self.setup
+
+    def to_wire(self) -> dict[str, Any]:
+        """A rebuilt confinement is not sent on (the starter is its last hop)."""
+        raise ValueError("a rebuilt confinement has no wire form")
+
+
+def from_wire(data: Mapping[str, Any]) -> Rebuilt:
+    """Rebuild a :class:`Confined` from :meth:`Confined.to_wire` (in a starter's child).
+
+    Namespaces are reopened through ``/proc/<pid>/fd`` of the session that sent it (same
+    user), and the Landlock ruleset is rebuilt from its rules.
 
     Raises:
         OSError: a namespace fd could not be reopened or the ruleset rebuilt.
@@ -146,6 +174,16 @@ def from_wire(data: Mapping[str, Any]) -> Callable[[], None]:
 
     rules = [landlock.Rule(str(p), int(r)) for p, r in data["rules"]]
     ruleset = landlock.build(rules, int(data["abi"]))
-    return _setup(ruleset, base64.b64decode(data["bpf"]), reopen(data.get("userns")),
-                  reopen(data.get("netns")), reopen(data.get("mntns")),
-                  Limits.from_wire(dict(data.get("limits") or {})), data.get("pids"))
+    setup = _setup(ruleset, base64.b64decode(data["bpf"]), reopen(data.get("userns")),
+                   reopen(data.get("netns")), reopen(data.get("mntns")),
+                   Limits.from_wire(dict(data.get("limits") or {})), data.get("pids"))
+    return Rebuilt(setup, tuple((str(k), str(v)) for k, v in data.get("env") or ()))
+
+
+def _register() -> None:
+    from murmur import procs
+
+    procs.register_loader(WIRE_KIND, from_wire)
+
+
+_register()

@@ -94,14 +94,20 @@ def _child_probe(sealed: bool) -> str:
 
 
 def _fork_probe(sealed: bool) -> str:
+    from murmur import procs
+
     r, w = os.pipe()
-    pid = os.fork()  # a single-threaded child may unshare a user namespace
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.close(r)
-            os.write(w, _child_probe(sealed).encode()[:200] or b"ok")
-        finally:
-            os._exit(0)
+
+    def child() -> None:
+        os.close(r)
+        os.write(w, _child_probe(sealed).encode()[:200] or b"ok")
+
+    try:
+        pid = procs.fork_helper(child)  # a single-threaded child may unshare a user namespace
+    except OSError as exc:
+        os.close(r)
+        os.close(w)
+        return f"fork failed: {exc.strerror}"
     os.close(w)
     try:
         answer = os.read(r, 256).decode(errors="replace")

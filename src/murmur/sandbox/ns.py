@@ -216,20 +216,26 @@ def build(ports: Sequence[int] = (), plan: RootPlan | None = None) -> Namespaces
     """
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     uid, gid = os.getuid(), os.getgid()
-    pid = os.fork()  # single-threaded child: unshare(CLONE_NEWUSER) needs it
-    if pid == 0:  # pragma: no cover - runs in the helper
-        code = 0
+
+    def helper() -> None:
+        parent.close()
         try:
-            parent.close()
             _helper(child, ports, plan, uid, gid)
         except BaseException as exc:
             try:
                 child.sendmsg([json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()])
             except OSError:
                 pass
-            code = 1
-        finally:
-            os._exit(code)
+            raise
+
+    from murmur import procs
+
+    try:
+        pid = procs.fork_helper(helper)  # single-threaded child: unshare(CLONE_NEWUSER) needs it
+    except OSError:
+        parent.close()
+        child.close()
+        raise
     child.close()
     try:
         msg, anc, _flags, _addr = parent.recvmsg(4096, socket.CMSG_SPACE(64 * 4))

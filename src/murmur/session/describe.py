@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from murmur import procstat
+from murmur.procs import ReadyLine
 from murmur.session.auth import BearerDoor, PublicDoor
 from murmur.session.deadline import rfc3339
 from murmur.session.running_record import RunningRecord
@@ -57,26 +58,29 @@ def session_start_fields(setup: SessionSetup) -> dict[str, Any]:
     return fields
 
 
+def ready_line(setup: SessionSetup, url: str | None, auth: PublicDoor | BearerDoor) -> ReadyLine:
+    """The typed readiness line (spec/session.md "Readiness"; tokens on an authenticated door).
+    What a launcher reads back with :func:`murmur.procs.parse_ready_line`."""
+    fields = dict(setup.readiness_fields)
+    formation_id = fields.pop("formation_id", None) or setup.formation_id
+    return ReadyLine(
+        session_id=setup.session_id,
+        url=url,
+        name=setup.manifest.name,
+        version=setup.manifest.version,
+        pid=os.getpid(),
+        workdir=str(setup.workdir),
+        records_dir=str(setup.records.root),
+        formation_id=formation_id,
+        fields=fields,
+        lineage=setup.lineage,
+        tokens=dict(auth.tokens) if isinstance(auth, BearerDoor) else None,
+    )
+
+
 def readiness(setup: SessionSetup, url: str | None, auth: PublicDoor | BearerDoor) -> dict[str, Any]:
-    """The ``--json`` readiness object (tokens included on an authenticated door; spec/session.md
-    "Readiness")."""
-    out: dict[str, Any] = {
-        "session_id": setup.session_id,
-        "url": url,
-        "name": setup.manifest.name,
-        "version": setup.manifest.version,
-        "pid": os.getpid(),
-        "workdir": str(setup.workdir),
-        "records_dir": str(setup.records.root),
-    }
-    if setup.formation_id:
-        out["formation_id"] = setup.formation_id
-    out.update(setup.readiness_fields)
-    if setup.lineage is not None:
-        out["lineage"] = setup.lineage
-    if isinstance(auth, BearerDoor):
-        out["tokens"] = dict(auth.tokens)
-    return out
+    """The ``--json`` readiness object: :func:`ready_line` as JSON (spec/session.md "Readiness")."""
+    return ready_line(setup, url, auth).to_json()
 
 
 def running_record(setup: SessionSetup, url: str | None, auth: PublicDoor | BearerDoor) -> RunningRecord:

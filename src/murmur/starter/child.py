@@ -4,9 +4,12 @@ Specification: ``spec/formation.md`` "The warm start path". Called in the child 
 ``fork``; never returns (``os._exit``). In this order:
 
 1. **containment** — on the cgroup class it writes its pid to its unit's ``cgroup.procs``
-   before anything else (as the exec path's ``/bin/sh`` trampoline does): if that fails it
-   writes ``murmur: could not join containment unit <path>`` to its stderr (once its
-   descriptors are in place) and exits 125, having run nothing;
+   before anything else (:func:`murmur.procs.join_cgroup`, as the exec path's ``/bin/sh``
+   trampoline does): if that fails it writes ``murmur: could not join containment unit
+   <path>`` to its stderr (once its descriptors are in place) and exits 125, having run
+   nothing; then, once its descriptors are in place, its **confinement** (the request's wire
+   object rebuilt by :func:`murmur.procs.from_wire`; its ``child_setup`` runs here; one that
+   cannot be rebuilt is status 127 and a ``murmur:`` line);
 2. **process group** — ``setsid`` (a peer: its own session and group) or ``setpgid`` into the
    launcher's group (the entry member);
 3. **descriptors** — each passed descriptor is moved to its number (stdin, stdout, stderr, the
@@ -32,6 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from murmur.procs import JOIN_FAILED, from_wire, join_cgroup
 from murmur.starter import procarea
 from murmur.starter.protocol import StartRequest
 
@@ -44,19 +48,6 @@ def _fail(message: str, status: int) -> NoReturn:
     except OSError:
         pass
     os._exit(status)
-
-
-def join_cgroup(path: str) -> bool:
-    """Write this process into unit ``path``; False when it cannot."""
-    try:
-        fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY)
-        try:
-            os.write(fd, str(os.getpid()).encode())
-        finally:
-            os.close(fd)
-    except OSError:
-        return False
-    return True
 
 
 def place_fds(received: list[int], targets: tuple[int, ...]) -> None:
@@ -125,7 +116,8 @@ def run(req: StartRequest, received: list[int], entry: Entry) -> NoReturn:
             os.setpgid(0, req.pgid)
         place_fds(received, req.fds)
         if not joined:  # said on its own stderr, as the trampoline says it
-            _fail(f"could not join containment unit {req.cgroup}", 125)
+            _fail(f"could not join containment unit {req.cgroup}", JOIN_FAILED)
+        _confine(req)
         reset_signals()
         os.chdir(req.cwd)
         os.environ.clear()
@@ -140,6 +132,19 @@ def run(req: StartRequest, received: list[int], entry: Entry) -> NoReturn:
         _fail(f"could not be started ({exc.strerror or exc})", 127)
     status = _main(entry, list(req.argv[1:]))
     _exit(status)
+
+
+def _confine(req: StartRequest) -> None:
+    """Apply the request's confinement (after the join, before anything of ``mur`` runs)."""
+    if req.confinement is None:
+        return
+    try:
+        confinement = from_wire(req.confinement)
+    except ValueError as exc:
+        _fail(f"could not be confined ({exc})", 127)
+    setup = confinement.child_setup() if confinement is not None else None
+    if setup is not None:
+        setup()
 
 
 def _main(entry: Entry, argv: list[str]) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 
 import trio
 
-from murmur import containment
+from murmur import containment, procs
 from murmur.starter import early, protocol
 
 READY_BOUND = 30.0
@@ -135,7 +135,7 @@ class Starter:
             env (dict[str, str] | None): its whole environment instead (a delegating session
                 gives it none: its children are given no ``PYTHON*`` or locale variable).
         """
-        unit = containment.here().new_unit("starter") if contained else None
+        unit = procs.new_unit("starter") if contained else None
         spawned = early.spawn(os.environ if environ is None else environ,
                               unit.command if unit is not None else None, env=env)
         if spawned is None:
@@ -279,6 +279,7 @@ class Starter:
         *,
         session: bool,
         cgroup: str | None,
+        confinement: dict[str, Any] | None = None,
     ) -> int:
         """Fork one member; its pid.
 
@@ -290,6 +291,7 @@ class Starter:
                 caller keeps (and closes) its own descriptors.
             session (bool): a session of its own (a peer); otherwise the launcher's group.
             cgroup (str | None): its unit's directory (cgroup class).
+            confinement (dict | None): its confinement's wire object (None: advisory).
 
         Raises:
             Unavailable: the starter is gone or not ready within :data:`READY_BOUND`.
@@ -314,6 +316,7 @@ class Starter:
                 pgid=None if session else os.getpgrp(),
                 cgroup=cgroup,
                 title=protocol.title(argv),
+                confinement=confinement,
             )
             event = self._answered[rid] = trio.Event()
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in fds]))]

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 
+from murmur.procs import spawn_starter
 from murmur.starter import wanted
 
 SERVER_MODULE = "murmur.cli.warm_starter"
@@ -60,7 +61,8 @@ class Spawned:
 def spawn(environ: Mapping[str, str], wrap: Callable[[list[str], dict[str, str]], list[str]] | None = None,
           *, env: dict[str, str] | None = None) -> Spawned | None:
     """Start a starter process now (its own process group, cwd ``/``, stdio on
-    ``/dev/null``, environment :func:`starter_env`); None when it cannot be started.
+    ``/dev/null``, environment :func:`starter_env`; :func:`murmur.procs.spawn_starter`); None
+    when it cannot be started.
 
     Args:
         environ (Mapping[str, str]): the environment it is drawn from (the launcher's).
@@ -73,16 +75,7 @@ def spawn(environ: Mapping[str, str], wrap: Callable[[list[str], dict[str, str]]
         argv = [sys.executable, "-m", SERVER_MODULE,
                 "--socket-fd", str(theirs.fileno()), "--parent", str(os.getpid()),
                 "--title-room", " " * TITLE_ROOM]
-        popen = subprocess.Popen(
-            wrap(argv, env) if wrap is not None else argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-            process_group=0,
-            env=env,
-            cwd="/",
-        )
+        popen = spawn_starter(wrap(argv, env) if wrap is not None else argv, env, theirs.fileno())
     except OSError:
         ours.close()
         return None

@@ -13,7 +13,7 @@ Starter → launcher:
   ``os.waitstatus_to_exitcode`` gives it (``-N`` for signal ``N``).
 
 Launcher → starter: ``{"start": ID, "argv": [...], "env": {...}, "cwd": PATH, "fds": [T, …],
-"session": true|false, "pgid": G|null, "cgroup": PATH|null, "title": TEXT}`` with one
+"session": true|false, "pgid": G|null, "cgroup": PATH|null, "title": TEXT, "confinement": {...}|null}`` with one
 descriptor per entry of ``fds``: descriptor ``i`` becomes number ``fds[i]`` in the child.
 """
 
@@ -45,6 +45,8 @@ class StartRequest:
         pgid (int | None): the process group to join when not ``session`` (the launcher's).
         cgroup (str | None): the unit directory whose ``cgroup.procs`` it joins first.
         title (str): its process title (what ``ps`` shows).
+        confinement (dict | None): the wire object of its confinement
+            (:meth:`murmur.procs.Confinement.to_wire`), applied after the unit join; None: advisory.
     """
 
     id: int
@@ -56,6 +58,7 @@ class StartRequest:
     pgid: int | None
     cgroup: str | None
     title: str
+    confinement: dict[str, Any] | None = None
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -69,6 +72,7 @@ class StartRequest:
                 "pgid": self.pgid,
                 "cgroup": self.cgroup,
                 "title": self.title,
+                "confinement": self.confinement,
             }
         ).encode()
 
@@ -85,7 +89,9 @@ class StartRequest:
             raise ValueError("env")
         if not (isinstance(fds, list) and all(isinstance(f, int) and f >= 0 for f in fds)):
             raise ValueError("fds")
-        pgid, cg = msg.get("pgid"), msg.get("cgroup")
+        pgid, cg, conf = msg.get("pgid"), msg.get("cgroup"), msg.get("confinement")
+        if conf is not None and not isinstance(conf, dict):
+            raise ValueError("confinement")
         return cls(
             id=msg["start"],
             argv=tuple(argv),
@@ -96,6 +102,7 @@ class StartRequest:
             pgid=pgid if isinstance(pgid, int) else None,
             cgroup=cg if isinstance(cg, str) else None,
             title=str(msg.get("title") or ""),
+            confinement=conf,
         )
 
 

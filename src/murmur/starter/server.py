@@ -30,10 +30,10 @@ import os
 import select
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable, Sequence
 
+from murmur.procs import fork_child
 from murmur.starter import child, procarea, protocol
 from murmur.starter.child import Entry
 
@@ -153,14 +153,7 @@ class Server:
             raise OSError(errno.EAGAIN, "the starter runs a thread: it does not fork")
         if not os.path.isdir(req.cwd):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), req.cwd)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                child.run(req, fds, self.entry)
-            finally:
-                os._exit(127)
+        pid = fork_child(lambda: child.run(req, fds, self.entry))
         try:
             pidfd = os.pidfd_open(pid)
         except OSError:

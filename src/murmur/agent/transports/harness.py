@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -40,7 +39,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 import trio
 
-from murmur import containment, timing
+from murmur import procs, timing
 from murmur.agent.config import AgentConfig
 from murmur.agent.harness.protocol import (
     Answer,
@@ -55,7 +54,7 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.agent.transports import InferenceError
 from murmur.agent.transports.http import redact, resolve_api_key
-from murmur.shell import write_stdin
+from murmur.lines import read_lines
 from murmur.workload import (
     TaskContext,
     TaskOutcome,
@@ -350,74 +349,58 @@ async def _run_cli(
     run: _Run,
     fifo: Path | None,
     key: str | None,
+    confinement: procs.Confinement | None = None,
 ) -> tuple[int | None, bytes]:
-    """Start the CLI in a command unit, read its events, kill the unit at the end."""
+    """Start the CLI in a command unit (:func:`murmur.procs.open_process`), read its events,
+    kill the unit at the end."""
     parser = run.protocol.parser()
-    unit = containment.here().new_unit("cmd")
-    prefix = unit.prefix(dict(env))
-    argv = [*prefix, executable, *inv.argv[1:]] if prefix else [executable, *inv.argv[1:]]
     err = bytearray()
     try:
-        proc = await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(ctx.workdir),
-            env=env,
-            start_new_session=True,
-            close_fds=True,
+        proc = await procs.open_process(
+            [executable, *inv.argv[1:]], label="cmd", env=env, cwd=ctx.workdir, executable=executable,
+            stdin=procs.PIPE, confinement=confinement,
         )
     except OSError as exc:
-        unit.release()
         if fifo is not None:
             _unlink(fifo)
         return None, f"the agent CLI could not be started: {exc.strerror or exc}".encode()
-    unit.started(proc.pid)
     try:
         async with trio.open_nursery() as nursery:
             if fifo is not None and key:
                 nursery.start_soon(_hand_key, fifo, key)
             assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-            nursery.start_soon(write_stdin, proc.stdin, inv.stdin)
+            nursery.start_soon(procs.write_stdin, proc.stdin, inv.stdin)
             nursery.start_soon(_tail, proc.stderr, err)
             await _events(proc.stdout, parser, run)
             for event in parser.finish():
                 run.apply(event)
             if run.over:
-                unit.kill()
+                proc.kill()
             await proc.wait()
-            unit.kill()
+            proc.kill()
             nursery.cancel_scope.deadline = trio.current_time() + timing.SHELL_DRAIN_AFTER_EXIT
     finally:
-        await containment.kill_and_reap(unit, proc)
+        await proc.kill_and_reap()
         if fifo is not None:
             _unlink(fifo)
     return proc.returncode, bytes(err)
 
 
 async def _events(stdout: trio.abc.ReceiveStream, parser: StreamParser, run: _Run) -> None:
-    """Feed each stdout line to the parser until EOF, a passed limit or a reported failure."""
+    """Feed each stdout line to the parser until EOF, a passed limit or a reported failure
+    (lines split by :func:`murmur.lines.read_lines`; one longer than :data:`LINE_CAP` is cut)."""
     feed = parser.feed
-    buf = bytearray()
-    while not run.over:
-        chunk = await stdout.receive_some(_CHUNK)
-        if not chunk:
-            break
-        buf += chunk
-        while not run.over:
-            end = buf.find(b"\n")
-            if end < 0:
-                if len(buf) > LINE_CAP:
-                    del buf[:]  # an unreadable line: dropped
-                break
-            line = bytes(buf[:end]).rstrip(b"\r")
-            del buf[: end + 1]
-            for event in feed(line[:LINE_CAP]):
+    with trio.CancelScope() as scope:
+
+        def take(line: bytes) -> None:
+            if run.over:
+                return
+            for event in feed(line.rstrip(b"\r")[:LINE_CAP]):
                 run.apply(event)
-    if buf and not run.over:
-        for event in feed(bytes(buf[:LINE_CAP])):
-            run.apply(event)
+            if run.over:
+                scope.cancel()
+
+        await read_lines(stdout, take, lambda: LINE_CAP)
 
 
 async def _tail(stream: trio.abc.ReceiveStream, keep: bytearray) -> None:

@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.containment import end_within
+from murmur.procs import end_within
 
 
 class Scripted:

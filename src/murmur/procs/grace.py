@@ -7,19 +7,18 @@ ending a child (it asks with SIGTERM, then kills the child's unit after the stop
 How to ask, how to wait and what to kill are the owner's; the order, the bound and "always
 reaped" are this function's. Run it shielded when it must finish under cancellation.
 
-A command that is not asked (a shell step, an agent CLI) ends with :func:`kill_and_reap`:
-its unit is killed, it is reaped and its pipes closed, shielded, and its unit released.
+A command that is not asked (a shell step, an agent CLI) ends with
+:meth:`murmur.procs.OwnedProcess.kill_and_reap`: its unit is killed, it is reaped and its
+pipes closed, shielded, and its unit released.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 
-if TYPE_CHECKING:
-    from murmur.containment.context import Unit
+__all__ = ["end_within"]
 
 
 async def end_within(
@@ -54,16 +53,3 @@ async def end_within(
             killed = True
     await wait()
     return killed
-
-
-async def kill_and_reap(unit: Unit, proc: trio.Process) -> None:
-    """The end of a command started in ``unit``: SIGKILL everything the unit holds, wait for
-    ``proc`` and close its pipes (shielded, so a cancelled caller still reaps it), then
-    release the unit. Returns once ``proc`` is reaped; safe after it has exited already."""
-    unit.kill()
-    with trio.CancelScope(shield=True):
-        await proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                await stream.aclose()
-    unit.release()
