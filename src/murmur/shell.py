@@ -252,7 +252,7 @@ async def run_shell(
             :data:`murmur.timing.SHELL_OUTPUT_CAP`.
         stdin (bytes | None): bytes written to the command's stdin, then EOF.
         confinement (procs.Confinement | None): the sandbox's contribution, applied by
-            :mod:`murmur.procs`; None: the session's sandbox (:func:`murmur.sandbox.current`),
+            :mod:`murmur.procs`; None: the session's sandbox (:func:`murmur.sandbox.installed`),
             advisory when the session has none.
         task_status: for ``nursery.start``: reports the process id (= its group id).
 
@@ -268,7 +268,7 @@ async def run_shell(
     check_allowed(binary, allow)
     executable = resolve_binary(binary, env)
     _check_exec_format(binary, executable)
-    from murmur.sandbox.current import current as session_sandbox
+    from murmur.sandbox.installed import current as session_sandbox
 
     box = session_sandbox() if confinement is None else None
     if box is not None:

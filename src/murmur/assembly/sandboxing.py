@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from murmur.errors import DiagnosticError
 from murmur.manifest import Containment
 from murmur.sandbox import compiled
-from murmur.sandbox.current import install, uninstall
+from murmur.sandbox.installed import install, uninstall
 from murmur.sandbox.policy import from_manifest
 from murmur.session import SessionSetup, shell_env
 

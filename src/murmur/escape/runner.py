@@ -27,8 +27,8 @@ from murmur.escape.cases import CASES, Case
 from murmur.escape.probe import SOURCE as PROBE
 from murmur.manifest import Containment
 from murmur.sandbox import compiled
-from murmur.sandbox.current import install, uninstall
 from murmur.sandbox.host import HostSupport, probe
+from murmur.sandbox.installed import install, uninstall
 from murmur.sandbox.limits import Limits
 from murmur.sandbox.policy import Policy
 

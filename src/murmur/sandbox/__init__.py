@@ -9,7 +9,7 @@ loads none of them):
 * :class:`Confinement` (:mod:`~murmur.sandbox.confine`) — what one start applies;
 * :func:`probe` (:mod:`~murmur.sandbox.host`) — what this host can back;
 * :func:`resolve_class` (:mod:`~murmur.sandbox.classes`) — the class a session runs at;
-* :func:`install` / :func:`current` (:mod:`~murmur.sandbox.current`) — this session's sandbox.
+* :func:`install` / :func:`current` (:mod:`~murmur.sandbox.installed`) — this session's sandbox.
 """
 
 from typing import TYPE_CHECKING
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from murmur.sandbox.classes import denied_exec, explain, resolve_class
     from murmur.sandbox.compiled import Sandbox, SandboxError, compile, refusal
     from murmur.sandbox.confine import Confined, Confinement, from_wire
-    from murmur.sandbox.current import current, install, uninstall
     from murmur.sandbox.host import HOST_ENV, HostSupport, probe
+    from murmur.sandbox.installed import current, install, uninstall
     from murmur.sandbox.limits import Limits, stopped_by
     from murmur.sandbox.policy import Policy, from_manifest
 
@@ -52,7 +52,7 @@ __getattr__ = lazy.face(__name__, {
     "classes": ["denied_exec", "explain", "resolve_class"],
     "compiled": ["Sandbox", "SandboxError", "compile", "refusal"],
     "confine": ["Confined", "Confinement", "from_wire"],
-    "current": ["current", "install", "uninstall"],
+    "installed": ["current", "install", "uninstall"],
     "host": ["HOST_ENV", "HostSupport", "probe"],
     "limits": ["Limits", "stopped_by"],
     "policy": ["Policy", "from_manifest"],

@@ -14,8 +14,10 @@ Errors::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import overload
 
+import attrs
 import trio
 
 from murmur.diagnostics import Diagnostic, error
@@ -60,6 +62,8 @@ class Sandbox:
         self._ns = nss
         self.pids = pids
         self.closed = False
+        self._harness: dict[tuple[str, str], Confined] = {}
+        self._extra_allow: list[str] = []
 
     @property
     def klass(self) -> Containment:
@@ -79,28 +83,90 @@ class Sandbox:
         """Run the egress proxy and loopback relays until cancelled (returns at once under advisory)."""
         if self._ns is None:
             return
-        allow = (*self.policy.network_allow, *(f"127.0.0.1:{p}" for p in self.policy.loopback_ports),
-                 *(f"localhost:{p}" for p in self.policy.loopback_ports))
+        allow = _LiveAllow(self.policy, self._extra_allow)
         refused = on_refused or (lambda host, port, scheme: None)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_proxy, self._ns.proxy, allow, refused)
             for port, listener in self._ns.relays.items():
                 nursery.start_soon(serve_relay, listener, port)
 
+    def harness_confinement(self, executable: str, home: str) -> Confined | None:
+        """The confinement of an agent CLI (Claude Code, Codex) this session runs: the session's
+        grants plus what the CLI needs (its own start closure and install tree, read-only, and
+        its ``HOME``, writable). Compiled once per CLI and kept; None under advisory.
+
+        The CLI reaches its provider through the session's egress proxy: the provider host is
+        added to the proxy's rules by :meth:`allow_provider`.
+        """
+        base = self._confined
+        if base is None:
+            return None
+        key = (executable, home)
+        if key not in self._harness:
+            real = os.path.realpath(executable)
+            tree = os.path.dirname(real)
+            extra = pol.Policy(
+                klass=self.policy.klass, workdir=self.policy.workdir, allow=(),
+                search_path=self.policy.search_path, rw=(home,), ro=(tree,),
+            )
+            rules = [*base.rules, *pol.rules(extra)]
+            closure = elf.start_closure(executable, self.policy.search_path)
+            rules += [landlock.Rule(p, landlock.EXECUTE | landlock.READ_FILE) for p in closure.executables]
+            rules += [landlock.Rule(p, landlock.READ_FILE) for p in closure.libraries]
+            fd = landlock.build(rules, base.abi)
+            self._harness[key] = attrs.evolve(base, ruleset=fd, rules=tuple(rules))
+        return self._harness[key]
+
+    def allow_provider(self, endpoint: str | None) -> None:
+        """Let the egress proxy reach an agent CLI's provider (``https://host[:port]``)."""
+        from urllib.parse import urlsplit
+
+        if not endpoint or self._ns is None:
+            return
+        parts = urlsplit(endpoint)
+        entry = f"{parts.scheme}://{parts.netloc}"
+        if parts.scheme in ("http", "https") and parts.netloc and entry not in self._extra_allow:
+            self._extra_allow.append(entry)
+
     def close(self) -> None:
         """Close every fd this sandbox holds (idempotent)."""
         if self.closed:
             return
         self.closed = True
-        if self._confined is not None:
+        for conf in (self._confined, *self._harness.values()):
+            if conf is None:
+                continue
             try:
-                os.close(self._confined.ruleset)
+                os.close(conf.ruleset)
             except OSError:
                 pass
         if self._ns is not None:
             self._ns.close()
         if self.pids is not None:
             self.pids.remove()
+
+
+class _LiveAllow(Sequence[str]):
+    """The proxy's rules: ``network.allow``, the granted loopback ports, and providers added later."""
+
+    def __init__(self, policy: pol.Policy, extra: list[str]) -> None:
+        self._fixed = (*policy.network_allow, *(f"127.0.0.1:{p}" for p in policy.loopback_ports),
+                       *(f"localhost:{p}" for p in policy.loopback_ports))
+        self._extra = extra
+
+    def _all(self) -> tuple[str, ...]:
+        return (*self._fixed, *self._extra)
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        return self._all()[i]
 
 
 def _outside_trees(paths: list[str]) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from murmur.sandbox import elf
 from murmur.sandbox import landlock as ll
 from murmur.sandbox.limits import Limits
 
-__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "rules"]
+__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "interpreter_trees", "rules"]
 
 DEVICES = (("/dev/null", ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE), ("/dev/zero", ll.READ_FILE),
            ("/dev/urandom", ll.READ_FILE))
@@ -167,6 +167,9 @@ def rules(policy: Policy) -> list[ll.Rule]:
         closure = elf.start_closure(path, policy.search_path)
         out += [ll.Rule(p, ll.EXECUTE | ll.READ_FILE) for p in closure.executables]
         out += [ll.Rule(p, ll.READ_FILE) for p in closure.libraries]
+        for tree in interpreter_trees(closure.executables):
+            out.append(ll.Rule(tree, ll.READ))
+            out += [ll.Rule(p, ll.READ_FILE) for p in extension_libraries(tree)]
     out.append(ll.Rule("/etc/ld.so.cache", ll.READ_FILE))
     if policy.sealed:
         out += [ll.Rule(f"/dev/{d}", ll.READ_FILE | (0 if d in ("random", "urandom") else
@@ -217,3 +220,20 @@ def extension_libraries(root: str) -> list[str]:
             if name.endswith(".so"):
                 out += elf.start_closure(os.path.join(dirpath, name)).libraries
     return list(dict.fromkeys(out))
+
+
+def interpreter_trees(executables: Sequence[str]) -> list[str]:
+    """The library tree a granted interpreter cannot start without: a CPython's standard
+    library (``<prefix>/lib/pythonX.Y``), read-only. Other binaries need none."""
+    out: list[str] = []
+    for exe in executables:
+        name = os.path.basename(exe)
+        if not name.startswith("python3."):
+            continue
+        version = name[len("python"):]
+        if not version.replace(".", "").isdigit():
+            continue
+        tree = os.path.join(os.path.dirname(os.path.dirname(exe)), "lib", f"python{version}")
+        if os.path.isdir(tree):
+            out.append(tree)
+    return out

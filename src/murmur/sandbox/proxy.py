@@ -172,10 +172,8 @@ async def _serve(listener: socket.socket, handler: Callable[[trio.SocketStream],
 
 async def serve_proxy(listener: socket.socket, allow: Sequence[str], on_refused: Refused) -> None:
     """Serve the egress proxy on ``listener`` until cancelled."""
-    allowed = tuple(allow)
-
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, allowed, on_refused)
+        await _handle(stream, allow, on_refused)  # read per request: providers may be added
 
     await _serve(listener, handler)
 

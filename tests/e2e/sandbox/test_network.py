@@ -18,7 +18,7 @@ from tests.e2e.sandbox.conftest import backed
 from murmur.escape.runner import _stdlib
 from murmur.manifest.model import Containment
 from murmur.sandbox import compiled
-from murmur.sandbox.current import install, uninstall
+from murmur.sandbox.installed import install, uninstall
 from murmur.sandbox.policy import Policy
 from murmur.shell import run_shell
 

@@ -143,7 +143,12 @@ def key_names(request: HarnessRequest) -> list[str]:
 
 
 def sandbox_mode(request: HarnessRequest) -> str:
-    """``workspace-write`` when the capsule has a shell grant, else ``read-only``."""
+    """``workspace-write`` when the capsule has a shell grant, else ``read-only``; under a
+    session sandbox (``request.enclosed``) with a shell grant, ``danger-full-access``: Codex's
+    own sandbox is bubblewrap (namespaces), which ours refuses, and ours encloses every
+    command it runs (and enforces ``shell.allow`` name by name, which Codex's cannot)."""
+    if request.shell_allow and request.enclosed:
+        return "danger-full-access"
     return "workspace-write" if request.shell_allow else "read-only"
 
 

@@ -88,6 +88,9 @@ class HarnessRequest:
             (``TaskContext.shell_env``: ``PATH`` with the links ``bin/`` first, ``HOME``,
             ``TMPDIR``, locale, ``capabilities.env.allow``). The CLI's environment is this
             plus :attr:`Invocation.env`; do not repeat it in ``Invocation.env``.
+        enclosed (str | None): the session's sandbox class when the CLI runs inside it
+            (``scoped``/``sealed``; spec/containment.md), else None. A CLI whose own sandbox
+            would need what ours refuses (namespaces) turns it off then: ours encloses it.
     """
 
     command: tuple[str, ...]
@@ -102,6 +105,7 @@ class HarnessRequest:
     home: Path
     workdir: Path
     shell_env: Mapping[str, str] = attrs.field(repr=False, eq=False)
+    enclosed: str | None = None
 
     def instructions(self) -> str | None:
         """``system_prompt`` then ``context_text``, separated by a blank line (None if neither)."""

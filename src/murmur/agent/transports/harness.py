@@ -305,6 +305,10 @@ async def run_harness_task(
     except InferenceError as exc:
         return _fail(ctx, exc.message, cause=exc.cause)
     shell_allow = tuple(ctx.manifest.shell_allow) + link_names(ctx)
+    from murmur.sandbox.installed import current as session_sandbox
+
+    box = session_sandbox()
+    enclosed = box.klass.value if box is not None and box.confinement() is not None else None
     request = HarnessRequest(
         command=config.command,
         task_text=task_text,
@@ -318,6 +322,7 @@ async def run_harness_task(
         home=_home(ctx),
         workdir=ctx.workdir,
         shell_env=harness_env(ctx),
+        enclosed=enclosed,
     )
     inv = protocol.invocation(request)
     run = _Run(ctx=ctx, config=config, protocol=protocol, secret=key)
@@ -337,8 +342,20 @@ async def run_harness_task(
         fifo.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
-    code, stderr = await _run_cli(ctx, inv, executable, env, run, fifo, key)
+    confinement = None
+    if box is not None and enclosed is not None:
+        # The CLI runs inside the session's sandbox (spec/containment.md, "Agent CLIs"), and
+        # reaches its provider through the egress proxy.
+        box.allow_provider(endpoint or PROVIDER_DEFAULTS.get(protocol.name))
+        confinement = box.harness_confinement(executable, str(request.home))
+        if confinement is not None:
+            env = confinement.environ(env)
+    code, stderr = await _run_cli(ctx, inv, executable, env, run, fifo, key, confinement)
     return _outcome(ctx, run, code, stderr)
+
+
+PROVIDER_DEFAULTS = {"claude-code": "https://api.anthropic.com", "codex": "https://api.openai.com"}
+"""The provider each CLI calls when the capsule names no endpoint (let through the proxy)."""
 
 
 async def _run_cli(
