@@ -39,6 +39,8 @@ def test_denied_exec_reads_shell_and_python_wordings() -> None:
     assert denied_exec("PermissionError: [Errno 13] Permission denied: 'ls'", ["python3"], "/usr/bin:/bin") == "ls"
     assert denied_exec(b"sh: 1: cat: Permission denied\n", ["sh", "cat"], "/usr/bin:/bin") is None  # granted
     assert denied_exec(b"nothing\n", ["sh"], "/usr/bin") is None
+    # a refused read of a file whose name is also a binary's is not an exec
+    assert denied_exec(b"cat: /etc/hostname: Permission denied\n", ["sh", "cat"], "/usr/bin:/bin") is None
 
 
 def test_explain_names_the_grant() -> None:

@@ -67,13 +67,26 @@ def denied_exec(stderr: bytes | str, allow: Iterable[str], search_path: str = ""
     text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
     granted = set(allow)
     for m in _DENIED.finditer(text):
-        name = os.path.basename(m.group(1) or m.group(2) or "")
+        said = m.group(1) or m.group(2) or ""
+        name = os.path.basename(said)
         if not name or name in granted:
             continue
-        if search_path and shutil.which(name, path=search_path) is None:
+        found = said if "/" in said else (shutil.which(name, path=search_path) if search_path else None)
+        if found is None or not _is_program(found):  # else a read of a data file was refused
             continue
         return name
     return None
+
+
+def _is_program(path: str) -> bool:
+    """An executable file the kernel would run: ELF or ``#!`` (not a data file with an x bit)."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(4).startswith((b"\x7fELF", b"#!"))
+    except OSError:
+        return False
 
 
 _PATH_DENIED = re.compile(r"(/[^\s:'\"]+)['\"]?: (Permission denied|No such file or directory)"
