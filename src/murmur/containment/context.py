@@ -33,6 +33,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -68,7 +69,9 @@ class Unit:
         self.path = path
         self.kind = CGROUP if path is not None else "group"
         self.pid: int | None = None
-        self.start: int | None = None  # the started process's start time (procstat)
+        self._start: int | None = None  # the started process's start time (procstat)
+        self._start_read = True
+        self._pidfd: int | None = None  # cgroup class: the started process, until released
         self._own_group = True
         self.key = f"{label}#{secrets.token_hex(4)}"
         self.released = False
@@ -113,7 +116,7 @@ class Unit:
         rel = "/" + str(self.path.relative_to(self._owner.host.mount)).lstrip("/")
         return {UNIT_ENV: rel}
 
-    def started(self, pid: int, *, own_group: bool = True, winds_down: bool = False) -> None:
+    def started(self, pid: int, *, own_group: bool = True, winds_down: bool = False, child: bool = True) -> None:
         """The process runs: register it with the janitor (if this process has one).
 
         Args:
@@ -122,13 +125,27 @@ class Unit:
             winds_down (bool): it is a runtime that winds down by itself when its owner dies
                 (a member, a delegated child): the janitor gives it the bound before killing.
                 Otherwise (a command) the janitor kills it as soon as its owner is gone.
+            child (bool): it is this process's own child, not reaped yet (the exec path), so
+                a pidfd opened now names it; False for a warm starter's fork.
         """
         self.pid = pid
-        self.start = procstat.start_time(pid)  # guards pid reuse (is_started_process)
         self._own_group = own_group
         self._owner._started.add(pid)
+        if self.path is None or winds_down:  # guards pid reuse (is_started_process, the janitor)
+            self.start = procstat.start_time(pid)
+        else:  # read on first use: /proc/<pid>/stat waits while the trampoline execs (~1 ms)
+            self._start_read = False
+        if self.path is not None and child:
+            # Until its trampoline has written cgroup.procs the process is not in the unit yet,
+            # and cgroup.kill would miss it: kill() also signals it through this pidfd (never
+            # a reused pid). It is our unreaped child here, so the pid names it.
+            try:
+                self._pidfd = os.pidfd_open(pid)
+            except OSError:
+                self._pidfd = None
         watched = pid if winds_down else os.getpid()
-        msg: dict[str, Any] = {"key": self.key, "pid": watched, "start": procstat.start_time(watched)}
+        msg: dict[str, Any] = {"key": self.key, "pid": watched,
+                               "start": self.start if winds_down else self._owner.start_of(watched)}
         if self.path is not None:
             msg.update({"add": "cgroup", "path": str(self.path)})
         elif own_group:
@@ -136,6 +153,22 @@ class Unit:
         else:
             msg.update({"add": "pid", "pgid": 0, "pid": pid, "start": self.start})
         self._owner._janitor_send(msg)
+
+    @property
+    def start(self) -> int | None:
+        """The started process's start time (``/proc/<pid>/stat``), or None before it started.
+
+        On the cgroup class a command's is read on first use rather than at the start (its
+        pid cannot be reused before its owner reaps it, and the class's checks use the
+        cgroup, not the pid)."""
+        if not self._start_read:
+            self._start_read = True
+            self._start = procstat.start_time(self.pid) if self.pid is not None else None
+        return self._start
+
+    @start.setter
+    def start(self, value: int | None) -> None:
+        self._start, self._start_read = value, True
 
     def is_started_process(self, pid: int) -> bool:
         """Whether ``pid`` is the process this unit started, still running as itself.
@@ -153,10 +186,20 @@ class Unit:
             return cgroup.populated(self.path)
         return self.pid is not None and self._own_group and groups.group_alive(self.pid)
 
-    def kill(self) -> None:
-        """SIGKILL everything in the unit now (synchronous, never raises)."""
+    def kill(self, *, sweep: bool = True) -> None:
+        """SIGKILL everything in the unit now (synchronous, never raises).
+
+        Args:
+            sweep (bool): also kill adopted escapees (groups class); an owner that releases
+                the unit right after may leave it to :meth:`release`'s own sweep.
+        """
         if self.path is not None:
             cgroup.kill(self.path)
+            if self._pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
         elif self.pid is not None:
             if self._own_group:
                 groups.killpg(self.pid)
@@ -165,7 +208,8 @@ class Unit:
                     os.kill(self.pid, 9)
                 except OSError:
                     pass
-        self._owner._sweep_adopted()
+        if sweep:
+            self._owner._sweep_adopted()
 
     async def wait_empty(self) -> None:
         """Return once nothing of the unit runs (bound it with a cancel scope)."""
@@ -183,6 +227,9 @@ class Unit:
             return
         self.released = True
         self.kill()
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            os.close(fd)
         if self.path is not None:
             deadline = time.monotonic() + _REMOVE_WAIT
             while not cgroup.remove(self.path) and time.monotonic() < deadline:
@@ -218,6 +265,11 @@ class Containment:
                 self.inherited = True
         self.subreaper = False
         self._started: set[int] = set()
+        self.own_start = procstat.start_time(self.pid)  # this process's start time (janitor lines)
+
+    def start_of(self, pid: int) -> int | None:
+        """``pid``'s start time; this process's is read once."""
+        return self.own_start if pid == self.pid else procstat.start_time(pid)
 
     @property
     def class_name(self) -> str:

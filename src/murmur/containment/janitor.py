@@ -33,6 +33,10 @@ import sys
 import time
 
 POLL = 0.02  # seconds between checks while units wind down
+COALESCE = 0.02
+"""Seconds the janitor waits after reading before it reads again: an owner starting commands
+fast writes several lines per read instead of waking the janitor for each (on a busy host each
+wake-up took the owner's core for a while). EOF is seen at most this much later."""
 
 
 def _parse_start(text: str) -> str | None:
@@ -185,6 +189,7 @@ def read_registrations(stream: object) -> tuple[dict[str, Unit], float]:
         if not chunk:
             break
         buf += chunk
+        time.sleep(COALESCE)
         *lines, buf = buf.split(b"\n")
         for raw in lines:
             try:

@@ -158,8 +158,12 @@ class OwnedProcess:
                                       wait=self.wait, kill=self.kill)
 
     async def kill_and_reap(self) -> None:
-        """SIGKILL its unit, reap it and close its pipes (shielded), release the unit."""
-        self.kill()
+        """SIGKILL its unit, reap it and close its pipes (shielded), release the unit (whose
+        release sweeps adopted escapees once, groups class)."""
+        if self.unit is not None:
+            self.unit.kill(sweep=False)
+        else:
+            self.kill()
         with trio.CancelScope(shield=True):
             await self.wait()
             for stream in (self.stdin, self.stdout, self.stderr):
@@ -322,6 +326,6 @@ async def fork_process(
     except BaseException:
         unit.release()  # a child the starter forked before it went away goes with it
         raise
-    unit.started(running.pid, own_group=session, winds_down=winds_down)
+    unit.started(running.pid, own_group=session, winds_down=winds_down, child=False)
     return OwnedProcess(running, unit, stdin=getattr(running, "stdin", None),
                         stdout=getattr(running, "stdout", None), stderr=getattr(running, "stderr", None))
