@@ -92,7 +92,7 @@ class Runner:
         while not intake.closing:
             if not intake.waiting:
                 if intake.taken == 0 and trio.current_time() >= idle_at:
-                    intake.take_local("")  # the idle rule: run once with an empty task
+                    intake.take_local("", self._setup.launch_context_id)  # the idle rule: run once with an empty task
                     continue
                 changed = intake.changed
                 with trio.move_on_at(idle_at if intake.taken == 0 else math.inf):

@@ -277,7 +277,7 @@ class Session:
                 if on_ready is not None:
                     on_ready(self.readiness())
                 if self.setup.task_text is not None:
-                    self._intake.take_local(self.setup.task_text)
+                    self._intake.take_local(self.setup.task_text, self.setup.launch_context_id)
                 await self._runner.run()
             self._intake.close(cause=close_cause(stopped=self.wind_down_reason is not None))
             if self._intake.running is not None:  # only if the runner was cancelled from outside
