@@ -145,3 +145,7 @@ class SessionBackend:
     def cancel(self, task: Task, reason: str) -> bool:
         """Cancel a task that has not ended (see :meth:`Runner.cancel`)."""
         return self._runner.cancel(task, reason)
+
+    def answer(self, task: Task, text: str) -> bool:
+        """Deliver ``text`` to a task waiting in ``input-required`` (see :class:`Asking`)."""
+        return self._runner.asking.answer(task, text)

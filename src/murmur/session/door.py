@@ -128,6 +128,10 @@ class DoorBackend(Protocol):
         """Cancel a task that has not ended; whether it changed."""
         ...
 
+    def answer(self, task: Task, text: str) -> bool:
+        """Answer a task waiting in ``input-required``; whether it took the answer."""
+        ...
+
     def card(self, *, extended: bool) -> dict[str, Any]:
         """The agent card (or the extended card)."""
         ...
@@ -182,6 +186,11 @@ def _visible(task: Task | None, principal: Principal) -> Task | None:
     if principal.is_formation_member and task.owner != principal.credential:
         return None
     return task
+
+
+def _settled(task: Task) -> bool:
+    """Whether a blocking SendMessage answers now: the task ended, or it asks for input."""
+    return task.terminal or task.state is TaskState.INPUT_REQUIRED
 
 
 def _not_found(task_id: str) -> RpcError:
@@ -450,15 +459,7 @@ class Door:
     async def _send(self, req: wire.RpcRequest, principal: Principal, cls: Classification, *, streaming: bool) -> Reply:
         msg, config = wire.parse_send_params(req.params)
         if msg.task_id is not None:
-            known = _visible(self.backend.get_task(msg.task_id), principal)
-            if known is None:
-                raise _not_found(msg.task_id)
-            if msg.context_id is not None and msg.context_id != known.context_id:
-                raise RpcError(wire.INVALID_PARAMS, f"message.contextId does not match task {msg.task_id}")
-            raise RpcError(
-                wire.UNSUPPORTED_OPERATION,
-                f"task {msg.task_id} is not waiting for input ({known.state.value})",
-            )
+            return await self._respond(req, self._answer(msg, principal), config, streaming=streaming)
         context_id = msg.context_id
         if cls.origin == "completion":
             verdict = self.backend.completion(CompletionRequest(cls.delegation_id, cls.trust, msg))
@@ -472,12 +473,42 @@ class Door:
         task = self.backend.submit(msg, cls, principal, context_id=context_id)
         if cls.origin == "completion" and task.state is not TaskState.REJECTED:
             return self._json(wire.rpc_result(req.id, {"message": _ack(msg, "completion accepted", task=task)}))
+        return await self._respond(req, task, config, streaming=streaming)
+
+    def _answer(self, msg: wire.InboundMessage, principal: Principal) -> Task:
+        """The task a message naming ``taskId`` answers (spec/conversations.md "Input-required").
+
+        Raises:
+            RpcError: ``-32001`` unknown or invisible task; ``-32602`` another ``contextId``;
+                ``-32004`` a task that has ended or is not waiting for input.
+        """
+        assert msg.task_id is not None
+        known = _visible(self.backend.get_task(msg.task_id), principal)
+        if known is None:
+            raise _not_found(msg.task_id)
+        if msg.context_id is not None and msg.context_id != known.context_id:
+            raise RpcError(wire.INVALID_PARAMS, f"message.contextId does not match task {msg.task_id}")
+        if known.terminal:
+            raise RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {msg.task_id} has ended ({known.state.value}); send a new message in context {known.context_id}",
+            )
+        if known.state is not TaskState.INPUT_REQUIRED or not self.backend.answer(known, msg.text):
+            raise RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {msg.task_id} is not waiting for input ({known.state.value})",
+            )
+        return known
+
+    async def _respond(self, req: wire.RpcRequest, task: Task, config: Mapping[str, Any], *, streaming: bool) -> Reply:
+        """The answer to a SendMessage: a stream, or the task once it ended or asks for input
+        (at once with ``returnImmediately``)."""
         if streaming:
             return self._stream(self._events(task, req.id))
         if not config.get("returnImmediately", False):
-            while not task.terminal:
+            while not _settled(task):
                 changed = task.changed()
-                if task.terminal:
+                if _settled(task):
                     break
                 await changed.wait()
         hist = config.get("historyLength")

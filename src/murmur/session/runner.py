@@ -18,6 +18,7 @@ from collections.abc import Callable
 import trio
 
 from murmur.errors import DiagnosticError
+from murmur.session.asking import Asking
 from murmur.session.intake import Intake
 from murmur.session.outcome import deciding_task, task_exit_status
 from murmur.session.results import Results
@@ -79,6 +80,7 @@ class Runner:
         self._log = log
         self._winding_down = winding_down
         self._shell_env = shell_env(setup)
+        self.asking = Asking(book, trace, results, timeout=setup.manifest.lifecycle.input_timeout_secs)
         self.totals = Usage()
         self.deciding_status: str | None = None
         self.deciding_reason: str | None = None
@@ -113,7 +115,7 @@ class Runner:
             self._intake.withdraw(task.id)
         if not self._book.apply(task, TaskEvent.CANCEL, message=reason):
             return False
-        phase = "queued" if was is TaskState.SUBMITTED else self._setup.workload_kind
+        phase = {TaskState.SUBMITTED: "queued", TaskState.INPUT_REQUIRED: "input"}.get(was, self._setup.workload_kind)
         self._trace.emit(
             "task_canceled",
             parent=task.start_event_id,
@@ -215,4 +217,5 @@ class Runner:
             usage=Usage(),
             formation_id=setup.formation_id,
             links_context=setup.links_context,
+            ask=(lambda prompt: self.asking.ask(task, prompt)) if task.source == "a2a" else None,
         )
