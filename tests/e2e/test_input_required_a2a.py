@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.types import (
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 
 from ._session import ECHO_PLAN, MurProcess, env_for, write_capsule
