@@ -10,6 +10,9 @@ as the SDK's mapped errors (-32001 TaskNotFoundError, -32004 UnsupportedOperatio
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +31,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 
-from ._session import ECHO_PLAN, MurProcess, env_for, write_capsule
+from ._session import ECHO_PLAN, MUR, MurProcess, env_for, write_capsule
 
 pytestmark = pytest.mark.e2e
 DRIVER = [sys.executable, str(Path(__file__).with_name("ask_driver.py"))]
@@ -131,3 +134,51 @@ def test_refusals_come_back_as_the_codes_named(door: MurProcess) -> None:
             await client.close()
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_waiting_task_shows_in_mur_ps(door: MurProcess) -> None:
+    """`mur ps` and `mur ps --tree` show the session input-required with the prompt on one line."""
+    env = door_env(door)
+
+    async def ask() -> Any:
+        client = await create_client(door.url, client_config=ClientConfig(streaming=False))
+        try:
+            return (await collect(client.send_message(request("ask from ps"))))[-1].task
+        finally:
+            await client.close()
+
+    async def answer(task: Any) -> Any:
+        client = await create_client(door.url, client_config=ClientConfig(streaming=False))
+        try:
+            return (await collect(client.send_message(request("prod", task_id=task.id,
+                                                              context_id=task.context_id))))[-1].task
+        finally:
+            await client.close()
+
+    task = asyncio.run(ask())
+    try:
+        flat = subprocess.run([*MUR, "ps"], env=env, capture_output=True, text=True, timeout=60)
+        rows = subprocess.run([*MUR, "ps", "--json"], env=env, capture_output=True, text=True, timeout=60)
+        tree = subprocess.run([*MUR, "ps", "--tree"], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        done = asyncio.run(answer(task))
+    sid = door.ready["session_id"]
+    row = next(line for line in flat.stdout.splitlines() if line.startswith(sid))
+    assert " input-required " in row
+    assert f"  └─ {task.id} input-required: {PROMPT}" in flat.stdout.splitlines()
+    (listed,) = [r for r in json.loads(rows.stdout) if r["session_id"] == sid]
+    assert listed["status"] == "input-required" and listed["waiting"] == [{"task_id": task.id, "prompt": PROMPT}]
+    (line,) = [x for x in tree.stdout.splitlines() if "asker" in x]
+    assert "input-required" in line and f"[{PROMPT}]" in line
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    after = subprocess.run([*MUR, "ps", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    (again,) = [r for r in json.loads(after.stdout) if r["session_id"] == sid]
+    assert again["status"] == "running" and again["waiting"] == []
+
+
+def door_env(door: MurProcess) -> dict[str, str]:
+    """The environment the door's session runs with (its MURMUR_HOME)."""
+    home = Path(str(door.ready["records_dir"])).parents[0]
+    while home.name != "records":
+        home = home.parent
+    return {**os.environ, "MURMUR_HOME": str(home.parent)}

@@ -23,10 +23,20 @@ from murmur.session.tasks import InputSlot, Task, TaskBook
 from murmur.session.trace import SessionTrace
 from murmur.workload import InputTimeout, InputUnavailable
 
-__all__ = ["INPUT_TIMEOUT", "Asking"]
+__all__ = ["INPUT_TIMEOUT", "Asking", "one_line"]
 
 INPUT_TIMEOUT = "input-timeout"
 DEFAULT_PROMPT = "Please provide your input:"
+LINE_CHARS = 80
+
+
+def one_line(prompt: str, limit: int = LINE_CHARS) -> str:
+    """The prompt cut to one line of at most ``limit`` characters (``…`` when cut; pure)."""
+    lines = prompt.strip().splitlines() or [""]
+    first = " ".join(lines[0].split())
+    if len(lines) > 1 or len(first) > limit:
+        return first[: limit - 1] + "…"
+    return first
 
 
 class Asking:
@@ -38,7 +48,7 @@ class Asking:
         results (Results): the task's result files.
         timeout (int | None): ``lifecycle.input_timeout_secs`` (None: wait forever).
         on_change (Callable[[], None]): called when a task starts or stops waiting (the
-            running record shows waiting tasks to ``mur ps``).
+            running record shows waiting tasks to ``mur ps``); settable as ``on_change``.
     """
 
     def __init__(
@@ -54,11 +64,13 @@ class Asking:
         self._trace = trace
         self._results = results
         self._timeout = timeout
-        self._on_change = on_change
+        self.on_change = on_change
 
-    def waiting(self) -> list[Task]:
-        """The tasks now in ``input-required``, in arrival order."""
-        return [t for t in self._book if t.state is TaskState.INPUT_REQUIRED]
+    def waiting(self) -> list[dict[str, str]]:
+        """The tasks now in ``input-required``, in arrival order: ``{task_id, prompt}`` with
+        the prompt cut to one line (the running record's ``waiting``)."""
+        return [{"task_id": t.id, "prompt": one_line(t.prompt or "")}
+                for t in self._book if t.state is TaskState.INPUT_REQUIRED]
 
     async def ask(self, task: Task, prompt: str) -> str:
         """Suspend ``task`` until its question is answered; return the answer.
@@ -75,7 +87,7 @@ class Asking:
         if not self._book.apply(task, TaskEvent.ASK, message=prompt.strip() or DEFAULT_PROMPT):
             task.reply = None
             raise InputUnavailable(f"task {task.id} is not running, so it cannot wait for input")
-        self._on_change()
+        self.on_change()
         try:
             with trio.move_on_after(self._timeout if self._timeout is not None else math.inf):
                 return await slot.wait()
@@ -83,7 +95,7 @@ class Asking:
             raise InputTimeout(f"no answer came within {self._timeout} s (lifecycle.input_timeout_secs)")
         finally:
             task.reply = None
-            self._on_change()
+            self.on_change()
 
     def answer(self, task: Task, text: str) -> bool:
         """Deliver ``text`` to ``task``'s question; False when it is not waiting."""
