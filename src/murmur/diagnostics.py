@@ -192,6 +192,7 @@ CATALOGUE: dict[str, str] = {
     "E-RUN-022": "the session or formation named runs nothing here",
     "E-RUN-024": "the session or formation could not be ended",
     "E-RUN-027": "the inference provider rejected the credential",
+    "E-RUN-036": "the agent CLI no longer holds the conversation its harness session map names",
     "E-RUN-037": "--resume-mode compact does not apply to transport: process",
     "E-RUN-039": "--forget-session (or its header) applies only to transport: process",
     "E-RUN-028": "the running records directory cannot be read",

@@ -26,6 +26,7 @@ from murmur.agent.harness.protocol import (
     Event,
     HarnessFailure,
     HarnessRequest,
+    HarnessSession,
     InferenceTurn,
     ToolUse,
 )
@@ -62,8 +63,9 @@ async def model(nursery: trio.Nursery) -> AsyncIterator[ScriptedResponses]:
 @attrs.frozen
 class Run:
     result: ShellResult
-    events: list[Event]
+    events: list[Event]  # every event but HarnessSession
     request: HarnessRequest
+    sessions: list[str] = attrs.field(factory=list)  # the HarnessSession ids the CLI named
 
 
 def _request(tmp: Path, model: ScriptedResponses, codex_bin: Path, **over: object) -> HarnessRequest:
@@ -110,7 +112,9 @@ async def _run(req: HarnessRequest, *, strict: bool = False) -> Run:
     events: list[Event] = []
     for line in result.stdout.splitlines():
         events += parser.feed(line.rstrip(b"\r"))
-    return Run(result, events + parser.finish(), req)
+    events += parser.finish()
+    sessions = [e.id for e in events if isinstance(e, HarnessSession)]
+    return Run(result, [e for e in events if not isinstance(e, HarnessSession)], req, sessions)
 
 
 async def test_a_shell_command_then_the_answer(
@@ -309,3 +313,25 @@ async def test_cancel_while_a_command_runs_leaves_nothing(
         for pid, start in recorded.items():
             if _start_time(pid) == start:
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_kept_session_is_resumed_with_its_history(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    """Threaded: the first run keeps its session and names it; `exec resume <id>` sends the first
+    exchange to the model again, in the same home (spec/conversations.md "Agent CLIs")."""
+    model.add(ModelReply([message("Noted: the word is quince.")]), ModelReply([message("It was quince.")]))
+    req = _request(tmp_path, model, codex_bin, shell_allow=(), keep_session=True,
+                   task_text="Remember the word quince.")
+    first = await _run(req, strict=True)
+    assert first.result.exit_code == 0, first.result.stderr_text[-2000:]
+    (sid,) = first.sessions
+    assert "--ephemeral" not in PROTOCOL.invocation(req).argv
+    again = attrs.evolve(req, resume_id=sid, task_text="Which word?")
+    assert PROTOCOL.invocation(again).argv[-3:] == ("resume", sid, "-")
+    second = await _run(again)
+    assert second.result.exit_code == 0, second.result.stderr_text[-2000:]
+    assert second.sessions == [sid] and second.events[-1] == Answer("It was quince.")
+    users = input_texts(model.model_calls[1].body, "user")
+    assert "Remember the word quince." in users and users[-1] == "Which word?"
+    assert any("Noted: the word is quince." in t for t in input_texts(model.model_calls[1].body, "assistant"))

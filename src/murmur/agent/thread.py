@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from murmur.agent.harness.sessions import HarnessMap, HarnessThread
 from murmur.agent.transports import (
     AssistantTurn,
     Item,
@@ -128,11 +129,21 @@ class Conversations:
         store (RecordStore | None): the record store; None under ``context.record: off``.
         threaded (bool): ``lifecycle.conversation: threaded``.
         load_context (str | None): the context ``--resume`` named, loaded even when stateless.
+        harness (HarnessMap | None): ``transport: process``: the context → CLI session map
+            (None: every task runs a fresh CLI session in a home of its own).
     """
 
     store: RecordStore | None = None
     threaded: bool = False
     load_context: str | None = None
+    harness: HarnessMap | None = None
+
+    def harness_thread(self, context_id: str) -> HarnessThread | None:
+        """The CLI session a process-transport task of ``context_id`` runs in, or None
+        (stateless, and not the resumed context)."""
+        if self.harness is None or not (self.threaded or context_id == self.load_context):
+            return None
+        return self.harness.thread(context_id, resume=True)
 
     def history(self, context_id: str) -> tuple[Item, ...]:
         """The items a task of ``context_id`` starts from (empty when it does not load)."""

@@ -129,6 +129,12 @@ class AgentWorkload:
         composition root; spec/conversations.md). Inert under ``transport: process``."""
         self.conversations = conversations
 
+    def forget_session(self, context_id: str) -> str | None:
+        """Drop ``context_id``'s agent CLI session (``x-murmur-forget-session``); returns the
+        dropped session id, None when none was mapped."""
+        harness = self.conversations.harness
+        return harness.forget(context_id) if harness is not None else None
+
     def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
         """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
         return build_inventory(self.manifest, services).names
@@ -149,6 +155,7 @@ class AgentWorkload:
                 protocol_for(self.config.protocol),
                 task_text=initial_text(ctx),
                 environ=self.environ,
+                thread=self.conversations.harness_thread(ctx.context_id),
             )
         if self.config.transport == "process":
             return await run_stdio_task(

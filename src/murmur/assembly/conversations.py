@@ -14,18 +14,22 @@ nothing behind:
 | ``E-RUN-016`` | the named session ran no task with a context id |
 | ``E-RUN-017`` | the context has no record (record off, no inference block, no harness entry, no file) |
 | ``E-RUN-018`` | ``--resume-mode compact``: no hook is bound to ``on-compaction`` |
+| ``E-RUN-036`` | (process) the agent CLI no longer holds the session the map names (the map is kept) |
 | ``E-CAP-011`` | ``--context`` or ``context.record_store`` is not one path segment |
 | ``E-CNV-002`` | ``--forget-session`` with ``--resume``, or without ``--context`` |
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
+from murmur.agent.harness.choose import STDIO, protocol_name
+from murmur.agent.harness.sessions import HarnessMap
 from murmur.conversation.record import RecordStore, check_segment, conversations_root
 from murmur.conversation.resume import first_context, resolve_session_dir
 from murmur.diagnostics import error
@@ -47,6 +51,8 @@ class Staged:
         store (RecordStore | None): where messages are recorded (None: not recorded).
         threaded (bool): ``lifecycle.conversation: threaded``.
         forget (bool): ``--forget-session`` (process transport).
+        harness (HarnessMap | None): the context → CLI session map (process transport).
+        forgotten (str | None): the CLI session ``--forget-session`` dropped.
     """
 
     context_id: str | None = None
@@ -54,6 +60,8 @@ class Staged:
     store: RecordStore | None = None
     threaded: bool = False
     forget: bool = False
+    harness: HarnessMap | None = None
+    forgotten: str | None = None
 
 
 def check_flags(context: str | None, resume: str | None, forget: bool) -> None:
@@ -147,6 +155,11 @@ def stage(
     record = _record_name(manifest)
     store = RecordStore(conversations_root(home), record, manifest.name, report) if recording else None
     threaded = manifest.lifecycle.conversation is Conversation.THREADED
+    harness: HarnessMap | None = None
+    if process and inf is not None:
+        proto = protocol_name(shlex.split(inf.command or "") or [""], inf.protocol)
+        if proto != STDIO and (threaded or resume is not None or forget):
+            harness = HarnessMap(conversations_root(home), record, proto, report)
     resumed_from: str | None = None
     if resume is not None:
         session_dir = resolve_session_dir(resume, folder=workdir_records, records_root=records_root, cwd=cwd)
@@ -157,10 +170,17 @@ def stage(
         context, resumed_from = found, str(session_dir)
         if inf is None:
             raise _no_record(found, "the capsule has no inference: block (plans keep no conversation)")
+        if process:
+            entry = harness.entry(found) if harness is not None else None
+            if harness is None or entry is None:
+                raise _no_record(found, "transport: process keeps no record, and no agent CLI session is mapped to it")
+            if not harness.holds(found):
+                raise DiagnosticError(error(
+                    "E-RUN-036", f"the agent CLI no longer holds the session context {found} maps to ({entry['session_id']})",
+                    hint=f"start the context afresh: `mur run --context {found} --forget-session`"))
+            return Staged(context_id=found, resumed_from=str(session_dir), threaded=threaded, harness=harness)
         if block is not None and block.record is RecordMode.OFF:
             raise _no_record(found, "context.record is off")
-        if process:
-            raise _no_record(found, "transport: process keeps no record here and no harness session is mapped to it")
         assert store is not None
         if not store.exists(found):
             raise _no_record(found, f"{store.directory / found} holds no conversation.jsonl")
@@ -170,7 +190,9 @@ def stage(
     keep = block.retain.max_messages if block is not None and block.retain is not None else None
     if store is not None and context is not None and keep is not None:
         store.keep_newest(context, keep)
-    return Staged(context_id=context, resumed_from=resumed_from, store=store, threaded=threaded, forget=forget)
+    forgotten = harness.forget(context) if forget and harness is not None and context is not None else None
+    return Staged(context_id=context, resumed_from=resumed_from, store=store, threaded=threaded, forget=forget,
+                  harness=harness, forgotten=forgotten)
 
 
 def expire(store: RecordStore | None, manifest: Manifest, keep: str | None) -> list[str]:
@@ -189,10 +211,18 @@ def apply(setup: SessionSetup, workload: object, staged: Staged) -> None:
         from murmur.agent.thread import Conversations
 
         load = staged.context_id if staged.resumed_from is not None else None
-        use(Conversations(store=staged.store, threaded=staged.threaded, load_context=load))
+        use(Conversations(store=staged.store, threaded=staged.threaded, load_context=load, harness=staged.harness))
     if staged.resumed_from is not None:
         setup.trace_start_fields["resumed_from"] = staged.resumed_from
         setup.trace_start_fields["context_id"] = staged.context_id
+    if staged.forget:
+        async def trace_forgotten(session: object) -> None:
+            trace = getattr(session, "trace", None)
+            if trace is not None:
+                trace.emit("harness_session_forgotten", parent_id=getattr(session, "session_event_id", None),
+                           context=staged.context_id, dropped=staged.forgotten, requested_by="cli")
+
+        setup.start_hooks.append(trace_forgotten)
     removed = expire(staged.store, setup.manifest, staged.context_id)
     if removed:
         async def trace_retention(session: object) -> None:

@@ -33,7 +33,7 @@ import trio
 from murmur import jsonbody, timing
 from murmur.session import held, wire
 from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
-from murmur.session.origin import Classification, classify
+from murmur.session.origin import Classification, classify, forget_requested
 from murmur.session.states import TaskState
 from murmur.session.tasks import Task
 from murmur.session.wire import RpcError
@@ -130,6 +130,14 @@ class DoorBackend(Protocol):
 
     def answer(self, task: Task, text: str) -> bool:
         """Answer a task waiting in ``input-required``; whether it took the answer."""
+        ...
+
+    def forget_session(self, context_id: str | None) -> None:
+        """``x-murmur-forget-session``: drop the context's agent CLI session.
+
+        Raises:
+            RpcError: ``-32602`` (``E-RUN-039``) when the capsule's transport is not ``process``.
+        """
         ...
 
     def card(self, *, extended: bool) -> dict[str, Any]:
@@ -378,6 +386,8 @@ class Door:
             return self._refusal(admitted)
         principal = admitted
         cls = classify(headers)
+        if forget_requested(headers):
+            cls = attrs.evolve(cls, forget_session=True)
         if cls.origin == "peer" and not self.backend.accepts_peer_tasks:
             return self._refusal(peer_not_accepted())
         raw = await read_body()
@@ -470,6 +480,8 @@ class Door:
             if verdict.text is not None:
                 msg = attrs.evolve(msg, text=verdict.text)
             context_id = verdict.context_id or context_id
+        if cls.forget_session:
+            self.backend.forget_session(context_id)
         task = self.backend.submit(msg, cls, principal, context_id=context_id)
         if cls.origin == "completion" and task.state is not TaskState.REJECTED:
             return self._json(wire.rpc_result(req.id, {"message": _ack(msg, "completion accepted", task=task)}))

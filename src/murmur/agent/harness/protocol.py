@@ -42,6 +42,7 @@ __all__ = [
     "HarnessFailure",
     "HarnessProtocol",
     "HarnessRequest",
+    "HarnessSession",
     "InferenceTurn",
     "Invocation",
     "StreamParser",
@@ -88,6 +89,10 @@ class HarnessRequest:
             (``TaskContext.shell_env``: ``PATH`` with the links ``bin/`` first, ``HOME``,
             ``TMPDIR``, locale, ``capabilities.env.allow``). The CLI's environment is this
             plus :attr:`Invocation.env`; do not repeat it in ``Invocation.env``.
+        keep_session (bool): a threaded context: let the CLI keep its session files (under
+            ``home``, which then outlives the task) so a later task can continue it.
+        resume_id (str | None): the CLI session to continue (its ``--resume`` / ``exec
+            resume`` id); None starts a new one (spec/conversations.md "Agent CLIs").
     """
 
     command: tuple[str, ...]
@@ -102,6 +107,8 @@ class HarnessRequest:
     home: Path
     workdir: Path
     shell_env: Mapping[str, str] = attrs.field(repr=False, eq=False)
+    keep_session: bool = False
+    resume_id: str | None = None
 
     def instructions(self) -> str | None:
         """``system_prompt`` then ``context_text``, separated by a blank line (None if neither)."""
@@ -220,7 +227,15 @@ class HarnessFailure:
     cause: str = "driver_error"
 
 
-Event = InferenceTurn | ToolUse | Answer | HarnessFailure
+@attrs.frozen
+class HarnessSession:
+    """The CLI named the session it runs in (Claude Code's ``session_id``, Codex's
+    ``thread_id``); a threaded context maps to it."""
+
+    id: str
+
+
+Event = InferenceTurn | ToolUse | Answer | HarnessFailure | HarnessSession
 """What a :class:`StreamParser` reports, in the order the CLI did it."""
 
 
