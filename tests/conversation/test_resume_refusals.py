@@ -33,7 +33,8 @@ lifecycle:
 {context}"""
 
 
-def capsule(tmp: Path, *, transport: str = "http", context: str = "", plan: bool = False) -> Path:
+def capsule(tmp: Path, *, transport: str = "http", context: str = "", plan: bool = False,
+            protocol: str = "stdio") -> Path:
     cap = tmp / "cap"
     cap.mkdir(exist_ok=True)
     if plan:
@@ -43,7 +44,7 @@ def capsule(tmp: Path, *, transport: str = "http", context: str = "", plan: bool
     else:
         extra = "command: sh" if transport == "process" else "driver: {artifact: murmur-driver-openai}"
         if transport == "process":
-            extra += "\n  protocol: stdio"
+            extra += f"\n  protocol: {protocol}"
         (cap / "murmur.yaml").write_text(AGENT.format(transport=transport, extra=extra, context=context))
     return cap
 
@@ -174,3 +175,39 @@ def test_the_command_line_exits_2_for_misuse(tmp_path: Path, home: Path) -> None
     r = subprocess.run([*mur, "--roster", "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "error[E-CNV-003]" in r.stderr and "launch the formation again" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_mapped_cli_session_that_is_gone_is_e_run_036(tmp_path: Path, home: Path) -> None:
+    """process + threaded: the map names a CLI session whose files are gone → E-RUN-036, map kept;
+    with the files there the session resumes into that context."""
+    from murmur.agent.harness.sessions import HarnessMap
+
+    earlier_session(tmp_path / "work", record=False)
+    hmap = HarnessMap(conversations_root(), "talker", "claude-code", print)
+    hmap.remember("ctx_earlier", "0b5e-sess")
+    cap = capsule(tmp_path, transport="process", protocol="claude-code")
+    assert refused(tmp_path, cap=cap, resume="@1") == "E-RUN-036"
+    assert hmap.entry("ctx_earlier") is not None
+    cli_home = hmap.home("ctx_earlier")
+    assert cli_home is not None
+    (cli_home / ".claude" / "projects" / "w").mkdir(parents=True)
+    (cli_home / ".claude" / "projects" / "w" / "0b5e-sess.jsonl").write_text("{}\n")
+    setup = prepare(RunOptions(manifest=str(cap), workdir=str(tmp_path / "work"), no_env_file=True, resume="@1"),
+                    environ={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    assert setup.launch_context_id == "ctx_earlier"
+    thread = setup.workload.conversations.harness_thread("ctx_earlier")  # type: ignore[attr-defined]
+    assert thread is not None and thread.resume_id == "0b5e-sess" and thread.home == cli_home
+
+
+def test_forget_session_drops_the_mapping_at_launch(tmp_path: Path, home: Path) -> None:
+    """`--context ID --forget-session` under process drops the CLI session that context maps to."""
+    from murmur.agent.harness.sessions import HarnessMap
+
+    hmap = HarnessMap(conversations_root(), "talker", "claude-code", print)
+    hmap.remember("ctx_x", "old-session")
+    cap = capsule(tmp_path, transport="process", protocol="claude-code")
+    setup = prepare(RunOptions(manifest=str(cap), workdir=str(tmp_path / "work"), no_env_file=True,
+                               context="ctx_x", forget_session=True),
+                    environ={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    assert hmap.entry("ctx_x") is None and setup.launch_context_id == "ctx_x"
+    assert len(setup.start_hooks) >= 1  # harness_session_forgotten is traced once the session starts
