@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from murmur import containment, procstat
+from murmur.agent import AgentWorkload
 from murmur.agent.harness.codex import KEY_ENV, PROTOCOL
 from murmur.agent.harness.protocol import (
     Answer,
@@ -30,10 +31,13 @@ from murmur.agent.harness.protocol import (
     InferenceTurn,
     ToolUse,
 )
+from murmur.agent.harness.sessions import HarnessMap
+from murmur.agent.thread import Conversations
+from murmur.manifest.model import Inference, Manifest, Transport
 from murmur.shell import ShellResult, run_shell
 
 from .npm_cli import npm_bin
-from .scripted import files_under, live_in_group
+from .scripted import FakeTrace, files_under, live_in_group, task_context
 from .scripted_openai import (
     ModelReply,
     ScriptedResponses,
@@ -335,3 +339,43 @@ async def test_a_kept_session_is_resumed_with_its_history(
     users = input_texts(model.model_calls[1].body, "user")
     assert "Remember the word quince." in users and users[-1] == "Which word?"
     assert any("Noted: the word is quince." in t for t in input_texts(model.model_calls[1].body, "assistant"))
+
+
+async def test_a_threaded_capsule_reuses_its_codex_session_and_forget_starts_fresh(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    """The workload: two tasks of one context run in one Codex session (the model gets the first
+    exchange back); after forget_session the next task starts a new one."""
+    node = shutil.which("node")
+    assert node is not None
+    path = os.pathsep.join([str(codex_bin.parent), str(Path(node).parent), "/usr/bin", "/bin"])
+    m = Manifest(name="cx", version="0.1.0", inference=Inference(
+        transport=Transport.PROCESS, command="codex", model="test-model", endpoint=model.base_url,
+        api_key="${TEST_KEY}", max_turns=4))
+    hmap = HarnessMap(tmp_path / "conversations", "cx", "codex", print)
+    w = AgentWorkload(m, tmp_path, environ={"PATH": path, "TEST_KEY": KEY})
+    w.use_conversations(Conversations(threaded=True, harness=hmap))
+    model.add(ModelReply([message("Noted: fig.")]), ModelReply([message("It was fig.")]),
+              ModelReply([message("Which word?")]))
+
+    async def task(text: str) -> str:
+        ctx = task_context(m, tmp_path, FakeTrace(), text=text,
+                           env={"PATH": path, "HOME": str(tmp_path / "session-home"), "LANG": "C.UTF-8",
+                                "TMPDIR": str(tmp_path)})
+        ctx.context_id = "ctx_cx"
+        with trio.fail_after(RUN_BOUND):
+            outcome = await w.run_task(ctx)
+        assert outcome.status == "ok", outcome.answer
+        return outcome.answer
+
+    assert await task("Remember the word fig.") == "Noted: fig."
+    entry = hmap.entry("ctx_cx")
+    assert entry is not None and hmap.holds("ctx_cx")
+    assert await task("Which word was it?") == "It was fig."
+    users = input_texts(model.model_calls[1].body, "user")
+    assert "Remember the word fig." in users and users[-1] == "Which word was it?"
+    assert w.forget_session("ctx_cx") == entry["session_id"]
+    assert await task("Start again.") == "Which word?"
+    assert "Remember the word fig." not in input_texts(model.model_calls[2].body, "user")
+    new = hmap.entry("ctx_cx")
+    assert new is not None and new["session_id"] != entry["session_id"]

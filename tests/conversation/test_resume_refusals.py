@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from murmur.agent.harness.sessions import HarnessMap
 from murmur.assembly import RunOptions, prepare
 from murmur.conversation.record import RecordStore, conversations_root
 from murmur.errors import DiagnosticError, UsageError
@@ -180,8 +181,6 @@ def test_the_command_line_exits_2_for_misuse(tmp_path: Path, home: Path) -> None
 def test_a_mapped_cli_session_that_is_gone_is_e_run_036(tmp_path: Path, home: Path) -> None:
     """process + threaded: the map names a CLI session whose files are gone → E-RUN-036, map kept;
     with the files there the session resumes into that context."""
-    from murmur.agent.harness.sessions import HarnessMap
-
     earlier_session(tmp_path / "work", record=False)
     hmap = HarnessMap(conversations_root(), "talker", "claude-code", print)
     hmap.remember("ctx_earlier", "0b5e-sess")
@@ -201,8 +200,6 @@ def test_a_mapped_cli_session_that_is_gone_is_e_run_036(tmp_path: Path, home: Pa
 
 def test_forget_session_drops_the_mapping_at_launch(tmp_path: Path, home: Path) -> None:
     """`--context ID --forget-session` under process drops the CLI session that context maps to."""
-    from murmur.agent.harness.sessions import HarnessMap
-
     hmap = HarnessMap(conversations_root(), "talker", "claude-code", print)
     hmap.remember("ctx_x", "old-session")
     cap = capsule(tmp_path, transport="process", protocol="claude-code")

@@ -20,6 +20,8 @@ from murmur.agent.harness.protocol import (
     InferenceTurn,
     ToolUse,
 )
+from murmur.agent.harness.sessions import HarnessMap
+from murmur.agent.thread import Conversations
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Capabilities, Inference, Manifest, ShellCaps, Transport
 from murmur.workload import TaskContext, TaskOutcome
@@ -385,9 +387,6 @@ class TestThreadedClaudeCode:
     async def test_two_tasks_share_a_session_and_forget_starts_fresh(self, harness: Harness) -> None:
         """threaded: task 2 of a context resumes task 1's Claude Code session (the model gets the
         first exchange back); forgetting the mapping makes task 3 a new conversation."""
-        from murmur.agent.harness.sessions import HarnessMap
-        from murmur.agent.thread import Conversations
-
         root = harness.tmp / "conversations"
         notes: list[str] = []
         hmap = HarnessMap(root, "cc-agent", "claude-code", notes.append)
