@@ -208,3 +208,33 @@ def test_forget_session_drops_the_mapping_at_launch(tmp_path: Path, home: Path) 
                     environ={"PATH": os.environ["PATH"]}, cwd=tmp_path)
     assert hmap.entry("ctx_x") is None and setup.launch_context_id == "ctx_x"
     assert len(setup.start_hooks) >= 1  # harness_session_forgotten is traced once the session starts
+
+
+async def test_retention_at_launch_cuts_and_expires_records(tmp_path: Path, home: Path) -> None:
+    """context.retain: max_messages cuts the record --context names; max_age removes stale ones,
+    traced as `retention` once the session starts."""
+    store = RecordStore(conversations_root(), "talker", "talker", print)
+    for i in range(4):
+        store.append("ctx_keep", {"role": "user", "content": str(i)})
+    store.append("ctx_stale", {"role": "user", "content": "old"})
+    stale = conversations_root() / "talker" / "ctx_stale" / "conversation.jsonl"
+    os.utime(stale, (1000, 1000))
+    cap = capsule(tmp_path, context="context:\n  retain:\n    max_messages: 2\n    max_age: 1d\n")
+    setup = prepare(RunOptions(manifest=str(cap), workdir=str(tmp_path / "work"), no_env_file=True,
+                               context="ctx_keep"), environ={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    assert [m["content"] for m in store.load("ctx_keep")] == ["2", "3"]
+    assert not stale.exists()
+    emitted: list[tuple[str, dict[str, object]]] = []
+
+    class FakeTrace:
+        def emit(self, kind: str, /, *, parent_id: str | None, **fields: object) -> str:
+            emitted.append((kind, fields))
+            return "evt_x"
+
+    class FakeSession:
+        trace = FakeTrace()
+        session_event_id = "evt_start"
+
+    for hook in setup.start_hooks:
+        await hook(FakeSession())  # type: ignore[arg-type]
+    assert ("retention", {"store": "records", "removed": 1}) in emitted

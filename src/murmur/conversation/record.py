@@ -217,7 +217,8 @@ class RecordStore:
                        "the conversation goes on unrecorded")
 
     def _append_bytes(self, path: Path, data: bytes) -> None:
-        for d in (self.root, self.directory, path.parent):
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for d in (self.directory, path.parent):
             d.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

@@ -94,7 +94,8 @@ class HarnessMap:
             return None
         home = self.root / self.record / context_id / "harness" / "home"
         try:
-            for d in (self.root, self.root / self.record, home.parent.parent, home.parent, home):
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for d in (self.root / self.record, home.parent.parent, home.parent, home):
                 d.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             self._fail(f"the agent CLI's home {home} cannot be made ({exc.strerror or exc}); the task runs unthreaded")
