@@ -217,17 +217,20 @@ class RecordStore:
                        "the conversation goes on unrecorded")
 
     def _append_bytes(self, path: Path, data: bytes) -> None:
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for d in (self.directory, path.parent):
-            d.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:  # the common case: the record exists, no directory to make
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for d in (self.directory, path.parent):
+                d.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
             if size == 0:
                 header = {"type": HEADER_TYPE, "capsule": self.capsule, "created_ms": self.now_ms()}
                 data = (json.dumps(header, separators=(",", ":")) + "\n").encode() + data
-            else:
-                _cut_torn_tail(fd, path, size)
+            elif os.pread(fd, 1, size - 1) != b"\n":
+                _cut_torn_tail(fd, size)
             os.write(fd, data)
         finally:
             os.close(fd)
@@ -304,18 +307,15 @@ class RecordStore:
         return iter([e for e in entries if e.is_dir() and not e.is_symlink() and bad_segment(e.name) is None])
 
 
-def _cut_torn_tail(fd: int, path: Path, size: int) -> None:
+def _cut_torn_tail(fd: int, size: int) -> None:
     """Truncate a last line that has no newline (a writer killed mid-line) off the file."""
-    with path.open("rb") as f:
-        f.seek(max(0, size - 65536))
-        tail = f.read()
-    if tail.endswith(b"\n"):
-        return
+    start = max(0, size - 65536)
+    tail = os.pread(fd, size - start, start)
     cut = tail.rfind(b"\n")
-    if cut < 0 and size > len(tail):
+    if cut < 0 and start > 0:
         os.write(fd, b"\n")  # a torn line longer than 64 KiB: end it (readers then report it)
         return
-    os.ftruncate(fd, size - len(tail) + cut + 1)
+    os.ftruncate(fd, start + cut + 1)
 
 
 def _reason(exc: BaseException) -> str:
