@@ -21,15 +21,13 @@ nothing behind:
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
-from murmur.agent.harness.choose import STDIO, protocol_name
-from murmur.agent.harness.sessions import HarnessMap
 from murmur.conversation.record import RecordStore, check_segment, conversations_root
 from murmur.conversation.resume import first_context, resolve_session_dir
 from murmur.diagnostics import error
@@ -37,6 +35,9 @@ from murmur.errors import DiagnosticError, UsageError
 from murmur.manifest import Manifest
 from murmur.manifest.model import Conversation, RecordMode, Transport
 from murmur.session import SessionSetup
+
+if TYPE_CHECKING:
+    from murmur.agent.harness.sessions import HarnessMap
 
 __all__ = ["Staged", "check_flags", "make_reporter", "stage"]
 
@@ -156,7 +157,12 @@ def stage(
     store = RecordStore(conversations_root(home), record, manifest.name, report) if recording else None
     threaded = manifest.lifecycle.conversation is Conversation.THREADED
     harness: HarnessMap | None = None
-    if process and inf is not None:
+    if process and inf is not None:  # the agent side is imported only for an agent CLI capsule
+        import shlex
+
+        from murmur.agent.harness.choose import STDIO, protocol_name
+        from murmur.agent.harness.sessions import HarnessMap
+
         proto = protocol_name(shlex.split(inf.command or "") or [""], inf.protocol)
         if proto != STDIO and (threaded or resume is not None or forget):
             harness = HarnessMap(conversations_root(home), record, proto, report)
