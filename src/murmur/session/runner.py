@@ -162,6 +162,8 @@ class Runner:
                 self._log.error("workload failed on %s:\n%s", task.id, traceback.format_exc())
                 outcome = TaskOutcome("failed", f"internal error: {type(exc).__name__}: {exc}")
         task.scope = None
+        if outcome is None and task.state is TaskState.FAILED:  # failed by the session (input-timeout)
+            outcome = TaskOutcome("failed", task.status_message or "failed")
         self._end(task, outcome, ctx.usage if ctx is not None else Usage(), t0)
 
     def _end(self, task: Task, outcome: TaskOutcome | None, usage: Usage, t0: float) -> None:
