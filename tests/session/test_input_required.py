@@ -16,6 +16,7 @@ import httpx
 import trio
 
 from murmur.manifest.model import Lifecycle
+from murmur.session.winddown import signal_wind_down
 from murmur.workload import InputUnavailable, TaskContext, TaskOutcome
 
 from .helpers import error_code, make_setup, manifest, result, rpc, running, send_params, sse_events
@@ -226,3 +227,24 @@ class TestEnds:
             assert (failed["cause"], failed["reason"]) == ("input_timeout", "input-timeout")
             (end,) = [r for r in records if r["event_type"] == "task_end"]
             assert end["exit_status"] == "failed"
+
+    async def test_wind_down_while_waiting_ends_the_task_and_the_blocked_call(self, tmp_path: Path) -> None:
+        """SIGTERM while a task waits: a blocked answer-less stream gets the terminal state; phase input."""
+        w = AskWorkload()
+        async with running(make_setup(tmp_path, manifest(), w)) as h, httpx.AsyncClient(base_url=h.url, timeout=20) as c:
+            got: list[dict[str, Any]] = []
+
+            async def stream() -> None:
+                r = await rpc(c, "SendStreamingMessage", send_params("ask"))
+                got.extend(sse_events(r.text))
+
+            async with trio.open_nursery() as n:
+                n.start_soon(stream)
+                with trio.fail_after(10):
+                    await w.asking.wait()
+                h.session.wind_down(signal_wind_down("SIGTERM"))
+            summary = await h.wait()
+        assert got[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+        (canceled,) = [r for r in trace(h) if r["event_type"] == "task_canceled"]
+        assert canceled["phase"] == "input"
+        assert summary.status == "canceled"  # wound down by a signal while busy
