@@ -28,6 +28,7 @@ SLOW_TESTS = (
     "tests/cli/test_new_build_install.py",
     "tests/cli/test_roost.py::TestBinary",
     "tests/cli/test_startup_imports.py",
+    "tests/conversation/test_resume_refusals.py::test_the_command_line_exits_2_for_misuse",
     "tests/containment/test_context.py",
     "tests/containment/test_janitor.py",
     "tests/formation/test_launcher_properties.py",  # hypothesis over whole launches: minutes when loaded

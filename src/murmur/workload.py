@@ -15,6 +15,7 @@ from typing import Protocol
 
 import attrs
 
+from murmur.errors import MurmurError
 from murmur.manifest import Manifest
 
 
@@ -89,6 +90,22 @@ class Usage:
     shell_calls: int = 0
 
 
+NO_INPUT = "request-input is not available outside an A2A task context"
+
+
+class InputUnavailable(MurmurError):
+    """``request_input`` outside an A2A task (a ``--task`` run, the idle run): nobody can answer."""
+
+
+class InputTimeout(MurmurError):
+    """No answer came within ``lifecycle.input_timeout_secs``; the task has already failed
+    ``input-timeout`` and is being cancelled."""
+
+
+# ask(prompt) -> the answer; suspends the task as input-required (spec/conversations.md)
+AskFn = Callable[[str], Awaitable[str]]
+
+
 @attrs.define
 class TaskContext:
     """Everything a workload needs to run one task.
@@ -113,6 +130,8 @@ class TaskContext:
             (plans read it as ``{{ formation_id }}``).
         links_context (Path | None): the session's ``mur context`` file (``links/context.md``)
             when its effective spawn set is non-empty; None otherwise (spec/links.md).
+        ask (AskFn | None): the session's side of :meth:`request_input`; None when nobody
+            can answer (not an A2A task).
     """
 
     session_id: str
@@ -132,6 +151,23 @@ class TaskContext:
     usage: Usage = attrs.field(factory=Usage)
     formation_id: str | None = None
     links_context: Path | None = None
+    ask: AskFn | None = attrs.field(default=None, repr=False)
+
+    async def request_input(self, prompt: str) -> str:
+        """Ask the task's user ``prompt`` and wait for the answer (spec/conversations.md).
+
+        The task is ``input-required`` with a ``prompt`` artifact until a ``SendMessage``
+        naming its ``taskId`` answers; then it is ``working`` again and the answer's text is
+        returned. This is the one seam a tool's ``request-input`` import calls.
+
+        Raises:
+            InputUnavailable: not an A2A task (nobody can answer).
+            InputTimeout: ``lifecycle.input_timeout_secs`` passed; the task has failed.
+            trio.Cancelled: CancelTask or wind-down while waiting.
+        """
+        if self.ask is None:
+            raise InputUnavailable(NO_INPUT)
+        return await self.ask(prompt)
 
 
 # -- capsule links: the ``mur context`` text a workload hands its model (spec/links.md) ----------

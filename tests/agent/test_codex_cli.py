@@ -20,19 +20,24 @@ import pytest
 import trio
 
 from murmur import containment, procstat
+from murmur.agent import AgentWorkload
 from murmur.agent.harness.codex import KEY_ENV, PROTOCOL
 from murmur.agent.harness.protocol import (
     Answer,
     Event,
     HarnessFailure,
     HarnessRequest,
+    HarnessSession,
     InferenceTurn,
     ToolUse,
 )
+from murmur.agent.harness.sessions import HarnessMap
+from murmur.agent.thread import Conversations
+from murmur.manifest.model import Inference, Manifest, Transport
 from murmur.shell import ShellResult, run_shell
 
 from .npm_cli import npm_bin
-from .scripted import files_under, live_in_group
+from .scripted import FakeTrace, files_under, live_in_group, task_context
 from .scripted_openai import (
     ModelReply,
     ScriptedResponses,
@@ -62,8 +67,9 @@ async def model(nursery: trio.Nursery) -> AsyncIterator[ScriptedResponses]:
 @attrs.frozen
 class Run:
     result: ShellResult
-    events: list[Event]
+    events: list[Event]  # every event but HarnessSession
     request: HarnessRequest
+    sessions: list[str] = attrs.field(factory=list)  # the HarnessSession ids the CLI named
 
 
 def _request(tmp: Path, model: ScriptedResponses, codex_bin: Path, **over: object) -> HarnessRequest:
@@ -110,7 +116,9 @@ async def _run(req: HarnessRequest, *, strict: bool = False) -> Run:
     events: list[Event] = []
     for line in result.stdout.splitlines():
         events += parser.feed(line.rstrip(b"\r"))
-    return Run(result, events + parser.finish(), req)
+    events += parser.finish()
+    sessions = [e.id for e in events if isinstance(e, HarnessSession)]
+    return Run(result, [e for e in events if not isinstance(e, HarnessSession)], req, sessions)
 
 
 async def test_a_shell_command_then_the_answer(
@@ -309,3 +317,65 @@ async def test_cancel_while_a_command_runs_leaves_nothing(
         for pid, start in recorded.items():
             if _start_time(pid) == start:
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_kept_session_is_resumed_with_its_history(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    """Threaded: the first run keeps its session and names it; `exec resume <id>` sends the first
+    exchange to the model again, in the same home (spec/conversations.md "Agent CLIs")."""
+    model.add(ModelReply([message("Noted: the word is quince.")]), ModelReply([message("It was quince.")]))
+    req = _request(tmp_path, model, codex_bin, shell_allow=(), keep_session=True,
+                   task_text="Remember the word quince.")
+    first = await _run(req, strict=True)
+    assert first.result.exit_code == 0, first.result.stderr_text[-2000:]
+    (sid,) = first.sessions
+    assert "--ephemeral" not in PROTOCOL.invocation(req).argv
+    again = attrs.evolve(req, resume_id=sid, task_text="Which word?")
+    assert PROTOCOL.invocation(again).argv[-3:] == ("resume", sid, "-")
+    second = await _run(again)
+    assert second.result.exit_code == 0, second.result.stderr_text[-2000:]
+    assert second.sessions == [sid] and second.events[-1] == Answer("It was quince.")
+    users = input_texts(model.model_calls[1].body, "user")
+    assert "Remember the word quince." in users and users[-1] == "Which word?"
+    assert any("Noted: the word is quince." in t for t in input_texts(model.model_calls[1].body, "assistant"))
+
+
+async def test_a_threaded_capsule_reuses_its_codex_session_and_forget_starts_fresh(
+    tmp_path: Path, model: ScriptedResponses, codex_bin: Path
+) -> None:
+    """The workload: two tasks of one context run in one Codex session (the model gets the first
+    exchange back); after forget_session the next task starts a new one."""
+    node = shutil.which("node")
+    assert node is not None
+    path = os.pathsep.join([str(codex_bin.parent), str(Path(node).parent), "/usr/bin", "/bin"])
+    m = Manifest(name="cx", version="0.1.0", inference=Inference(
+        transport=Transport.PROCESS, command="codex", model="test-model", endpoint=model.base_url,
+        api_key="${TEST_KEY}", max_turns=4))
+    hmap = HarnessMap(tmp_path / "conversations", "cx", "codex", print)
+    w = AgentWorkload(m, tmp_path, environ={"PATH": path, "TEST_KEY": KEY})
+    w.use_conversations(Conversations(threaded=True, harness=hmap))
+    model.add(ModelReply([message("Noted: fig.")]), ModelReply([message("It was fig.")]),
+              ModelReply([message("Which word?")]))
+
+    async def task(text: str) -> str:
+        ctx = task_context(m, tmp_path, FakeTrace(), text=text,
+                           env={"PATH": path, "HOME": str(tmp_path / "session-home"), "LANG": "C.UTF-8",
+                                "TMPDIR": str(tmp_path)})
+        ctx.context_id = "ctx_cx"
+        with trio.fail_after(RUN_BOUND):
+            outcome = await w.run_task(ctx)
+        assert outcome.status == "ok", outcome.answer
+        return outcome.answer
+
+    assert await task("Remember the word fig.") == "Noted: fig."
+    entry = hmap.entry("ctx_cx")
+    assert entry is not None and hmap.holds("ctx_cx")
+    assert await task("Which word was it?") == "It was fig."
+    users = input_texts(model.model_calls[1].body, "user")
+    assert "Remember the word fig." in users and users[-1] == "Which word was it?"
+    assert w.forget_session("ctx_cx") == entry["session_id"]
+    assert await task("Start again.") == "Which word?"
+    assert "Remember the word fig." not in input_texts(model.model_calls[2].body, "user")
+    new = hmap.entry("ctx_cx")
+    assert new is not None and new["session_id"] != entry["session_id"]

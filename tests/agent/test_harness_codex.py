@@ -22,19 +22,35 @@ from murmur.agent.harness.codex import (
     KEY_ENV,
     PROTOCOL,
     CodexParser,
-    events_of,
     provider_base_url,
     toml_string,
 )
+from murmur.agent.harness.codex import events_of as all_events_of
 from murmur.agent.harness.protocol import (
     Answer,
+    Event,
     HarnessFailure,
     HarnessRequest,
+    HarnessSession,
     InferenceTurn,
     ToolUse,
 )
 
 KEY = "sk-test-9f8e7d6c5b4a"
+
+
+THREAD = "01a231d9-2731-7443-b3d6-44057e2481cb"  # OK_STREAM's thread.started
+
+
+def events_of(lines: list[bytes]) -> list[Event]:
+    """The stream's events without the HarnessSession its thread.started line gives."""
+    return [e for e in all_events_of(lines) if not isinstance(e, HarnessSession)]
+
+
+def test_thread_started_names_the_session() -> None:
+    """`thread.started` is the Codex session a threaded context maps to."""
+    assert all_events_of([b'{"type":"thread.started","thread_id":"t-1"}']) == [HarnessSession("t-1")]
+
 
 
 def request(tmp: Path = Path("/records/ses/home"), **over: object) -> HarnessRequest:
@@ -244,7 +260,7 @@ def test_tool_input_is_reported() -> None:
 
 def test_tool_uses_wait_for_the_turn_and_nothing_follows_its_end() -> None:
     parser = CodexParser()
-    assert [e for line in OK_STREAM[:-1] for e in parser.feed(line)] == []
+    assert [e for line in OK_STREAM[:-1] for e in parser.feed(line)] == [HarnessSession(THREAD)]
     assert len(parser.feed(OK_STREAM[-1])) == 3
     assert parser.feed(OK_STREAM[-1]) == [] and parser.finish() == []
 
@@ -261,7 +277,7 @@ def test_a_failed_turn_reports_its_completed_tools_first() -> None:
 def test_a_command_cut_off_by_the_end_of_stdout_is_reported_failed_at_finish() -> None:
     parser = CodexParser()
     cut = OK_STREAM[:5]  # up to item.started of the command
-    assert [e for line in cut for e in parser.feed(line)] == []
+    assert [e for line in cut for e in parser.feed(line)] == [HarnessSession(THREAD)]
     assert parser.finish() == [
         ToolUse("item_2", "command_execution", {"command": ECHO}, "", ok=False, shell=True)]
 

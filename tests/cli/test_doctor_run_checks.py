@@ -104,4 +104,4 @@ def test_inert_keys_are_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     capsys.readouterr()
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
-    assert "⚠ warning[W-SEC-019]: `context` has no effect here" in out and "✓ agent 0.1.0" in out
+    assert "⚠ warning[W-SEC-019]: `context.max_tokens` has no effect here" in out and "✓ agent 0.1.0" in out

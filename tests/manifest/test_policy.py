@@ -168,6 +168,6 @@ def test_inert_keys_never_reach_the_model() -> None:
             "lifecycle: {shell_grace_secs: 0}\n")
     warnings: list[Diagnostic] = []
     with_keys = parse_manifest(text, path="m.yaml", warnings=warnings)
-    bare = parse_manifest("name: t\nversion: 0.1.0\nplan: plan.yaml\ntrace: {}\nlifecycle: {}\n", path="m.yaml")
+    bare = parse_manifest("name: t\nversion: 0.1.0\nplan: plan.yaml\ncontext: {}\ntrace: {}\nlifecycle: {}\n", path="m.yaml")
     assert with_keys == bare
     assert [w.location.line for w in warnings if w.location] == [4, 5, 6, 7]

@@ -56,8 +56,8 @@ CORPUS: tuple[Expect, ...] = (
     _e("docs-python-native-134.yaml", _D + "language-guides/python-native.md:134", "load", "E-MAN-005", component=True),
     _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", "run", "E-MAN-005", component=True),
     _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", "run", "E-MAN-005", component=True),
-    # the reference "supported shape": threaded conversations are refused here (besides its tool and hook)
-    _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "load", "E-MAN-005"),
+    # the reference "supported shape": its threaded conversation loads; its tool and hook do not run
+    _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "run", "E-MAN-005", component=True),
     # an upstream driver component
     _e("docs-network-namespace-egress-proxy-manual-ve-103.yaml", _D + "reference/network-namespace-egress-proxy-manual-verification.md:103", "run", "E-RUN-006", component=True),
     # capsules with no workload: upstream runs their own capsule.wasm

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 import trio
@@ -81,6 +81,10 @@ class TaskLoop:
         budget_tokens (int | None): the task's spending ceiling (input + output tokens over
             its turns, as reported); None for no ceiling.
         secret (str | None): the provider key, only to redact it from messages.
+        history (tuple[Item, ...]): the context's earlier messages (threaded conversations,
+            spec/conversations.md); the task's own message follows them.
+        record (Callable[[Item], None] | None): called with each item the task adds, as it
+            is added (the durable record); None when not recorded.
     """
 
     ctx: TaskContext
@@ -92,6 +96,8 @@ class TaskLoop:
     budget_tokens: int | None = None
     secret: str | None = attrs.field(default=None, repr=False)
     continuations: int = 0
+    history: tuple[Item, ...] = ()
+    record: Callable[[Item], None] | None = None
 
     async def run(self) -> TaskOutcome:
         """Run the task to an outcome.
@@ -104,7 +110,9 @@ class TaskLoop:
         Raises:
             trio.Cancelled: the task's scope was cancelled.
         """
-        items: list[Item] = [UserText(initial_text(self.ctx))]
+        items: list[Item] = list(self.history)
+        add = self._adder(items)
+        add(UserText(initial_text(self.ctx)))
         for turn in range(1, self.max_turns + 1):
             spent = self._spent(before_turn=True)
             if spent is not None:
@@ -117,7 +125,7 @@ class TaskLoop:
             spent = self._spent(before_turn=False)
             if spent is not None:
                 return spent
-            items.append(AssistantTurn(result.text, result.tool_calls))
+            add(AssistantTurn(result.text, result.tool_calls))
             if result.tool_calls:
                 results = []
                 end_reason: str | None = None
@@ -127,10 +135,10 @@ class TaskLoop:
                     end_reason = end_reason or outcome.end_reason
                 if end_reason is not None:
                     return TaskOutcome("no_answer", end_reason)
-                items.append(ToolResults(tuple(results)))
+                add(ToolResults(tuple(results)))
                 continue
             if self.dispatcher.members and turn < self.max_turns:
-                items.append(UserText(await self._continue(turn)))
+                add(UserText(await self._continue(turn)))
                 continue
             return TaskOutcome("ok", result.text)
         return TaskOutcome(
@@ -138,6 +146,17 @@ class TaskLoop:
             f"the task used all {self.max_turns} turns of inference.max_turns "
             "without a final answer",
         )
+
+    def _adder(self, items: list[Item]) -> Callable[[Item], None]:
+        """Append to ``items`` and to the record (when recorded)."""
+        record = self.record
+
+        def add(item: Item) -> None:
+            items.append(item)
+            if record is not None:
+                record(item)
+
+        return add
 
     def _spent(self, *, before_turn: bool) -> TaskOutcome | None:
         """``spend_ceiling_reached`` when the task's tokens reach ``budget_tokens``.

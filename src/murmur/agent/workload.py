@@ -27,6 +27,7 @@ from murmur.agent.config import AgentConfig, agent_config
 from murmur.agent.dispatch import ShellFn, ToolDispatcher
 from murmur.agent.harness.choose import STDIO, protocol_for
 from murmur.agent.loop import TaskLoop, initial_text
+from murmur.agent.thread import Conversations
 from murmur.agent.tools import build_inventory
 from murmur.agent.transports import InferenceError, Transport
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
@@ -121,6 +122,18 @@ class AgentWorkload:
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
         self.shell = shell
+        self.conversations = Conversations()
+
+    def use_conversations(self, conversations: Conversations) -> None:
+        """Load and record contexts as ``conversations`` says (set at launch by the
+        composition root; spec/conversations.md). Inert under ``transport: process``."""
+        self.conversations = conversations
+
+    def forget_session(self, context_id: str) -> str | None:
+        """Drop ``context_id``'s agent CLI session (``x-murmur-forget-session``); returns the
+        dropped session id, None when none was mapped."""
+        harness = self.conversations.harness
+        return harness.forget(context_id) if harness is not None else None
 
     def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
         """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
@@ -142,6 +155,7 @@ class AgentWorkload:
                 protocol_for(self.config.protocol),
                 task_text=initial_text(ctx),
                 environ=self.environ,
+                thread=self.conversations.harness_thread(ctx.context_id),
             )
         if self.config.transport == "process":
             return await run_stdio_task(
@@ -179,6 +193,8 @@ class AgentWorkload:
                 max_turns=self.config.max_turns,
                 budget_tokens=self.config.budget_tokens,
                 secret=api_key,
+                history=self.conversations.history(ctx.context_id),
+                record=self.conversations.recorder(ctx.context_id, ctx.task_id),
             )
             return await loop.run()
 

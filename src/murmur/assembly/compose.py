@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from murmur.assembly import contributors
+from murmur.assembly import conversations as convo
 from murmur.assembly.capsule import resolve_capsule
 from murmur.assembly.checks import (
     check_containment,
@@ -40,6 +41,7 @@ from murmur.session import (
     parse_idle_timeout,
     records_dir_for,
 )
+from murmur.session.records import records_root
 from murmur.tree import narrowings
 
 
@@ -71,6 +73,7 @@ def prepare(
         # a member inherits the formation's moment and winds down at once; a user is told
         raise UsageError(error("E-RUN-054", f"--deadline {opts.deadline} is already past",
                                hint="give a later moment, or a duration such as 15m"))
+    convo.check_flags(opts.context, opts.resume, opts.forget_session)
     if opts.spawn is not None and opts.no_spawn:
         raise usage_error("--spawn and --no-spawn contradict each other; give one of them")
     narrowed = narrowings(spawn_flag=opts.spawn, no_spawn=opts.no_spawn, environ=env)
@@ -84,6 +87,13 @@ def prepare(
     workdir = (workdir if workdir.is_absolute() else cwd / workdir).resolve()
     check_workdir_parent(workdir)
     workload = load_workload(manifest, root, env, system_prompt_override=opts.system_prompt)
+    bootstrap: dict[str, Path] = {}
+    staged = convo.stage(
+        manifest, context=opts.context, resume=opts.resume, resume_mode=opts.resume_mode,
+        forget=opts.forget_session, workdir_records=records_dir_for(workdir, "x").parent,
+        records_root=records_root(), cwd=cwd,
+        report=convo.make_reporter(lambda: bootstrap.get("log")),
+    )
     bind = check_internal_port(manifest)
     try:
         workdir.mkdir(mode=0o700, exist_ok=True)
@@ -96,6 +106,7 @@ def prepare(
         raise DiagnosticError(
             error("E-IO-003", f"the records directory cannot be made: {exc.strerror or exc}")
         ) from None
+    bootstrap["log"] = records.bootstrap_log
     policy = Policy.build(
         manifest.lifecycle,
         acceptance=TaskAcceptance(opts.task_acceptance) if opts.task_acceptance else None,
@@ -118,7 +129,9 @@ def prepare(
         bind=bind,
         spawn_narrowings=narrowed,
         containment=klass,
+        launch_context_id=staged.context_id,
     )
+    convo.apply(setup, workload, staged)
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
     contributors.contribute(setup, env)
     return setup

@@ -37,6 +37,10 @@ class RunOptions:
     system_prompt: str | None = None
     spawn: str | None = None
     no_spawn: bool = False
+    context: str | None = None
+    resume: str | None = None
+    resume_mode: str = "full"
+    forget_session: bool = False
 
 
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024

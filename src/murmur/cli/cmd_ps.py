@@ -5,7 +5,9 @@ Specification: ``spec/session.md``, "Running records"; ``spec/tree.md``, "``mur 
 Flat form: reads ``$MURMUR_HOME/running/``; a record whose pid is gone or now names another
 process (start time differs) is pruned with a ``pruned: <ses> — <reason>`` line on stderr.
 Columns: ``SESSION CAPSULE STATUS DETACHED UPTIME PARENT REFUSED FORMATION URL``; ``--json``
-prints one JSON array (``uptime`` as text beside ``uptime_s``, seconds as a number).
+prints one JSON array (``uptime`` as text beside ``uptime_s``, seconds as a number). STATUS is
+``input-required`` while a task waits for its user; each such task follows its row as
+``└─ <task> input-required: <prompt cut to one line>`` (``waiting`` in ``--json``).
 A record that cannot be read is skipped with a ``W-RUN-009`` warning (a malformed one is set
 aside in ``running/unreadable/``, so it is reported once); the others are still listed.
 Exit 0; 1 with ``E-RUN-028`` when the ``running/`` directory itself cannot be read.
@@ -65,6 +67,23 @@ def _parent(lineage: dict[str, object] | None) -> str | None:
     return parent.split(":", 1)[1] if isinstance(parent, str) and ":" in parent else None
 
 
+def waiting_of(record: object) -> list[tuple[str, str]]:
+    """``(task_id, prompt line)`` of each task the running record says waits for input."""
+    raw = getattr(record, "waiting", None)
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for w in raw:
+        if isinstance(w, dict) and isinstance(w.get("task_id"), str) and isinstance(w.get("prompt"), str):
+            out.append((w["task_id"], w["prompt"]))
+    return out
+
+
+def status_of(record: object) -> str:
+    """``input-required`` while a task waits for its user, else ``running``."""
+    return "input-required" if waiting_of(record) else "running"
+
+
 def run_tree(args: argparse.Namespace, now_ms: int | None = None) -> int:
     """``mur ps --tree``; returns the exit status."""
     from murmur.tree import load_forest, render_text, scope, to_json
@@ -106,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
                 "session_id": r.session_id,
                 "capsule": r.name,
                 "version": r.version,
-                "status": "running",
+                "status": status_of(r),
+                "waiting": [{"task_id": t, "prompt": p} for t, p in waiting_of(r)],
                 "detached": r.outlives_launcher,
                 "uptime": _uptime(r.started_at, now),
                 "uptime_s": uptime_seconds(r.started_at, now),
@@ -131,13 +151,16 @@ def run(args: argparse.Namespace) -> int:
 
         shorts = short_ids([p for r in census.live if (p := _parent(r.lineage))])
         table = [("SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "PARENT", "REFUSED", "FORMATION", "URL")]
+        asks: dict[int, list[tuple[str, str]]] = {}
         for r in census.live:
             parent = _parent(r.lineage)
+            if waiting_of(r):
+                asks[len(table)] = waiting_of(r)
             table.append(
                 (
                     r.session_id,
                     f"{r.name}@{r.version}",
-                    "running",
+                    status_of(r),
                     "yes" if r.outlives_launcher else "no",
                     _uptime(r.started_at, now),
                     shorts.get(parent, parent) if parent else "-",
@@ -147,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        for row in table:
+        for i, row in enumerate(table):
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+            for task_id, prompt in asks.get(i, []):
+                print(f"  └─ {task_id} input-required: {prompt}")
     for path, why in census.unreadable:
         emit(error("W-RUN-009", f"skipped the running record {path}: {why}",
                    hint="remove the file if no such session runs"))

@@ -64,6 +64,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--spawn", metavar="A,B", help="narrow the spawn set to these capsules (only narrows; see spec/tree.md)"
     )
     parser.add_argument("--no-spawn", action="store_true", help="the empty spawn set: every delegation is refused")
+    parser.add_argument("--context", metavar="ID", help="the context id of this run's task: runs with the same id share one conversation record")
+    parser.add_argument(
+        "--resume", nargs="?", const="@1", default=None, metavar="SESSION",
+        help="continue the conversation of a session of this work folder: its ses_ id, a unique suffix of 4+ "
+        "characters, @N (Nth newest; bare --resume = @1) or its records path",
+    )
+    parser.add_argument("--resume-mode", choices=("full", "compact"), default="full",
+                        help="full (default): reload the record verbatim; compact: summarise it first (needs an on-compaction hook)")
+    parser.add_argument("--forget-session", action="store_true",
+                        help="transport process: drop the agent CLI session --context names and start it afresh")
     parser.add_argument(
         "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
     )
@@ -76,7 +86,14 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     from murmur.diagnostics import error
     from murmur.errors import UsageError
 
-    defaults = {"json": False, "verbose": False, "no_env_file": False, "no_spawn": False}
+    if args.resume is not None:
+        raise UsageError(
+            error("E-CNV-003", "a formation cannot be resumed: --roster and --resume do not combine",
+                  hint="launch the formation again with `mur run --roster` (a new formation); "
+                  "to continue one member's conversation, run `mur run --resume SESSION` for that member alone")
+        )
+    defaults = {"json": False, "verbose": False, "no_env_file": False, "no_spawn": False,
+                "resume_mode": "full", "forget_session": False}
     extra = sorted(
         "--" + k.replace("_", "-")
         for k, v in vars(args).items()
@@ -142,6 +159,10 @@ def _run_session(args: argparse.Namespace, early: EarlySignals, *, when_ready: C
         system_prompt=args.system_prompt,
         spawn=args.spawn,
         no_spawn=args.no_spawn,
+        context=args.context,
+        resume=args.resume,
+        resume_mode=args.resume_mode,
+        forget_session=args.forget_session,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early, when_ready=when_ready)

@@ -173,7 +173,7 @@ class _Converter:
         overrides: dict[str, Any] = {}
         if cl is model.DriverRef:
             overrides["config"] = override(struct_hook=_driver_config_hook)
-        if cl is model.Retain:
+        if cl is model.Retain or cl is model.ContextRetain:
             overrides["max_age"] = override(struct_hook=_duration_hook)
         base = make_dict_structure_fn(cl, self.conv, **overrides)
         fields = attrs.fields_dict(attrs.resolve_types(cl))

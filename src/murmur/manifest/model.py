@@ -43,9 +43,40 @@ class Transport(enum.Enum):
 
 
 class Conversation(enum.Enum):
-    """``lifecycle.conversation``: only ``stateless`` runs here (``threaded`` is refused)."""
+    """``lifecycle.conversation``: ``stateless`` (every task starts empty) or ``threaded``
+    (a task starts from its context's durable record; spec/conversations.md)."""
 
     STATELESS = "stateless"
+    THREADED = "threaded"
+
+
+class RecordMode(enum.Enum):
+    """``context.record``: whether the conversation record is written (spec/conversations.md)."""
+
+    ON = "on"
+    OFF = "off"
+
+
+@attrs.frozen
+class ContextRetain:
+    """``context.retain``: ``max_messages`` (>= 1) kept in the record ``--context`` names,
+    ``max_age`` (seconds) after which this capsule's records are removed."""
+
+    max_messages: int | None = None
+    max_age: int | None = None
+
+
+@attrs.frozen
+class ContextBlock:
+    """``context`` (the keys that act here): the durable conversation record.
+
+    ``record_store`` is one path segment (checked at launch, ``E-CAP-011``); None means the
+    capsule's name.
+    """
+
+    record: RecordMode = RecordMode.ON
+    record_store: str | None = None
+    retain: ContextRetain | None = None
 
 
 @attrs.frozen
@@ -198,7 +229,7 @@ class Lifecycle:
     """``lifecycle`` with the documented defaults (single + exit, depth 1, 600 s).
 
     ``input_timeout_secs`` (seconds, None = wait forever) bounds how long a task may sit in
-    ``input-required``; ``conversation`` is always ``stateless`` here.
+    ``input-required``; ``conversation`` says whether tasks of one context share history.
     """
 
     task_acceptance: TaskAcceptance = TaskAcceptance.SINGLE
@@ -274,6 +305,7 @@ class Manifest:
     plan: str | None = None
     lifecycle: Lifecycle = attrs.field(factory=Lifecycle)
     exports: Exports | None = None
+    context: ContextBlock | None = None
     network: Network | None = None
     trace: Trace | None = None
 

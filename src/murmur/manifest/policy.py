@@ -152,14 +152,23 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("inference.provider", _R, "the older spelling of `inference.driver` is not read here", "rename `provider:` to `driver:`"),
     KeyRule("inference.compaction", _I, "context compaction does not run here (it needs a compaction hook)"),
     KeyRule("inference.max_task_reopens", _I, "tasks are reopened only by on-task-end hooks, which do not run here"),
-    KeyRule("context", _I, "context compaction does not run here, so no session token budget is kept"),
+    KeyRule("context", _H, "the conversation record (spec/conversations.md)"),
+    KeyRule("context.record", _H, "on or off: whether the durable conversation record is written"),
+    KeyRule("context.record_store", _H, "the record's directory name (default: the capsule's name; one path segment, else E-CAP-011)"),
+    KeyRule("context.retain", _H, "how much of the record is kept"),
+    KeyRule("context.retain.max_messages", _H, "at launch, the record `--context` names keeps its newest N messages"),
+    KeyRule("context.retain.max_age", _H, "at launch, this capsule's records not written for that long are removed"),
+    KeyRule("context.max_tokens", _I, "context compaction does not run here, so no session token budget is kept"),
+    KeyRule("context.seed_budget", _I, "seed-context hooks do not run here"),
+    KeyRule("context.seed_overflow_margin", _I, "seed-context hooks do not run here"),
+    KeyRule("context.images", _I, "tool image attachments do not exist here"),
     # --- lifecycle, exports, network, trace, observability --------------------------
     KeyRule("lifecycle", _H, "how tasks are taken"),
     KeyRule("lifecycle.task_acceptance", _H, "none, single or queue"),
     KeyRule("lifecycle.after_task", _H, "exit or sleep"),
     KeyRule("lifecycle.queue_depth", _H, "tasks held waiting"),
-    KeyRule("lifecycle.input_timeout_secs", _H, "bounds a task's wait in input-required (nothing here asks for input yet)"),
-    KeyRule("lifecycle.conversation", _H, "only `stateless` (`threaded` is refused)"),
+    KeyRule("lifecycle.input_timeout_secs", _H, "bounds a task's wait in input-required; past it the task fails `input-timeout`"),
+    KeyRule("lifecycle.conversation", _H, "stateless, or threaded: a task starts from its context's record"),
     KeyRule("lifecycle.delegation_deadline_secs", _H, "the bound on one delegation"),
     KeyRule("lifecycle.shell_grace_secs", _I, "shell commands are never detached into background work here; each runs to its end within the task"),
     KeyRule("lifecycle.deadline_notice_secs", _I, "no deadline notice is given to the agent here"),
@@ -190,10 +199,6 @@ OWN_KEYS: tuple[KeyRule, ...] = (
 """Keys this runtime defines that upstream does not."""
 
 VALUE_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
-    ("lifecycle.conversation", "threaded"): (
-        "tasks here never share history, so a threaded conversation would silently start empty",
-        "drop `conversation: threaded` and carry the context in each task's text",
-    ),
     ("artifacts[].runtime", "wasm"): (
         "a WASM component artifact does not run here",
         "remove the entry; offer a binary with `capabilities.shell.allow` instead",

@@ -20,6 +20,7 @@ from murmur.session.runner import Runner
 from murmur.session.setup import SessionSetup
 from murmur.session.tasks import Task, TaskBook
 from murmur.session.trace import SessionTrace
+from murmur.session.wire import RpcError
 
 
 class SessionBackend:
@@ -145,3 +146,22 @@ class SessionBackend:
     def cancel(self, task: Task, reason: str) -> bool:
         """Cancel a task that has not ended (see :meth:`Runner.cancel`)."""
         return self._runner.cancel(task, reason)
+
+    def forget_session(self, context_id: str | None) -> None:
+        """``x-murmur-forget-session``: drop the context's agent CLI session (the workload's
+        ``forget_session``), traced as ``harness_session_forgotten``.
+
+        Raises:
+            RpcError: ``-32602`` naming ``E-RUN-039`` when the workload runs no agent CLI.
+        """
+        forget = getattr(self._setup.workload, "forget_session", None)
+        inf = self._setup.manifest.inference
+        if forget is None or inf is None or inf.transport.value != "process":
+            raise RpcError(wire.INVALID_PARAMS, "E-RUN-039: x-murmur-forget-session applies only to transport: process "
+                           "(an agent CLI's own session); drop the header")
+        dropped = forget(context_id) if context_id else None
+        self._trace.emit("harness_session_forgotten", context=context_id, dropped=dropped, requested_by="header")
+
+    def answer(self, task: Task, text: str) -> bool:
+        """Deliver ``text`` to a task waiting in ``input-required`` (see :class:`Asking`)."""
+        return self._runner.asking.answer(task, text)

@@ -20,11 +20,9 @@ when the task reaches a terminal state.
 
 from __future__ import annotations
 
-import json
 import logging
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from functools import partial
 from typing import Any, Protocol
 
 import attrs
@@ -33,7 +31,23 @@ import trio
 from murmur import jsonbody, timing
 from murmur.session import held, wire
 from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
-from murmur.session.origin import Classification, classify
+from murmur.session.door_asgi import DOOR_GRACE as DOOR_GRACE  # re-exported for callers
+from murmur.session.door_asgi import (
+    ROUTES,
+    Reply,
+    dumps,
+    http_error,
+    lifespan,
+    refuse_websocket,
+    reply_headers,
+    send_reply,
+    shield_send,
+    sse_frame,
+)
+from murmur.session.door_asgi import http_error_body as http_error_body
+from murmur.session.door_asgi import hypercorn_config as hypercorn_config
+from murmur.session.door_asgi import serve_door as serve_door
+from murmur.session.origin import Classification, classify, forget_requested
 from murmur.session.states import TaskState
 from murmur.session.tasks import Task
 from murmur.session.wire import RpcError
@@ -50,7 +64,6 @@ PUSH_METHODS = frozenset(
 KNOWN_METHODS = TASK_METHODS | PUSH_METHODS | frozenset(
     {"GetTask", "ListTasks", "CancelTask", "SubscribeToTask", "GetExtendedAgentCard"}
 )
-DOOR_GRACE = 2.0  # seconds in-flight requests get once the door is told to stop
 
 
 @attrs.frozen
@@ -128,6 +141,18 @@ class DoorBackend(Protocol):
         """Cancel a task that has not ended; whether it changed."""
         ...
 
+    def answer(self, task: Task, text: str) -> bool:
+        """Answer a task waiting in ``input-required``; whether it took the answer."""
+        ...
+
+    def forget_session(self, context_id: str | None) -> None:
+        """``x-murmur-forget-session``: drop the context's agent CLI session.
+
+        Raises:
+            RpcError: ``-32602`` (``E-RUN-039``) when the capsule's transport is not ``process``.
+        """
+        ...
+
     def card(self, *, extended: bool) -> dict[str, Any]:
         """The agent card (or the extended card)."""
         ...
@@ -135,44 +160,6 @@ class DoorBackend(Protocol):
     def completion(self, req: CompletionRequest) -> CompletionVerdict:
         """Decide a well-addressed completion."""
         ...
-
-
-def shield_send(app: Any, bound: float = 5.0) -> Any:
-    """Wrap an ASGI app so each response's last body chunk is sent in a shielded scope.
-
-    A handler whose scope is being cancelled as it answers still finishes its response, and
-    hypercorn, which re-arms the connection's keep-alive timer from inside that send, keeps
-    the timer (spec/door.md, its opening). The shielded send is bounded, so a client that
-    stopped reading cannot hold it.
-
-    Args:
-        app: the ASGI app.
-        bound (float): seconds the shielded send may take.
-    """
-
-    async def wrapped(scope: Any, receive: Any, send: Any) -> Any:
-        if scope["type"] != "http":
-            return await app(scope, receive, send)
-
-        async def shielded_send(msg: Any) -> None:
-            if msg["type"] == "http.response.body" and not msg.get("more_body", False):
-                with trio.CancelScope(shield=True, deadline=trio.current_time() + bound):
-                    await send(msg)
-            else:
-                await send(msg)
-
-        return await app(scope, receive, shielded_send)
-
-    return wrapped
-
-
-def _dumps(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _sse_frame(obj: object, *, event: str | None = None) -> bytes:
-    head = f"event: {event}\n".encode() if event else b""
-    return head + b"data: " + _dumps(obj) + b"\n\n"
 
 
 def _visible(task: Task | None, principal: Principal) -> Task | None:
@@ -184,27 +171,13 @@ def _visible(task: Task | None, principal: Principal) -> Task | None:
     return task
 
 
+def _settled(task: Task) -> bool:
+    """Whether a blocking SendMessage answers now: the task ended, or it asks for input."""
+    return task.terminal or task.state is TaskState.INPUT_REQUIRED
+
+
 def _not_found(task_id: str) -> RpcError:
     return RpcError(wire.TASK_NOT_FOUND, f"task {wire.echo(task_id)} was not found")
-
-
-@attrs.frozen
-class Reply:
-    """An HTTP answer of the JSON-RPC route, independent of the web framework.
-
-    Attributes:
-        status (int): the HTTP status.
-        body (bytes): the body (ignored when ``stream`` is set).
-        content_type (str): ``application/json`` or ``text/event-stream``.
-        headers (tuple[tuple[str, str], ...]): extra headers.
-        stream (AsyncIterator[bytes] | None): SSE chunks, sent as they come.
-    """
-
-    status: int
-    body: bytes = b""
-    content_type: str = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-    stream: AsyncIterator[bytes] | None = None
 
 
 MAX_BODY = 16 * 1024 * 1024  # bytes of one JSON-RPC request
@@ -247,17 +220,17 @@ class Door:
         """ASGI entry: the lifespan, ``POST /``, the card, and JSON 404/405 for the rest."""
         kind = scope["type"]
         if kind == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if kind != "http":
-            await _refuse_websocket(scope, send)
+            await refuse_websocket(scope, send)
             return
         path, method = scope["path"], scope["method"]
         allowed = ROUTES.get(path)
         if allowed is None:
-            await _send_reply(send, _http_error(404))
+            await send_reply(send, http_error(404))
         elif method not in allowed:
-            await _send_reply(send, _http_error(405, allow=", ".join(allowed)))
+            await send_reply(send, http_error(405, allow=", ".join(allowed)))
         elif path == "/":
             await self._asgi_rpc(scope, receive, send)
         else:
@@ -265,12 +238,12 @@ class Door:
 
     async def _card(self, send: Any, *, head: bool) -> None:
         try:
-            body = _dumps(self.backend.card(extended=False))
+            body = dumps(self.backend.card(extended=False))
         except Exception:
             self.log.error("door card failed:\n%s", traceback.format_exc())
-            await _send_reply(send, _http_error(500))
+            await send_reply(send, http_error(500))
             return
-        await _send_reply(send, Reply(200, body, headers=(("cache-control", "no-cache"),)), head=head)
+        await send_reply(send, Reply(200, body, headers=(("cache-control", "no-cache"),)), head=head)
 
     async def _asgi_rpc(self, scope: Any, receive: Any, send: Any) -> None:
         authorization: list[str] = []
@@ -308,13 +281,13 @@ class Door:
             reply = await self.handle(authorization=authorization, versions=versions, headers=headers, read_body=read_body)
         except Exception:
             self.log.error("door request failed:\n%s", traceback.format_exc())
-            reply = Reply(500, _dumps(wire.rpc_error(None, RpcError(wire.INTERNAL_ERROR, "internal error"))))
+            reply = Reply(500, dumps(wire.rpc_error(None, RpcError(wire.INTERNAL_ERROR, "internal error"))))
         if too_big:
             reply = Reply(413, b'{"error":"payload_too_large","message":"the request body is larger than 16 MiB"}')
         if reply.stream is None:
-            await _send_reply(send, reply)
+            await send_reply(send, reply)
             return
-        await send({"type": "http.response.start", "status": reply.status, "headers": _headers(reply)})
+        await send({"type": "http.response.start", "status": reply.status, "headers": reply_headers(reply)})
         stream = reply.stream
         async with trio.open_nursery() as n:
 
@@ -332,7 +305,7 @@ class Door:
                 n.cancel_scope.cancel()
 
     def _json(self, obj: object, status: int = 200) -> Reply:
-        return Reply(status, _dumps(obj))
+        return Reply(status, dumps(obj))
 
     def _refusal(self, refusal: AuthRefusal) -> Reply:
         headers = (("www-authenticate", refusal.www_authenticate),) if refusal.www_authenticate else ()
@@ -369,6 +342,8 @@ class Door:
             return self._refusal(admitted)
         principal = admitted
         cls = classify(headers)
+        if forget_requested(headers):
+            cls = attrs.evolve(cls, forget_session=True)
         if cls.origin == "peer" and not self.backend.accepts_peer_tasks:
             return self._refusal(peer_not_accepted())
         raw = await read_body()
@@ -450,15 +425,7 @@ class Door:
     async def _send(self, req: wire.RpcRequest, principal: Principal, cls: Classification, *, streaming: bool) -> Reply:
         msg, config = wire.parse_send_params(req.params)
         if msg.task_id is not None:
-            known = _visible(self.backend.get_task(msg.task_id), principal)
-            if known is None:
-                raise _not_found(msg.task_id)
-            if msg.context_id is not None and msg.context_id != known.context_id:
-                raise RpcError(wire.INVALID_PARAMS, f"message.contextId does not match task {msg.task_id}")
-            raise RpcError(
-                wire.UNSUPPORTED_OPERATION,
-                f"task {msg.task_id} is not waiting for input ({known.state.value})",
-            )
+            return await self._respond(req, self._answer(msg, principal), config, streaming=streaming)
         context_id = msg.context_id
         if cls.origin == "completion":
             verdict = self.backend.completion(CompletionRequest(cls.delegation_id, cls.trust, msg))
@@ -469,15 +436,47 @@ class Door:
             if verdict.text is not None:
                 msg = attrs.evolve(msg, text=verdict.text)
             context_id = verdict.context_id or context_id
+        if cls.forget_session:
+            self.backend.forget_session(context_id)
         task = self.backend.submit(msg, cls, principal, context_id=context_id)
         if cls.origin == "completion" and task.state is not TaskState.REJECTED:
             return self._json(wire.rpc_result(req.id, {"message": _ack(msg, "completion accepted", task=task)}))
+        return await self._respond(req, task, config, streaming=streaming)
+
+    def _answer(self, msg: wire.InboundMessage, principal: Principal) -> Task:
+        """The task a message naming ``taskId`` answers (spec/conversations.md "Input-required").
+
+        Raises:
+            RpcError: ``-32001`` unknown or invisible task; ``-32602`` another ``contextId``;
+                ``-32004`` a task that has ended or is not waiting for input.
+        """
+        assert msg.task_id is not None
+        known = _visible(self.backend.get_task(msg.task_id), principal)
+        if known is None:
+            raise _not_found(msg.task_id)
+        if msg.context_id is not None and msg.context_id != known.context_id:
+            raise RpcError(wire.INVALID_PARAMS, f"message.contextId does not match task {msg.task_id}")
+        if known.terminal:
+            raise RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {msg.task_id} has ended ({known.state.value}); send a new message in context {known.context_id}",
+            )
+        if known.state is not TaskState.INPUT_REQUIRED or not self.backend.answer(known, msg.text):
+            raise RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {msg.task_id} is not waiting for input ({known.state.value})",
+            )
+        return known
+
+    async def _respond(self, req: wire.RpcRequest, task: Task, config: Mapping[str, Any], *, streaming: bool) -> Reply:
+        """The answer to a SendMessage: a stream, or the task once it ended or asks for input
+        (at once with ``returnImmediately``)."""
         if streaming:
             return self._stream(self._events(task, req.id))
         if not config.get("returnImmediately", False):
-            while not task.terminal:
+            while not _settled(task):
                 changed = task.changed()
-                if task.terminal:
+                if _settled(task):
                     break
                 await changed.wait()
         hist = config.get("historyLength")
@@ -515,7 +514,7 @@ class Door:
         size = 0
         for t in tasks[q.offset : q.offset + q.page_size]:
             shown = wire.task_json(await self._served(t), history_length=q.history_length, include_artifacts=q.include_artifacts)
-            size += len(_dumps(shown))
+            size += len(dumps(shown))
             if page and size > self.max_list_bytes:
                 break  # the page is full by bytes: the next page starts at this task
             page.append(shown)
@@ -529,7 +528,7 @@ class Door:
 
     def _events(self, task: Task, request_id: object) -> AsyncIterator[bytes]:
         """Snapshot now, then each later event, with keep-alives, until the task has ended."""
-        first = _sse_frame(wire.rpc_result(request_id, {"task": wire.task_json(task)}))
+        first = sse_frame(wire.rpc_result(request_id, {"task": wire.task_json(task)}))
         return self._follow(task, request_id, first, len(task.events))
 
     async def _follow(self, task: Task, request_id: object, first: bytes, seen: int) -> AsyncIterator[bytes]:
@@ -539,10 +538,10 @@ class Door:
                 try:
                     shown = await self._served(task)
                 except RpcError as err:
-                    yield _sse_frame(wire.rpc_error(request_id, err))
+                    yield sse_frame(wire.rpc_error(request_id, err))
                     return
                 while seen < len(shown.events):
-                    yield _sse_frame(wire.rpc_result(request_id, wire.stream_event_json(shown, shown.events[seen])))
+                    yield sse_frame(wire.rpc_result(request_id, wire.stream_event_json(shown, shown.events[seen])))
                     seen += 1
             if task.terminal:
                 return
@@ -555,66 +554,6 @@ class Door:
                 yield b": keepalive\n\n"
 
 
-_HTTP_ERRORS = {
-    400: ("bad_request", "the request could not be read"),
-    404: ("not_found", "this door serves only POST / and GET /.well-known/agent-card.json"),
-    405: ("method_not_allowed", "this path does not answer that method"),
-    413: ("payload_too_large", "the request body is larger than 16 MiB"),
-}
-
-
-def http_error_body(status: int) -> tuple[str, str]:
-    """The ``error`` code and ``message`` sentence of an HTTP-level error the door sends."""
-    return _HTTP_ERRORS.get(status, ("http_error", f"the request was answered HTTP {status}"))
-
-
-ROUTES: dict[str, tuple[str, ...]] = {"/": ("POST",), "/.well-known/agent-card.json": ("GET", "HEAD")}
-"""The door's paths and the methods each answers (anything else: 404, or 405 with ``Allow``)."""
-
-
-def _http_error(status: int, *, allow: str | None = None) -> Reply:
-    """A JSON ``{"error", "message"}`` answer of an HTTP-level error (405 carries ``Allow``)."""
-    error, message = http_error_body(status)
-    headers = (("allow", allow),) if allow else ()
-    return Reply(status, _dumps({"error": error, "message": message}), headers=headers)
-
-
-def _headers(reply: Reply) -> list[tuple[bytes, bytes]]:
-    out = [(b"content-type", reply.content_type.encode())]
-    out += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]
-    return out
-
-
-async def _send_reply(send: Any, reply: Reply, *, head: bool = False) -> None:
-    """Send a whole (non-stream) reply; ``head`` sends its headers and no body."""
-    headers = [*_headers(reply), (b"content-length", str(len(reply.body)).encode())]
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else reply.body})
-
-
-async def _lifespan(receive: Any, send: Any) -> None:
-    """The ASGI lifespan protocol: nothing to start or stop, so acknowledge both."""
-    while True:
-        msg = await receive()
-        if msg["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif msg["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
-async def _refuse_websocket(scope: Any, send: Any) -> None:
-    """The door serves no WebSocket: a JSON 404 where the server allows one, else a close."""
-    if scope["type"] != "websocket":
-        return
-    if "websocket.http.response" in scope.get("extensions", {}):
-        reply = _http_error(404)
-        await send({"type": "websocket.http.response.start", "status": 404, "headers": _headers(reply)})
-        await send({"type": "websocket.http.response.body", "body": reply.body})
-    else:
-        await send({"type": "websocket.close", "code": 1008})
-
-
 def _ack(msg: wire.InboundMessage, text: str, *, task: Task | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "messageId": "msg_ack_" + str(msg.message.get("messageId", "")),
@@ -625,71 +564,3 @@ def _ack(msg: wire.InboundMessage, text: str, *, task: Task | None = None) -> di
         out["taskId"] = task.id
         out["contextId"] = task.context_id
     return out
-
-
-def hypercorn_config(*, bind: str = "127.0.0.1:0", graceful: float = DOOR_GRACE, logger: logging.Logger | None = None) -> Any:
-    """A hypercorn config for a door: loopback, no access log, errors to ``logger``.
-
-    Args:
-        bind (str): ``host:port`` (port 0: the OS chooses).
-        graceful (float): seconds hypercorn waits for open requests when told to stop.
-        logger (logging.Logger | None): where hypercorn's errors go (default ``murmur.door``).
-
-    Returns:
-        Any: a ``hypercorn.config.Config`` (typed ``Any`` so that importing this module does
-        not import hypercorn).
-    """
-    from hypercorn.config import Config
-
-    cfg = Config()
-    cfg.bind = [bind]
-    cfg.graceful_timeout = graceful
-    cfg.accesslog = None
-    cfg.errorlog = logger or logging.getLogger("murmur.door")
-    cfg.keep_alive_timeout = 30
-    cfg.keep_alive_max_requests = 1 << 30
-    return cfg
-
-
-async def serve_door(
-    door: Door,
-    stop: trio.Event,
-    *,
-    bind: str = "127.0.0.1:0",
-    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve ``door`` until ``stop`` is set; ``task_status.started`` gets ``http://host:port``.
-
-    Raises:
-        OSError: the address cannot be bound.
-    """
-    from hypercorn.trio import serve
-
-    from murmur.httpserve import install
-
-    install()  # bounded sends, prompt close on EOF
-    cfg = hypercorn_config(bind=bind, logger=door.log)
-    up = False
-    try:
-        async with trio.open_nursery() as n:
-            binds = await n.start(partial(serve, door.app, cfg, shutdown_trigger=stop.wait, mode="asgi"))
-            up = True
-            task_status.started(str(binds[0]))
-    except BaseExceptionGroup as group:
-        cause = None if up else _lone_os_error(group)
-        if cause is None:
-            raise
-        raise cause from None  # the address could not be bound: the caller's E-RUN-001
-
-
-def _lone_os_error(group: BaseExceptionGroup[BaseException]) -> OSError | None:
-    """The one ``OSError`` a (nested) exception group holds, or None when it holds anything else."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        exc = pending.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            pending.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], OSError) else None

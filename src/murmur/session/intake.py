@@ -60,8 +60,9 @@ class Intake:
         else:
             self._reject(task, admission)
 
-    def take_local(self, text: str) -> Task:
-        """Queue a task of the local user (the ``--task`` text, or the idle rule's empty run).
+    def take_local(self, text: str, context_id: str | None = None) -> Task:
+        """Queue a task of the local user (the ``--task`` text, or the idle rule's empty run),
+        in ``context_id`` when given (``mur run --context`` / ``--resume``).
 
         Returns:
             Task: the new ``submitted`` task (``source: task_md``, ``launch``).
@@ -75,6 +76,7 @@ class Intake:
             lane=LOCAL_USER.lane,
             source="task_md",
             launch=True,
+            context_id=context_id,
         )
         self._enqueue(task)
         return task

@@ -31,6 +31,8 @@ class Classification:
         lane (str): ``user`` | ``peer`` | ``bg``.
         delegation_id (str | None): ``x-murmur-delegation-id`` (completion requests only).
         completion_session (str | None): ``x-murmur-completion-session`` (completion only).
+        forget_session (bool): ``x-murmur-forget-session: true``: start the message's context
+            in a new agent CLI session (process transport; spec/conversations.md).
     """
 
     origin: str
@@ -38,6 +40,7 @@ class Classification:
     lane: str
     delegation_id: str | None = None
     completion_session: str | None = None
+    forget_session: bool = False
 
 
 LOCAL_USER = Classification(origin="user", trust="trusted", lane="user")
@@ -46,6 +49,14 @@ LOCAL_USER = Classification(origin="user", trust="trusted", lane="user")
 def _trust(value: str | None) -> str:
     v = (value or "").strip().lower()
     return v if v in TRUST_CLASSES else "untrusted"
+
+
+FORGET_HEADER = "x-murmur-forget-session"
+
+
+def forget_requested(headers: Mapping[str, str]) -> bool:
+    """Whether ``x-murmur-forget-session`` is ``true`` (case-insensitive)."""
+    return (headers.get(FORGET_HEADER) or "").strip().lower() == "true"
 
 
 def classify(headers: Mapping[str, str]) -> Classification:

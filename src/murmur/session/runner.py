@@ -18,6 +18,7 @@ from collections.abc import Callable
 import trio
 
 from murmur.errors import DiagnosticError
+from murmur.session.asking import Asking
 from murmur.session.intake import Intake
 from murmur.session.outcome import deciding_task, task_exit_status
 from murmur.session.results import Results
@@ -79,6 +80,7 @@ class Runner:
         self._log = log
         self._winding_down = winding_down
         self._shell_env = shell_env(setup)
+        self.asking = Asking(book, trace, results, timeout=setup.manifest.lifecycle.input_timeout_secs)
         self.totals = Usage()
         self.deciding_status: str | None = None
         self.deciding_reason: str | None = None
@@ -92,7 +94,7 @@ class Runner:
         while not intake.closing:
             if not intake.waiting:
                 if intake.taken == 0 and trio.current_time() >= idle_at:
-                    intake.take_local("")  # the idle rule: run once with an empty task
+                    intake.take_local("", self._setup.launch_context_id)  # the idle rule: run once with an empty task
                     continue
                 changed = intake.changed
                 with trio.move_on_at(idle_at if intake.taken == 0 else math.inf):
@@ -113,7 +115,7 @@ class Runner:
             self._intake.withdraw(task.id)
         if not self._book.apply(task, TaskEvent.CANCEL, message=reason):
             return False
-        phase = "queued" if was is TaskState.SUBMITTED else self._setup.workload_kind
+        phase = {TaskState.SUBMITTED: "queued", TaskState.INPUT_REQUIRED: "input"}.get(was, self._setup.workload_kind)
         self._trace.emit(
             "task_canceled",
             parent=task.start_event_id,
@@ -160,6 +162,8 @@ class Runner:
                 self._log.error("workload failed on %s:\n%s", task.id, traceback.format_exc())
                 outcome = TaskOutcome("failed", f"internal error: {type(exc).__name__}: {exc}")
         task.scope = None
+        if outcome is None and task.state is TaskState.FAILED:  # failed by the session (input-timeout)
+            outcome = TaskOutcome("failed", task.status_message or "failed")
         self._end(task, outcome, ctx.usage if ctx is not None else Usage(), t0)
 
     def _end(self, task: Task, outcome: TaskOutcome | None, usage: Usage, t0: float) -> None:
@@ -215,4 +219,5 @@ class Runner:
             usage=Usage(),
             formation_id=setup.formation_id,
             links_context=setup.links_context,
+            ask=(lambda prompt: self.asking.ask(task, prompt)) if task.source == "a2a" else None,
         )

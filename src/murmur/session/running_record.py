@@ -54,6 +54,8 @@ class RunningRecord:
             The last five are what ``mur agent who`` compares (``murmur.routing.profile``).
         lineage (dict | None): the session's lineage (spec/tree.md).
         delegations (dict[str, int] | None): ``started`` / ``refused`` delegation counts.
+        waiting (list[dict[str, str]] | None): tasks in ``input-required``: ``task_id`` and
+            ``prompt`` cut to one line (spec/conversations.md); None when none waits.
     """
 
     session_id: str
@@ -78,6 +80,7 @@ class RunningRecord:
     source_manifest: str | None = None
     lineage: dict[str, Any] | None = None
     delegations: dict[str, int] | None = None
+    waiting: list[dict[str, str]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as written (keys with a ``None`` value left out)."""

@@ -104,6 +104,7 @@ class Session:
         )
         self._door = Door(self._backend, self.auth, keepalive=setup.keepalive, logger=self._log)
         self._record: RunningRecord | None = None
+        self._runner.asking.on_change = self.note_waiting
         self._started_at = time.monotonic()  # durations only; record times are Unix (trace, running record)
 
     @property
@@ -147,6 +148,17 @@ class Session:
         if self._record is None:
             return
         self._record = attrs.evolve(self._record, delegations=dict(self.setup.delegation_counts))
+        try:
+            write_running(self._record)
+        except OSError as exc:
+            self._log.error("could not rewrite the running record: %s", exc)
+
+    def note_waiting(self) -> None:
+        """Rewrite the running record with the tasks waiting for input (best effort)."""
+        if self._record is None:
+            return
+        waiting = self._runner.asking.waiting() or None
+        self._record = attrs.evolve(self._record, waiting=waiting)
         try:
             write_running(self._record)
         except OSError as exc:
@@ -277,7 +289,7 @@ class Session:
                 if on_ready is not None:
                     on_ready(self.readiness())
                 if self.setup.task_text is not None:
-                    self._intake.take_local(self.setup.task_text)
+                    self._intake.take_local(self.setup.task_text, self.setup.launch_context_id)
                 await self._runner.run()
             self._intake.close(cause=close_cause(stopped=self.wind_down_reason is not None))
             if self._intake.running is not None:  # only if the runner was cancelled from outside

@@ -177,3 +177,4 @@ class SessionSetup:
     after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
     links_bin: Path | None = None  # capsule links, first on every command's PATH (spec/links.md)
     links_context: Path | None = None  # the `mur context` file an agent reads (spec/links.md)
+    launch_context_id: str | None = None  # the local task's context (`--context`/`--resume`; spec/conversations.md)

@@ -14,6 +14,10 @@ Transition table (anything not listed is refused)::
     working   --complete--> completed
     working   --fail--> failed
     working   --cancel--> canceled
+    working   --ask--> input-required   (the workload asked its user; spec/conversations.md)
+    input-required --answer--> working  (a SendMessage naming the task)
+    input-required --fail--> failed     (``input-timeout``)
+    input-required --cancel--> canceled (CancelTask or wind-down while waiting)
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class TaskEvent(enum.Enum):
     FAIL = "fail"
     CANCEL = "cancel"
     REJECT = "reject"
+    ASK = "ask"
+    ANSWER = "answer"
 
 
 _TABLE: dict[tuple[TaskState, TaskEvent], TaskState] = {
@@ -65,6 +71,10 @@ _TABLE: dict[tuple[TaskState, TaskEvent], TaskState] = {
     (TaskState.WORKING, TaskEvent.COMPLETE): TaskState.COMPLETED,
     (TaskState.WORKING, TaskEvent.FAIL): TaskState.FAILED,
     (TaskState.WORKING, TaskEvent.CANCEL): TaskState.CANCELED,
+    (TaskState.WORKING, TaskEvent.ASK): TaskState.INPUT_REQUIRED,
+    (TaskState.INPUT_REQUIRED, TaskEvent.ANSWER): TaskState.WORKING,
+    (TaskState.INPUT_REQUIRED, TaskEvent.FAIL): TaskState.FAILED,
+    (TaskState.INPUT_REQUIRED, TaskEvent.CANCEL): TaskState.CANCELED,
 }
 
 

@@ -48,6 +48,31 @@ class StreamEvent:
     artifact: dict[str, Any] | None = None
 
 
+PROMPT_ARTIFACT = "prompt"
+
+
+@attrs.define(eq=False)
+class InputSlot:
+    """A one-shot slot for the answer to a task's question (spec/conversations.md)."""
+
+    answer: str | None = None
+    filled: trio.Event = attrs.field(factory=trio.Event)
+
+    def give(self, text: str) -> bool:
+        """Deliver ``text``; False when an answer was already given."""
+        if self.filled.is_set():
+            return False
+        self.answer = text
+        self.filled.set()
+        return True
+
+    async def wait(self) -> str:
+        """The answer, once given."""
+        await self.filled.wait()
+        assert self.answer is not None
+        return self.answer
+
+
 @attrs.define(eq=False)
 class Task:
     """One task held by the session.
@@ -66,6 +91,9 @@ class Task:
         spilled (held.Spilled | None): where the answer is read from once it left memory
             (:mod:`murmur.session.held`); the door serves :func:`held.restored` copies.
         held_bytes (int): bytes a finished task holds, counted when it ended.
+        prompt (str | None): the question of a task in ``input-required`` (its ``prompt``
+            artifact); None otherwise.
+        reply (InputSlot | None): where the answer to that question is delivered.
     """
 
     id: str
@@ -90,6 +118,8 @@ class Task:
     start_event_id: str | None = None
     spilled: held.Spilled | None = None
     held_bytes: int = 0
+    prompt: str | None = None
+    reply: InputSlot | None = None
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
@@ -230,15 +260,27 @@ class TaskBook:
             task.started = True
         if event is TaskEvent.CANCEL:
             task.cancel_reason = message
+        event_message = message
+        if event is TaskEvent.ASK:  # the prompt is an artifact; the status carries no message
+            task.prompt = message
+            task.artifacts = [a for a in task.artifacts if a.get("artifactId") != PROMPT_ARTIFACT]
+            task.artifacts.append({"artifactId": PROMPT_ARTIFACT, "name": PROMPT_ARTIFACT,
+                                   "parts": [{"text": message or "", "mediaType": "text/plain"}]})
+            message = None
+        elif task.prompt is not None:  # answered, failed or cancelled while waiting
+            task.prompt = None
+            task.artifacts = [a for a in task.artifacts if a.get("artifactId") != PROMPT_ARTIFACT]
+            if event is TaskEvent.ANSWER:
+                event_message, message = "resumed", None
         if nxt is TaskState.COMPLETED and answer is not None:
             artifact = {"artifactId": "response", "name": "response", "parts": [{"text": answer}]}
             task.artifacts.append(artifact)
             task.events.append(StreamEvent("artifact", task.state, None, now, artifact))
-            message = answer
+            message = event_message = answer
         task.state = nxt
         task.status_message = message
         task.timestamp = now
-        task.events.append(StreamEvent("status", nxt, message, now))
+        task.events.append(StreamEvent("status", nxt, event_message, now))
         task._notify()
         if nxt.terminal:
             task.held_bytes = held.held_bytes(task)

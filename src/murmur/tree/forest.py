@@ -6,7 +6,8 @@ running record — into nodes: formations (from their members' lineage), session
 delegated children under them in launch order. :func:`scope` picks what the text form shows;
 :func:`render_text` and :func:`to_json` print it. No I/O, no clock: ``now_ms`` is passed in.
 
-States: ``starting`` (journaled, no running record yet), ``running``, ``winding-down``,
+States: ``starting`` (journaled, no running record yet), ``running``, ``input-required`` (set by
+the snapshot while a task waits for its user; ``reason`` holds the prompt line), ``winding-down``,
 ``ended`` with a status, ``uncertain`` (the process is gone and recorded no end; or mur-roost
 or the node's parent was lost while it ran). A dead process is never ``running``.
 """
@@ -24,7 +25,7 @@ RECENT_MS = 3600 * 1000
 NEWEST = 5
 """The five newest trees are listed without ``--all``."""
 ARG_CHARS = 64
-LIVE_STATES = frozenset({"starting", "running", "winding-down"})
+LIVE_STATES = frozenset({"starting", "running", "input-required", "winding-down"})
 GONE_REASON = "the process is gone and recorded no end"
 PARENT_LOST = "its parent was lost while it ran"
 
@@ -313,7 +314,7 @@ def command(node: Node, shorts: Mapping[str, str]) -> str:
     caller = lineage.get("caller")
     if lineage.get("via") == "link" and isinstance(caller, list):
         parts.append(_cut("via link: " + " ".join(str(w) for w in caller)))
-    if node.state == "uncertain" and node.reason:
+    if node.state in ("uncertain", "input-required") and node.reason:
         parts.append(f"[{node.reason}]")
     return " ".join(parts)
 

@@ -22,6 +22,16 @@ def load_forest() -> list[Node]:
         pid, start = ev.get("pid"), ev.get("start_time")
         alive[ev["id"]] = isinstance(pid, int) and pid > 0 and procstat.start_time(pid) == start
     running = {}
+    asking: dict[str, str] = {}
     for rec in list_running(prune=False).live:
         running[rec.session_id] = dict(rec.delegations or {})
-    return build_forest(events, alive, running)
+        waiting = rec.waiting if isinstance(rec.waiting, list) else []
+        prompts = [w["prompt"] for w in waiting if isinstance(w, dict) and isinstance(w.get("prompt"), str)]
+        if prompts:
+            asking[rec.session_id] = prompts[0]
+    roots = build_forest(events, alive, running)
+    for root in roots:
+        for node in root.walk():
+            if node.id in asking and node.state == "running":
+                node.state, node.reason = "input-required", asking[node.id]
+    return roots

@@ -20,6 +20,8 @@ from murmur.agent.harness.protocol import (
     InferenceTurn,
     ToolUse,
 )
+from murmur.agent.harness.sessions import HarnessMap
+from murmur.agent.thread import Conversations
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Capabilities, Inference, Manifest, ShellCaps, Transport
 from murmur.workload import TaskContext, TaskOutcome
@@ -378,3 +380,40 @@ class TestConfig:
         assert m.inference is not None
         plain = attrs.evolve(m, inference=attrs.evolve(m.inference, protocol="stdio"))
         assert AgentWorkload(plain, tmp_path, environ=env).config.protocol == "stdio"
+
+
+@pytest.mark.e2e
+class TestThreadedClaudeCode:
+    async def test_two_tasks_share_a_session_and_forget_starts_fresh(self, harness: Harness) -> None:
+        """threaded: task 2 of a context resumes task 1's Claude Code session (the model gets the
+        first exchange back); forgetting the mapping makes task 3 a new conversation."""
+        root = harness.tmp / "conversations"
+        notes: list[str] = []
+        hmap = HarnessMap(root, "cc-agent", "claude-code", notes.append)
+        m = harness.manifest(shell=())
+        w = AgentWorkload(m, harness.tmp, environ=harness.environ)
+        w.use_conversations(Conversations(threaded=True, harness=hmap))
+        harness.server.add(Reply(an_text("Noted: plum.", msg_id="msg_a")), Reply(an_text("It was plum.", msg_id="msg_b")),
+                           Reply(an_text("Which word?", msg_id="msg_c")))
+
+        async def task(text: str) -> TaskOutcome:
+            ctx = task_context(m, harness.tmp, FakeTrace(), text=text, env=harness.shell_env)
+            ctx.context_id = "ctx_cc"
+            with trio.fail_after(60):
+                return await w.run_task(ctx)
+
+        assert (await task("Remember the word plum.")).answer == "Noted: plum."
+        entry = hmap.entry("ctx_cc")
+        assert entry is not None and hmap.holds("ctx_cc")
+        assert (await task("Which word was it?")).answer == "It was plum."
+        assert hmap.entry("ctx_cc") == {**entry, "updated_ms": hmap.entry("ctx_cc")["updated_ms"]}  # type: ignore[index]
+        tool_calls = [r for r in harness.server.requests if isinstance(r.body, dict) and r.body.get("tools")]
+        second = json.dumps(tool_calls[1].body["messages"])  # type: ignore[index]
+        assert "Remember the word plum." in second and "Noted: plum." in second and "Which word was it?" in second
+        assert w.forget_session("ctx_cc") == entry["session_id"] and hmap.entry("ctx_cc") is None
+        assert (await task("Start again.")).answer == "Which word?"
+        third = json.dumps([r for r in harness.server.requests
+                            if isinstance(r.body, dict) and r.body.get("tools")][2].body["messages"])  # type: ignore[index]
+        assert "plum" not in third and "Start again." in third
+        assert hmap.entry("ctx_cc")["session_id"] != entry["session_id"]  # type: ignore[index]
+        assert notes == []

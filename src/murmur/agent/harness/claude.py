@@ -44,6 +44,7 @@ from murmur.agent.harness.protocol import (
     Event,
     HarnessFailure,
     HarnessRequest,
+    HarnessSession,
     InferenceTurn,
     Invocation,
     ToolUse,
@@ -120,8 +121,11 @@ class ClaudeCode:
             "--setting-sources", "",
             "--settings", str(request.home / SETTINGS_FILE),
             "--strict-mcp-config",
-            "--no-session-persistence",
         ]
+        if not request.keep_session:
+            argv.append("--no-session-persistence")
+        if request.resume_id:
+            argv += ["--resume", request.resume_id]
         if request.model:
             argv += ["--model", request.model]
         files: dict[str, bytes] = {}
@@ -190,6 +194,8 @@ class ClaudeStreamParser:
             return self._results(obj.get("message"))
         if kind == "result":
             return [*self._flush(), _outcome(obj)]
+        if kind == "system" and obj.get("subtype") == "init" and isinstance(obj.get("session_id"), str):
+            return [HarnessSession(obj["session_id"])]
         if kind == "system" and obj.get("subtype") == "api_retry" and obj.get("error_status") in (401, 403):
             return [*self._flush(), _rejected(obj.get("error_status"))]
         return []

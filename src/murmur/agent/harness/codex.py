@@ -44,6 +44,7 @@ from murmur.agent.harness.protocol import (
     Event,
     HarnessFailure,
     HarnessRequest,
+    HarnessSession,
     InferenceTurn,
     Invocation,
     ToolUse,
@@ -205,19 +206,25 @@ def config_toml(request: HarnessRequest) -> str:
 
 
 def argv(request: HarnessRequest) -> tuple[str, ...]:
-    """``request.command`` then ``exec`` (unless already its second word) and the flags."""
+    """``request.command`` then ``exec`` (unless already its second word) and the flags.
+
+    A threaded context keeps Codex's session files (no ``--ephemeral``); continuing one ends
+    with ``resume <id> -`` instead of ``-`` (spec/conversations.md "Agent CLIs").
+    """
     words = tuple(request.command)
     head = words if words[1:2] in (("exec",), ("e",)) else (*words, "exec")
+    keep = () if request.keep_session else ("--ephemeral",)
+    tail = ("resume", request.resume_id, "-") if request.resume_id else ("-",)
     return (
         *head,
         "--json",
         "--color",
         "never",
         "--skip-git-repo-check",
-        "--ephemeral",
+        *keep,
         "--sandbox",
         sandbox_mode(request),
-        "-",
+        *tail,
     )
 
 
@@ -324,6 +331,8 @@ class CodexParser:
             return []
         kind = event.get("type")
         item = event.get("item")
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            return [HarnessSession(event["thread_id"])]
         if kind == "item.started" and isinstance(item, dict):
             if item.get("type") in _TOOL_ITEMS:
                 self._running[_text(item.get("id"))] = item

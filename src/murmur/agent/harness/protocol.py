@@ -42,6 +42,7 @@ __all__ = [
     "HarnessFailure",
     "HarnessProtocol",
     "HarnessRequest",
+    "HarnessSession",
     "InferenceTurn",
     "Invocation",
     "StreamParser",
@@ -91,6 +92,10 @@ class HarnessRequest:
         enclosed (str | None): the session's sandbox class when the CLI runs inside it
             (``scoped``/``sealed``; spec/containment.md), else None. A CLI whose own sandbox
             would need what ours refuses (namespaces) turns it off then: ours encloses it.
+        keep_session (bool): a threaded context: let the CLI keep its session files (under
+            ``home``, which then outlives the task) so a later task can continue it.
+        resume_id (str | None): the CLI session to continue (its ``--resume`` / ``exec
+            resume`` id); None starts a new one (spec/conversations.md "Agent CLIs").
     """
 
     command: tuple[str, ...]
@@ -106,6 +111,8 @@ class HarnessRequest:
     workdir: Path
     shell_env: Mapping[str, str] = attrs.field(repr=False, eq=False)
     enclosed: str | None = None
+    keep_session: bool = False
+    resume_id: str | None = None
 
     def instructions(self) -> str | None:
         """``system_prompt`` then ``context_text``, separated by a blank line (None if neither)."""
@@ -224,7 +231,15 @@ class HarnessFailure:
     cause: str = "driver_error"
 
 
-Event = InferenceTurn | ToolUse | Answer | HarnessFailure
+@attrs.frozen
+class HarnessSession:
+    """The CLI named the session it runs in (Claude Code's ``session_id``, Codex's
+    ``thread_id``); a threaded context maps to it."""
+
+    id: str
+
+
+Event = InferenceTurn | ToolUse | Answer | HarnessFailure | HarnessSession
 """What a :class:`StreamParser` reports, in the order the CLI did it."""
 
 

@@ -47,11 +47,13 @@ from murmur.agent.harness.protocol import (
     HarnessFailure,
     HarnessProtocol,
     HarnessRequest,
+    HarnessSession,
     InferenceTurn,
     Invocation,
     StreamParser,
     ToolUse,
 )
+from murmur.agent.harness.sessions import HarnessThread
 from murmur.agent.transports import InferenceError
 from murmur.agent.transports.http import redact, resolve_api_key
 from murmur.lines import read_lines
@@ -112,6 +114,8 @@ class _Run:
     answer: str | None = None
     failure: HarnessFailure | None = None
     stopped: TaskOutcome | None = None  # a limit murmur enforced
+    session_id: str | None = None  # the CLI session it ran in (HarnessSession)
+    thread: HarnessThread | None = None
 
     @property
     def over(self) -> bool:
@@ -127,6 +131,10 @@ class _Run:
             self.answer = event.text
         elif isinstance(event, HarnessFailure) and self.failure is None:
             self.failure = event
+        elif isinstance(event, HarnessSession) and event.id != self.session_id:
+            self.session_id = event.id
+            if self.thread is not None:  # remembered at once: a killed session still resumes
+                self.thread.remember(event.id)
 
     def _turn(self, ev: InferenceTurn) -> None:
         ctx = self.ctx
@@ -283,6 +291,7 @@ async def run_harness_task(
     *,
     task_text: str,
     environ: Mapping[str, str],
+    thread: HarnessThread | None = None,
 ) -> TaskOutcome:
     """Run the agent CLI for one task under ``protocol``.
 
@@ -292,6 +301,8 @@ async def run_harness_task(
         protocol (HarnessProtocol): Claude Code or Codex.
         task_text (str): the task as the model reads it (fenced when untrusted).
         environ (Mapping[str, str]): the capsule process's environment (the key's source).
+        thread (HarnessThread | None): a threaded context's CLI session: its ``HOME``, the
+            session to continue, and where the session the CLI names is remembered.
 
     Returns:
         TaskOutcome: ``ok`` with the CLI's answer, ``failed``, ``max_turns_reached`` or
@@ -319,13 +330,15 @@ async def run_harness_task(
         api_key=key,
         max_turns=config.max_turns,
         shell_allow=shell_allow,
-        home=_home(ctx),
+        home=thread.home if thread is not None else _home(ctx),
         workdir=ctx.workdir,
         shell_env=harness_env(ctx),
         enclosed=enclosed,
+        keep_session=thread is not None,
+        resume_id=thread.resume_id if thread is not None else None,
     )
     inv = protocol.invocation(request)
-    run = _Run(ctx=ctx, config=config, protocol=protocol, secret=key)
+    run = _Run(ctx=ctx, config=config, protocol=protocol, secret=key, thread=thread)
     try:
         _write_files(request.home, inv.files)
     except (OSError, ValueError) as exc:
