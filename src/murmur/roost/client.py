@@ -14,6 +14,7 @@ Errors::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
 ROOST_URL_ENV = "MURMUR_ROOST_URL"
 _CREDENTIAL = "x-murmur-spawn-credential"
 _APPROVAL = "x-murmur-spawn-approval"
+_REGISTRANT = "x-murmur-registrant-pid"  # our addition: spec/roost.md "Finding the process"
 
 
 class RoostError(MurmurError):
@@ -193,7 +195,9 @@ class RoostClient:
             RoostRefused: 400, 403 or 500 with the daemon's message.
             RoostUnreachable: when nothing answers.
         """
-        headers = {_APPROVAL: approval} if approval is not None else None
+        headers = {_REGISTRANT: str(os.getpid())}
+        if approval is not None:
+            headers[_APPROVAL] = approval
         body = {"session_id": session_id, "name": name, "version": version}
         status, out = await self._call("POST", "/register", json=body, headers=headers)
         self._check(status, out)
