@@ -156,6 +156,16 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
                     f"--spawn-allow takes one capsule name per occurrence, not the list '{value}'",
                     "repeat the flag: --spawn-allow a --spawn-allow b",
                 )
+            from murmur.jsonbody import loggable
+            from murmur.manifest.rules import is_capsule_name
+
+            if not is_capsule_name(value):
+                raise _flag_error(
+                    f"--spawn-allow '{loggable(value)}' is not a capsule name, so no capsule could "
+                    "ever register under it",
+                    "a capsule name is lowercase letters, digits and '-', starting with a letter "
+                    "(the `name` in its murmur.yaml)",
+                )
             allow.append(value)
         elif flag == "--registry-path":
             values["registry_path"] = Path(value)
