@@ -30,8 +30,8 @@ from murmur.assembly.workload_choice import load_workload, workload_kind
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError, UsageError
 from murmur.ids import new_id
-from murmur.paths import oserror_hint
 from murmur.manifest import AfterTask, TaskAcceptance
+from murmur.paths import oserror_hint
 from murmur.routing import started_profile
 from murmur.session import (
     Policy,

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.paths import oserror_hint
 from murmur.ids import uuid7_hex
 from murmur.manifest.rules import is_capsule_name
+from murmur.paths import oserror_hint
 
 SCAFFOLD_VERSION = "0.1.0"
 
