@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     early = install_early_handlers()
     if args.roster is not None:
+        early.second_status = lambda signum: 128 + signum  # the launcher's rule (spec/formation.md)
         return _run_roster(args, early)
 
     # Start-up allocates much and frees almost nothing: the cyclic collector waits until the

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
         CASCADE_SIGNAL,
         SESSION_SIGNALS,
         EarlySignals,
+        counted,
+        hold_signals_to_exit,
         install_early_handlers,
         signal_watcher,
     )
@@ -73,6 +75,8 @@ __all__ = [
     "create_records",
     "deadline_wind_down",
     "dumps_line",
+    "counted",
+    "hold_signals_to_exit",
     "install_early_handlers",
     "invalid_token",
     "lifeline_wind_down",
@@ -98,7 +102,10 @@ __getattr__ = lazy.face(__name__, {
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
     "setup": ["SessionSetup", "SessionSummary", "WindDownControl"],
-    "signals": ["CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "install_early_handlers", "signal_watcher"],
+    "signals": [
+        "CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "counted", "hold_signals_to_exit",
+        "install_early_handlers", "signal_watcher",
+    ],
     "tasks": ["Task"],
     "trace": ["TraceWriteError"],
     "winddown": [
