@@ -69,7 +69,7 @@ class EarlySignals:
         self.cascade = True
 
 
-class counted:  # noqa: N801 - reads as a function at its call sites
+class counted:
     """``receiver``'s signals, each first noted in ``early`` (the cascade signal is not).
 
     Args:
