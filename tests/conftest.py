@@ -6,6 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _test_unit import enter, pytest_unconfigure
+
+__all__ = ["pytest_unconfigure"]
+enter()  # the test session's own containment unit, before any other conftest (_test_unit.py)
 
 
 @pytest.fixture(autouse=True)
