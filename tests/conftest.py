@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from _test_unit import enter, pytest_unconfigure
 
 __all__ = ["pytest_unconfigure"]
