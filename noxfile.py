@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests"]  # also: demo, soak, loaded
 PYTHON = "3.11"
 
 
@@ -38,3 +38,37 @@ def demo(session: nox.Session) -> None:
     """
     session.install(".")
     session.run("mur", "demo", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def soak(session: nox.Session) -> None:
+    """The long repetition loops (the `soak` marker), which the default run leaves out."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "soak", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def loaded(session: nox.Session) -> None:
+    """The whole suite three times back to back, with a busy loop on every core (issue 32).
+
+    Proves that no test depends on an idle machine: each run must be green. The busy loops
+    are plain Python processes (no extra package), started before the first run and killed
+    after the last, whatever happened. ``nox -s loaded -- -x`` passes arguments to pytest.
+    """
+    import os
+    import subprocess
+    import sys
+
+    session.install("-e", ".[test]")
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        for run in range(3):
+            session.log(f"loaded run {run + 1} of 3 ({len(hogs)} busy loops)")
+            session.run("pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()

@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from _test_unit import enter, pytest_unconfigure
+
+__all__ = ["pytest_unconfigure"]
+enter()  # the test session's own containment unit, before any other conftest (_test_unit.py)
+
 
 @pytest.fixture(autouse=True)
 def murmur_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

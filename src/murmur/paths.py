@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -35,3 +36,36 @@ def running_dir() -> Path:
 def log_dir() -> Path:
     """Where internal error logs go, ``<home>/logs``."""
     return murmur_home() / "logs"
+
+
+def oserror_hint(exc: OSError, path: Path) -> str:
+    """What to change when ``path`` (or a directory on the way to it) cannot be made or written.
+
+    Pure: decided by ``exc.errno`` and whether ``path`` lies under ``MURMUR_HOME``.
+
+    Args:
+        exc (OSError): the failure.
+        path (Path): what was being made or written.
+
+    Returns:
+        str: a one-line hint for a diagnostic's ``hint:`` line (spec/diagnostics.md).
+    """
+    home = murmur_home()
+    try:
+        under_home = path.resolve().is_relative_to(home.resolve())
+    except OSError:
+        under_home = False
+    where = f"MURMUR_HOME ({home})" if under_home else str(path)
+    elsewhere = ", or point MURMUR_HOME at a writable directory" if under_home else ""
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"the file system holding {where} is full: free some space{elsewhere}"
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{where} is read-only or not yours: make it writable{elsewhere}"
+    if code == errno.ENOTDIR:
+        return f"a file stands where a directory should be on the way to {where}: move it{elsewhere}"
+    if code == errno.EEXIST:
+        return "give a directory, or a path that does not exist yet (it is made)"
+    if code == errno.ENAMETOOLONG:
+        return "the path is too long: use a shorter directory"
+    return f"check that {where} can be made and written{elsewhere}"

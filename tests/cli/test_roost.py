@@ -76,6 +76,16 @@ class TestParseArgs:
             parse_args(argv)
         assert info.value.code == "E-RST-001" and info.value.exit_status == 2
 
+    @pytest.mark.parametrize("name", ["bad name!", "Kid", "-kid", "kid/x", "a" * 200])
+    def test_a_spawn_allow_that_no_capsule_could_have(self, name: str) -> None:
+        """`--spawn-allow 'bad name!'` used to be accepted (and never matched)."""
+        with pytest.raises(UsageError) as info:
+            parse_args(["--spawn-allow", name])
+        d = info.value.diagnostics[0]
+        assert d.code == "E-RST-001" and "is not a capsule name" in d.message
+        assert d.hint is not None and "lowercase letters" in d.hint
+        assert parse_args(["--spawn-allow", "kid-2"]).spawn_allow == ("kid-2",)  # negative control
+
 
 class TestMachineCeiling:
     @pytest.mark.parametrize(("cores", "ceiling"), [(None, 16), (1, 16), (2, 16), (3, 24), (8, 64), (32, 256), (64, 256)])

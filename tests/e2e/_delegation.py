@@ -161,7 +161,8 @@ class Procs:
     def roost(self, *flags: str, port: int = 0, env: dict[str, str] | None = None) -> tuple[Proc, str]:
         """Start mur-roost on ``port`` with its registry in the test's MURMUR_HOME; (proc, url)."""
         home = (env or self.env)["MURMUR_HOME"]
-        p = self.start([*ROOST, "--port", str(port), "--registry-path", f"{home}/artifacts", *flags], env=env)
+        p = self.start([*ROOST, "--port", str(port), "--registry-path", f"{home}/artifacts", "--die-with-parent", *flags],
+                       env=env)
         m = LISTENING.match(p.first_line(30).strip())
         assert m is not None, p.stderr
         return p, f"http://127.0.0.1:{m.group(1)}"
@@ -172,7 +173,7 @@ class Procs:
         run_env = dict(env or self.env)
         run_env["MURMUR_ROOST_URL"] = roost_url
         which = ["--manifest", str(manifest)] if manifest else ["--capsule", f"local/{name}", "--capsule-version", "0.1.0"]
-        args = ["run", *which, "--json", "--workdir", str(workdir), *extra]
+        args = ["run", *which, "--json", "--workdir", str(workdir), "--die-with-parent", *extra]
         p = self.start([*MUR, *args], env=run_env)
         try:
             p.read_ready()

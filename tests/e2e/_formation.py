@@ -137,7 +137,7 @@ class Launch:
         self.stderr_path = tmp / "launcher.err"
         self._out = self.stdout_path.open("wb")
         self._err = self.stderr_path.open("wb")
-        cmd = [sys.executable, "-m", "murmur.cli.mur", "run", "--roster", str(proj), *args]
+        cmd = [sys.executable, "-m", "murmur.cli.mur", "run", "--roster", str(proj), "--die-with-parent", *args]
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL,

@@ -78,7 +78,8 @@ class MurProcess:
         stderr: int = subprocess.PIPE,
     ) -> None:
         self.proc = subprocess.Popen(
-            [*cmd, "run", *args], cwd=cwd, env=env, stdout=stdout, stderr=stderr, start_new_session=True
+            [*cmd, "run", *args, "--die-with-parent"], cwd=cwd, env=env, stdout=stdout, stderr=stderr,
+            start_new_session=True,
         )
         self.ready: dict[str, Any] = {}
 

@@ -150,7 +150,7 @@ SHAPE_FAULTS = [
     ("bad-name-long", BASE.replace("name: a", "name: a" + "b" * 32), 3, "not a valid member name"),
     ("name-number", BASE.replace("name: a", "name: 12"), 3, "member name '12' is not a valid member name"),
     ("name-list", BASE.replace("name: a", "name: [a]"), 3, "must be a string"),
-    ("deep", "roster_version: 1\nmembers: " + "[" * 600 + "]" * 600 + "\n", None, "nests too deeply"),
+    ("deep", "roster_version: 1\nmembers: " + "[" * 600 + "]" * 600 + "\n", 2, "nests more than 100 levels"),
     ("no-capsule", BASE.replace("    capsule: s/a\n", ""), 3, "`members[0].capsule` is required"),
     ("bare-capsule", BASE.replace("capsule: s/a", "capsule: coder"), 4, "without its scope"),
     ("capsule-3parts", BASE.replace("capsule: s/a", "capsule: a/b/c"), 4, "not an artifact name"),
@@ -221,6 +221,7 @@ class TestFile:
         with pytest.raises(DiagnosticError) as info:
             load_roster(p)
         assert info.value.code == "E-ROS-001"
+        assert "UTF-8" in (info.value.diagnostics[0].hint or "")
 
     def test_too_large(self, tmp_path: Path) -> None:
         """A roster over 1 MiB is refused before parsing."""
@@ -229,6 +230,7 @@ class TestFile:
         with pytest.raises(DiagnosticError) as info:
             load_roster(p)
         assert "larger than 1 MiB" in info.value.diagnostics[0].message
+        assert "members" in (info.value.diagnostics[0].hint or "")
 
     @pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory"])
     def test_not_a_regular_file(self, tmp_path: Path, kind: str) -> None:

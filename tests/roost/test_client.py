@@ -9,6 +9,7 @@ from murmur.roost.client import (
     RoostRefused,
     RoostUnreachable,
     SessionFigures,
+    roost_url_fault,
     roost_url_from_env,
 )
 
@@ -62,3 +63,24 @@ class TestEnv:
     def test_roost_url_from_env(self, env: dict[str, str], url: str | None) -> None:
         """Unset or blank MURMUR_ROOST_URL is None."""
         assert roost_url_from_env(env) == url
+
+    @pytest.mark.parametrize(
+        ("url", "why"),
+        [
+            ("garbage", "no http:// scheme"),
+            ("https://127.0.0.1:7700", "not an http:// URL"),
+            ("http://127.0.0.1", "no port"),
+            ("http://:7700", "no host"),
+            ("http://127.0.0.1:99999", "port is not a number"),
+            ("http://127.0.0.1:7700/spawn", "no user, path"),
+            ("http://u@127.0.0.1:7700", "no user, path"),
+        ],
+    )
+    def test_a_url_that_cannot_be_a_daemon(self, url: str, why: str) -> None:
+        """MURMUR_ROOST_URL=garbage used to be reported as "did not answer"."""
+        fault = roost_url_fault(url)
+        assert fault is not None and why in fault
+
+    @pytest.mark.parametrize("url", ["http://127.0.0.1:7700", "http://localhost:1/", "http://[::1]:7700"])
+    def test_a_base_url(self, url: str) -> None:
+        assert roost_url_fault(url) is None

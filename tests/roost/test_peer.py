@@ -153,6 +153,45 @@ class TestFindPeer:
                 for listener in listeners:
                     await listener.aclose()
 
+    async def test_a_hint_is_believed_only_of_the_holder(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The client's pid hint spares the scan of every process, but only a holder passes.
+
+        With the true holder as hint, no process but it is looked at (the full scan is made to
+        fail). A hint naming a process that does not hold the socket (this test's parent) is
+        not believed: the full scan still names the holder (negative control).
+        """
+        from murmur.roost import peer as peer_module
+
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        proc = await trio.lowlevel.open_process([sys.executable, "-c", HOLDER, str(port)],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            with trio.fail_after(30):
+                stream = await listeners[0].accept()
+                client, server = stream.socket.getpeername(), stream.socket.getsockname()
+                want = Peer(proc.pid, procstat.start_time(proc.pid) or -1)
+                wrong = os.getppid()
+                assert await trio.to_thread.run_sync(PeerFinder(), client, server, wrong) == want
+
+                def no_scan(*args: object, **kwargs: object) -> list[Peer]:
+                    raise AssertionError("every process was scanned")
+
+                monkeypatch.setattr(peer_module, "owners_of", no_scan)
+                assert await trio.to_thread.run_sync(PeerFinder(), client, server, proc.pid) == want
+                with pytest.raises(AssertionError, match="scanned"):
+                    await trio.to_thread.run_sync(PeerFinder(), client, server, wrong)
+            await stream.aclose()
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(10):
+                proc.kill()
+                await proc.wait()
+                assert proc.stdin is not None and proc.stdout is not None
+                await proc.stdin.aclose()
+                await proc.stdout.aclose()
+                for listener in listeners:
+                    await listener.aclose()
+
     async def test_a_connection_of_this_process_is_not_named(self) -> None:
         """Both ends in the daemon's own process (the in-process test client): None."""
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")

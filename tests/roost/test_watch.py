@@ -231,7 +231,7 @@ class TestPidReuse:
         gone = await trio.lowlevel.open_process([sys.executable, "-c", "pass"])
         with trio.fail_after(30):
             await gone.wait()
-        watch = ProcessWatch(find=lambda client, server: Peer(gone.pid, 1))
+        watch = ProcessWatch(find=lambda client, server, hint: Peer(gone.pid, 1))
         await nursery.start(watch.run)
         ended = trio.Event()
         peer = await watch.watch("ses_x", ("127.0.0.1", 1), ("127.0.0.1", 2), lambda p: ended.set())
@@ -248,7 +248,7 @@ class TestPidReuse:
             ticks = procstat.start_time(holder.pid)
             assert ticks is not None
             me = Peer(holder.pid, ticks)
-            watch = ProcessWatch(find=lambda client, server: me)
+            watch = ProcessWatch(find=lambda client, server, hint: me)
             await nursery.start(watch.run)
             called: list[Peer] = []
             assert await watch.watch("ses_y", ("127.0.0.1", 1), ("127.0.0.1", 2), called.append) == me
@@ -268,7 +268,7 @@ class TestPidReuse:
 
     async def test_unplaceable_or_stopped_watch_watches_nothing(self, nursery: trio.Nursery) -> None:
         """No peer found, unusable endpoints, or a watch not running: None, nothing watched."""
-        watch = ProcessWatch(find=lambda client, server: None)
+        watch = ProcessWatch(find=lambda client, server, hint: None)
         assert await watch.watch("ses_z", ("127.0.0.1", 1), ("127.0.0.1", 2), print) is None  # not running
         await nursery.start(watch.run)
         assert await watch.watch("ses_z", ("127.0.0.1", 1), ("127.0.0.1", 2), print) is None

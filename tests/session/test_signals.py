@@ -5,7 +5,14 @@ from __future__ import annotations
 import signal
 from collections.abc import AsyncIterator
 
-from murmur.session.signals import EarlySignals, signal_watcher
+from murmur.session.signals import (
+    CASCADE_SIGNAL,
+    SESSION_SIGNALS,
+    EarlySignals,
+    counted,
+    hold_signals_to_exit,
+    signal_watcher,
+)
 from murmur.session.winddown import WindDown
 
 
@@ -59,3 +66,36 @@ class TestEarly:
         assert early.received == ["SIGTERM"] and exits == []
         early.handler(signal.SIGINT, None)
         assert exits == [143]
+
+    async def test_a_signal_the_loop_handled_still_counts_after_it(self) -> None:
+        """The loop's signal is noted in the early handlers, so one landing after ``trio.run``
+        has returned is the second (it used to be a first, and the status was lost)."""
+        exits: list[int] = []
+        early = EarlySignals(exits.append)
+        ctl = Recorder()
+        receiver = counted(FakeReceiver(signal.SIGINT, CASCADE_SIGNAL), early)
+        await signal_watcher(receiver, exit_fn=exits.append)(ctl)
+        assert early.received == ["SIGINT"]  # the cascade signal is never counted
+        assert exits == []
+        early.handler(signal.SIGINT, None)  # after the loop: Trio handed the handler back
+        assert exits == [143]
+
+    def test_the_launcher_exits_128_plus_the_second_signal(self) -> None:
+        exits: list[int] = []
+        early = EarlySignals(exits.append, second_status=lambda signum: 128 + signum)
+        early.note(signal.SIGTERM)
+        early.handler(signal.SIGHUP, None)
+        assert exits == [128 + signal.SIGHUP]
+
+    def test_held_signals_are_ignored_and_stay_ignored(self) -> None:
+        """Once the status is decided, a late signal cannot end the process by the signal."""
+        import os
+
+        saved = {sig: signal.getsignal(sig) for sig in (*SESSION_SIGNALS, CASCADE_SIGNAL)}
+        try:
+            hold_signals_to_exit()
+            assert all(signal.getsignal(sig) is signal.SIG_IGN for sig in saved)
+            os.kill(os.getpid(), signal.SIGTERM)  # would end this test run under SIG_DFL
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)

@@ -32,6 +32,7 @@ from murmur.diagnostics import error
 from murmur.errors import DiagnosticError, UsageError
 from murmur.ids import new_id
 from murmur.manifest import AfterTask, TaskAcceptance
+from murmur.paths import oserror_hint
 from murmur.routing import started_profile
 from murmur.session import (
     Policy,
@@ -95,18 +96,19 @@ def prepare(
         report=convo.make_reporter(lambda: bootstrap.get("log")),
     )
     bind = check_internal_port(manifest)
-    try:
-        workdir.mkdir(mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise DiagnosticError(error("E-IO-003", f"the workdir {workdir} cannot be made: {exc.strerror or exc}")) from None
+    made = make_workdir(workdir)
     session_id = new_id("ses")
+    where = records_dir_for(workdir, session_id)
     try:
-        records = create_records(records_dir_for(workdir, session_id))
+        records = create_records(where)
     except OSError as exc:
         raise DiagnosticError(
-            error("E-IO-003", f"the records directory cannot be made: {exc.strerror or exc}")
+            error("E-IO-003", f"the records directory {where} cannot be made: {exc.strerror or exc}",
+                  hint=oserror_hint(exc, where))
         ) from None
     bootstrap["log"] = records.bootstrap_log
+    if made:
+        print(f"murmur: made the workdir {workdir} (it did not exist)", file=sys.stderr, flush=True)
     policy = Policy.build(
         manifest.lifecycle,
         acceptance=TaskAcceptance(opts.task_acceptance) if opts.task_acceptance else None,
@@ -136,3 +138,25 @@ def prepare(
     contributors.contribute(setup, env)
     return setup
 
+
+def make_workdir(workdir: Path) -> bool:
+    """Make ``workdir`` (mode 0700) when it does not exist; True when it was made.
+
+    Raises:
+        DiagnosticError: ``E-IO-003`` when it exists and is not a directory, or cannot be made.
+    """
+    if workdir.is_dir():
+        return False
+    try:
+        workdir.mkdir(mode=0o700)
+    except FileExistsError as exc:
+        if workdir.is_dir():  # made meanwhile by someone else
+            return False
+        raise DiagnosticError(error(
+            "E-IO-003", f"the workdir {workdir} exists and is not a directory", path=str(workdir),
+            hint=oserror_hint(exc, workdir))) from None
+    except OSError as exc:
+        raise DiagnosticError(error(
+            "E-IO-003", f"the workdir {workdir} cannot be made: {exc.strerror or exc}",
+            path=str(workdir), hint=oserror_hint(exc, workdir))) from None
+    return True

@@ -45,9 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Dispatch ``mur agent <subcommand>``; returns the exit status."""
     if getattr(args, "agent_command", None) != "who":
+        from murmur.cli._common import emit
+        from murmur.diagnostics import EXIT_USAGE, error
+
         print("usage: mur agent who [--can BINARY | --skill LABEL] [--as NAME] [--roster DIR] [--json]",
               file=sys.stderr)
-        return 2
+        emit(error("E-CLI-001", "`mur agent` needs a subcommand",
+                   hint="`mur agent who --can BINARY` names the capsules that may run BINARY; "
+                   "`mur agent who --help` says more"))
+        return EXIT_USAGE
     return who(args)
 
 

@@ -77,9 +77,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
     )
+    parser.add_argument(
+        "--die-with-parent", nargs="?", const=0, default=None, type=_pid, metavar="PID",
+        help="wind down (as on SIGTERM) when the process that started this one dies; =PID names it",
+    )
 
 
-ROSTER_FLAGS_ALLOWED = frozenset({"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline"})
+def _pid(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id")
+    return int(text)
+
+
+ROSTER_FLAGS_ALLOWED = frozenset(
+    {"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline", "die_with_parent"}
+)
 
 
 def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
@@ -102,7 +114,7 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     if extra:
         raise UsageError(
             error("E-CLI-001", f"--roster cannot be combined with {', '.join(extra)}",
-                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline")
+                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline, --die-with-parent")
         )
     from murmur.starter import early as warm
 
@@ -120,7 +132,12 @@ def run(args: argparse.Namespace) -> int:
     from murmur.session import install_early_handlers
 
     early = install_early_handlers()
+    if args.die_with_parent is not None:  # after the handlers: the signal is a wind-down
+        from murmur.parentdeath import die_with_parent
+
+        die_with_parent(args.die_with_parent or None)
     if args.roster is not None:
+        early.second_status = lambda signum: 128 + signum  # the launcher's rule (spec/formation.md)
         return _run_roster(args, early)
 
     # Start-up allocates much and frees almost nothing: the cyclic collector waits until the

@@ -168,15 +168,25 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(args[1:])
         return int(module.run(ns))  # type: ignore[attr-defined]
 
-    if name != "run" or not launches_formation(args[1:], os.environ):
+    if name != "run":
         return guarded(go, program="mur")
+    if not launches_formation(args[1:], os.environ):
+        return _held(guarded(go, program="mur"))
     from murmur.starter import early as warm
 
     warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
     try:
-        return guarded(go, program="mur")
+        return _held(guarded(go, program="mur"))
     finally:
         warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
+
+
+def _held(status: int) -> int:
+    """``mur run``'s status, decided: from here to the exit no signal changes it."""
+    from murmur.session import hold_signals_to_exit
+
+    hold_signals_to_exit()
+    return status
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ Flags, exactly these and no others::
     --max-depth N            default 3
     --max-concurrent N       default 4
     --max-live-capsules N    default: cores x 8, clamped to 16..256
-    --version                print the version and exit without binding
+    --die-with-parent[=PID]  stop (as on SIGTERM) when the process that started this one
+                           dies; =PID names it (our addition, spec/roost.md)
+  --version                print the version and exit without binding
     --help, -h               print the flag table and exit without binding
 
 Every flag also takes ``--flag=value``. Numbers are whole (``0`` refuses every delegation).
@@ -40,7 +42,7 @@ __all__ = ["RoostOptions", "machine_ceiling", "main", "parse_args"]
 PROGRAM = "mur-roost"
 USAGE = (
     "usage: mur-roost [--port N] [--registry-path PATH] [--spawn-allow NAME]... "
-    "[--max-depth N] [--max-concurrent N] [--max-live-capsules N] [--version]"
+    "[--max-depth N] [--max-concurrent N] [--max-live-capsules N] [--die-with-parent[=PID]] [--version]"
 )
 HELP = f"""\
 {USAGE}
@@ -57,6 +59,8 @@ flags (each also takes --flag=value):
   --max-concurrent N       bounds children one session holds live at once (default 4)
   --max-live-capsules N    bounds capsules live at once across everything
                            (default: cores x 8, clamped to 16..256)
+  --die-with-parent[=PID]  stop (as on SIGTERM) when the process that started this one
+                           dies; =PID names it (our addition, spec/roost.md)
   --version                print the version and exit without binding
   --help, -h               print this table and exit without binding
 
@@ -86,6 +90,7 @@ class RoostOptions:
     max_live_capsules: int | None = None
     version: bool = False
     help: bool = False
+    die_with_parent: int | None = None  # 0: whichever process is the parent now
 
 
 class UnknownArgument(Exception):
@@ -134,6 +139,13 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
             version = True
             i += 1
             continue
+        if flag == "--die-with-parent":  # our addition (spec/roost.md): no value, or =PID
+            if eq and not (inline.isascii() and inline.isdigit() and int(inline) > 0):
+                raise _flag_error(f"--die-with-parent=PID takes a process id, not '{inline}'",
+                                  "give the parent's pid, or no value for whichever process started this one")
+            values["die_with_parent"] = int(inline) if eq else 0
+            i += 1
+            continue
         if arg in ("--help", "-h"):  # beside spec/roost.md's flags: print the table
             wants_help = True
             i += 1
@@ -155,6 +167,16 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
                 raise _flag_error(
                     f"--spawn-allow takes one capsule name per occurrence, not the list '{value}'",
                     "repeat the flag: --spawn-allow a --spawn-allow b",
+                )
+            from murmur.jsonbody import loggable
+            from murmur.manifest.rules import is_capsule_name
+
+            if not is_capsule_name(value):
+                raise _flag_error(
+                    f"--spawn-allow '{loggable(value)}' is not a capsule name, so no capsule could "
+                    "ever register under it",
+                    "a capsule name is lowercase letters, digits and '-', starting with a letter "
+                    "(the `name` in its murmur.yaml)",
                 )
             allow.append(value)
         elif flag == "--registry-path":
@@ -205,6 +227,10 @@ async def serve_daemon(opts: RoostOptions, *, out: TextIO | None = None) -> int:
     registry_path = opts.registry_path or paths.global_store()
     watch = ProcessWatch()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        if opts.die_with_parent is not None:  # the receiver is open: the signal is a stop
+            from murmur.parentdeath import die_with_parent
+
+            die_with_parent(opts.die_with_parent or None)
         app = create_app(
             bounds=Bounds(opts.max_depth, opts.max_concurrent, ceiling),
             spawn_allow=opts.spawn_allow,

@@ -42,7 +42,7 @@ from murmur.formation import (
     retention_pass,
     warm_starter,
 )
-from murmur.session import on_trio_clock, parse_deadline, rfc3339
+from murmur.session import EarlySignals, counted, on_trio_clock, parse_deadline, rfc3339
 
 
 def refuse_inside_formation(environ: Mapping[str, str]) -> None:
@@ -166,7 +166,7 @@ async def _launch_main(
                 verify=verify,
                 json_mode=options.json,
             )
-            result = await launch.run(signals)
+            result = await launch.run(counted(signals, early if isinstance(early, EarlySignals) else None))
         del key  # step 7: the signing key is dropped with the formation
         for d in result.diagnostics:
             emit(d)

@@ -22,6 +22,7 @@ from murmur.session import (
     SessionSetup,
     SessionSummary,
     cascade_wind_down,
+    counted,
     dumps_line,
     signal_watcher,
     signal_wind_down,
@@ -95,7 +96,9 @@ def run_prepared(
     async def main() -> SessionSummary:
         with trio.open_signal_receiver(*SESSION_SIGNALS, CASCADE_SIGNAL) as receiver:
             already = len(early.received) if early else 0
-            setup.watchers.insert(0, signal_watcher(receiver, already=already, exit_fn=setup.exit_fn))
+            setup.watchers.insert(
+                0, signal_watcher(counted(receiver, early), already=already, exit_fn=setup.exit_fn)
+            )
             session = Session(setup)
             if already:
                 assert early is not None

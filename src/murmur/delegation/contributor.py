@@ -31,9 +31,10 @@ from murmur.delegation.runtime import DelegationRuntime, roost_url_unset
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
+from murmur.jsonbody import loggable
 from murmur.lifeline import claim_lifeline
 from murmur.manifest import AfterTask, TaskAcceptance
-from murmur.roost import roost_url_from_env
+from murmur.roost import roost_url_fault, roost_url_from_env
 from murmur.session import create_records
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
@@ -79,6 +80,12 @@ def install(
     roost_url = roost_url_from_env(environ)
     if (can_delegate or approval is not None) and roost_url is None:
         raise DiagnosticError(roost_url_unset())
+    fault = roost_url_fault(roost_url) if roost_url is not None and (can_delegate or approval is not None) else None
+    if fault is not None:
+        raise DiagnosticError(error(
+            "E-RUN-019", f"this session can delegate but could not register with mur-roost: "
+            f"MURMUR_ROOST_URL is \"{loggable(roost_url or '')}\", and {fault}",
+            hint="set MURMUR_ROOST_URL to the base URL mur-roost printed when it started, e.g. http://127.0.0.1:7700"))
     runtime = DelegationRuntime(
         setup,
         environ,

@@ -13,6 +13,7 @@ import attrs
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
+from murmur.paths import oserror_hint
 
 EXAMPLE = "audit"
 CAPSULE_DIRS = ("lead", "inventory", "checker", "desk", "pycheck")
@@ -210,10 +211,16 @@ def prepare_layout(home: Path | None) -> tuple[Layout, bool]:
         base.mkdir(parents=True, exist_ok=True)
         (base / MARKER).write_text("mur demo\n", encoding="utf-8")
     except PermissionError as exc:
-        raise DiagnosticError(error("E-IO-002", f"cannot write {base}: {exc.strerror}", path=str(base))) from None
+        raise DiagnosticError(error("E-IO-002", f"cannot write {base}: {exc.strerror}", path=str(base),
+                                    hint=_home_hint(exc, base))) from None
     except OSError as exc:
-        raise DiagnosticError(error("E-IO-003", f"cannot make {base}: {exc.strerror}", path=str(base))) from None
+        raise DiagnosticError(error("E-IO-003", f"cannot make {base}: {exc.strerror}", path=str(base),
+                                    hint=_home_hint(exc, base))) from None
     return Layout(base), False
+
+
+def _home_hint(exc: OSError, base: Path) -> str:
+    return f"{oserror_hint(exc, base)}; or leave out --home (the demo then uses a temporary directory)"
 
 
 def copy_example(layout: Layout) -> None:

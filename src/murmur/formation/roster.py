@@ -31,6 +31,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.manifest import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
+from murmur.manifest.yamltext import MAX_FLOW_DEPTH, flow_depth_exceeded
 from murmur.userfile import UserFileError, read_user_text
 
 ROSTER_FILENAME = "roster.yaml"
@@ -193,9 +194,13 @@ def load_roster(path: Path, *, display: str | None = None) -> Roster:
                 hint="write one (`mur new --roster NAME` makes a two-member example)",
             )
         if exc.kind == "too_large":
-            _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is larger than 1 MiB")
+            _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is larger than 1 MiB",
+                    hint="a roster names its members and their edges; keep data and prompts "
+                    "out of it (a real roster is a few kilobytes)")
         if exc.kind == "not_utf8":
-            _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is not UTF-8 text")
+            _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} is not UTF-8 text",
+                    hint="save the file as UTF-8 (e.g. `iconv -t UTF-8`), or check that the "
+                    "path names the roster and not a binary file")
         _refuse(shown, None, f"{ROSTER_FILENAME}: {shown} cannot be read: {exc.reason}",
                 hint="a roster is a regular file" if exc.kind in ("not_regular", "directory") else None)
     return parse_roster(text, path=shown)
@@ -236,6 +241,11 @@ class _Parser:
                 f"{ROSTER_FILENAME}: {message}", hint=hint)
 
     def parse(self, text: str) -> Roster:
+        too_deep = flow_depth_exceeded(text)
+        if too_deep is not None:  # before composing: deep nesting costs seconds to refuse
+            _refuse(self.path, too_deep, f"{ROSTER_FILENAME}: the document nests more than "
+                    f"{MAX_FLOW_DEPTH} levels of [ and {{",
+                    hint="a roster is a mapping of lists of mappings; flatten the document")
         yaml = YAML(typ="safe", pure=True)
         try:
             root = yaml.compose(text)
@@ -243,15 +253,19 @@ class _Parser:
             mark = exc.problem_mark or exc.context_mark
             line = int(mark.line) + 1 if mark is not None else None
             problem = exc.problem or exc.context or "invalid YAML"
-            _refuse(self.path, line, f"{ROSTER_FILENAME}: not valid YAML: {problem}")
+            _refuse(self.path, line, f"{ROSTER_FILENAME}: not valid YAML: {problem}",
+                    hint="fix the YAML syntax at that line (`mur new --roster NAME` writes a "
+                    "valid example)")
         except YAMLError as exc:
-            _refuse(self.path, None, f"{ROSTER_FILENAME}: not valid YAML: {exc}")
+            _refuse(self.path, None, f"{ROSTER_FILENAME}: not valid YAML: {exc}",
+                    hint="fix the YAML syntax")
         except RecursionError:
             _refuse(self.path, None, f"{ROSTER_FILENAME}: the document nests too deeply",
                     hint="a roster is a mapping of lists of mappings; flatten the document")
         if root is None or _is_null(root):
             _refuse(self.path, 1, f"{ROSTER_FILENAME}: the file is empty; `roster_version: 1` "
-                    "and `members` are required")
+                    "and `members` are required",
+                    hint="`mur new --roster NAME` writes a two-member example to start from")
         top = self.mapping(root, "the document", _TOP_KEYS, "")
         version_node = self.required(top, "roster_version", root, "")
         if version_node.tag != _INT or not isinstance(version_node, ScalarNode):

@@ -30,7 +30,16 @@ SOCKET_NAME = "cap.sock"
 
 
 class BadRequest(ValueError):
-    """A request line that is not one this protocol defines (one sentence)."""
+    """A request line that is not one this protocol defines (one sentence), and what to change.
+
+    Args:
+        why (str): the sentence.
+        hint (str | None): what the caller should do instead (printed as ``hint:``).
+    """
+
+    def __init__(self, why: str, hint: str | None = None) -> None:
+        super().__init__(why)
+        self.hint = hint
 
 
 @attrs.frozen
@@ -90,6 +99,9 @@ def parse_request(raw: bytes) -> LinkRequest:
         raise BadRequest("the field `version` is not a string")
     if not isinstance(task, str):
         raise BadRequest("the field `task` is not a string")
+    if not task.strip():
+        raise BadRequest(f"the task for {name} is empty; nothing was started",
+                         hint=f'give the task as arguments (`{name} "what to do"`) or on stdin')
     return LinkRequest("link", name, version or None, task, bool(data.get("json")))
 
 

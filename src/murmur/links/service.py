@@ -181,8 +181,10 @@ class LinkService:
             req = p.parse_request(raw)
         except (trio.TooSlowError, p.BadRequest) as exc:
             why = str(exc) or "the request did not arrive in time"
+            hint = exc.hint if isinstance(exc, p.BadRequest) else None
             self._trace(peer, args, None, p.EXIT_USAGE, "bad_request", why)
-            return p.Answer(p.EXIT_USAGE, stderr=f"murmur: {why}\n")
+            shown = f"murmur: {why}\n" + (f"  hint: {hint}\n" if hint else "")
+            return p.Answer(p.EXIT_USAGE, stderr=shown)
         if req.op == "context":
             return p.Answer(p.EXIT_OK, stdout=self.context())
         if req.op == "ps":
@@ -281,7 +283,10 @@ async def _read_line(stream: trio.SocketStream) -> bytes:
             break
         data += chunk
         if len(data) > p.REQUEST_LIMIT:
-            raise p.BadRequest("the request is longer than 1 MiB")
+            raise p.BadRequest(
+                "the request is longer than 1 MiB; nothing was started",
+                hint="write the long text to a file in the workdir and name the file in a short task",
+            )
     return bytes(data).split(b"\n", 1)[0]
 
 

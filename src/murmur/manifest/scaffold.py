@@ -22,6 +22,7 @@ from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.ids import uuid7_hex
 from murmur.manifest.rules import is_capsule_name
+from murmur.paths import oserror_hint
 
 SCAFFOLD_VERSION = "0.1.0"
 
@@ -139,10 +140,12 @@ def write_new_tree(target: Path, files: Mapping[str, str]) -> Path:
     except PermissionError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise DiagnosticError(error(
-            "E-IO-002", f"cannot write {target}: permission denied ({exc.filename})")) from None
+            "E-IO-002", f"cannot write {target}: permission denied ({exc.filename})",
+            hint=oserror_hint(exc, target.parent))) from None
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if target.exists():
             raise _exists(target) from None
-        raise DiagnosticError(error("E-IO-003", f"cannot write {target}: {exc.strerror or exc}")) from None
+        raise DiagnosticError(error("E-IO-003", f"cannot write {target}: {exc.strerror or exc}",
+                                    hint=oserror_hint(exc, target.parent))) from None
     return target

@@ -131,7 +131,7 @@ def parse_located(text: str, *, path: str, code: str = "E-MAN-002") -> object:
         DiagnosticError: ``code`` for a syntax error, several documents, a non-scalar or
         duplicate key, or more than :data:`MAX_NODES` values.
     """
-    too_deep = _flow_depth_exceeded(text)
+    too_deep = flow_depth_exceeded(text)
     if too_deep is not None:
         raise DiagnosticError(
             error(code, f"the document nests more than {MAX_FLOW_DEPTH} levels of [ and {{", path=path,
@@ -172,7 +172,7 @@ def parse_located(text: str, *, path: str, code: str = "E-MAN-002") -> object:
         ) from None
 
 
-def _flow_depth_exceeded(text: str) -> int | None:
+def flow_depth_exceeded(text: str) -> int | None:
     """The 1-based line where ``[``/``{`` nesting first passes :data:`MAX_FLOW_DEPTH`, or
     None. Every bracket counts, quoted or not (so nothing can hide nesting from the check;
     only a text with over a hundred unclosed brackets in its strings is refused by mistake).

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         RoostError,
         RoostRefused,
         SpawnApproval,
+        roost_url_fault,
         roost_url_from_env,
     )
     from murmur.roost.envelope import Envelope, lower, referee
@@ -45,13 +46,14 @@ __all__ = [
     "hypercorn_config",
     "lower",
     "referee",
+    "roost_url_fault",
     "roost_url_from_env",
     "serve",
 ]
 
 __getattr__ = lazy.face(__name__, {
     "app": ["create_app", "hypercorn_config", "serve"],
-    "client": ["ROOST_URL_ENV", "RoostClient", "RoostError", "RoostRefused", "SpawnApproval", "roost_url_from_env"],
+    "client": ["ROOST_URL_ENV", "RoostClient", "RoostError", "RoostRefused", "SpawnApproval", "roost_url_fault", "roost_url_from_env"],
     "envelope": ["Envelope", "lower", "referee"],
     "ledger": ["IDENTITY_MESSAGE", "Bounds"],
     "registry": ["StoreRegistry"],

@@ -61,6 +61,7 @@ __all__ = [
 
 CREDENTIAL_HEADER = "x-murmur-spawn-credential"
 APPROVAL_HEADER = "x-murmur-spawn-approval"
+REGISTRANT_HEADER = "x-murmur-registrant-pid"  # a hint only: the daemon checks it (peer.py)
 MAX_BODY_BYTES = 64 * 1024
 
 ASGIApp = Any  # hypercorn's and quart's ASGI signatures differ in detail; both are ASGI 3
@@ -103,6 +104,13 @@ def _refused(refusal: Refusal) -> Response:
 
 def _identity() -> Response:
     return _error(403, IDENTITY_MESSAGE)
+
+
+def _pid_hint(value: str | None) -> int | None:
+    """The registrant's own pid as its client named it (a positive decimal), or None."""
+    if value is None or not value.isdigit() or len(value) > 10:
+        return None
+    return int(value) or None
 
 
 def _one_header(name: str) -> str | None:
@@ -223,6 +231,7 @@ class _Roost:
                 request.scope.get("client"),
                 request.scope.get("server"),
                 lambda peer: self.process_ended(session_id, peer),
+                hint=_pid_hint(request.headers.get(REGISTRANT_HEADER)),
             )
 
     def process_ended(self, session_id: str, peer: Peer) -> None:

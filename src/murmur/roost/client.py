@@ -14,10 +14,11 @@ Errors::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import attrs
 import httpx
@@ -33,12 +34,14 @@ __all__ = [
     "RoostUnreachable",
     "SessionFigures",
     "SpawnApproval",
+    "roost_url_fault",
     "roost_url_from_env",
 ]
 
 ROOST_URL_ENV = "MURMUR_ROOST_URL"
 _CREDENTIAL = "x-murmur-spawn-credential"
 _APPROVAL = "x-murmur-spawn-approval"
+_REGISTRANT = "x-murmur-registrant-pid"  # our addition: spec/roost.md "Finding the process"
 
 
 class RoostError(MurmurError):
@@ -96,6 +99,28 @@ def roost_url_from_env(environ: Mapping[str, str]) -> str | None:
     """``MURMUR_ROOST_URL``, or None when it is unset or blank."""
     value = environ.get(ROOST_URL_ENV, "").strip()
     return value or None
+
+
+def roost_url_fault(value: str) -> str | None:
+    """Why ``value`` cannot be a daemon's base URL, or None when it can.
+
+    A base URL is ``http://HOST:PORT`` (a path of ``/`` at most; no user, query or
+    fragment): mur-roost serves plain HTTP on one loopback port (spec/roost.md).
+    """
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return "its port is not a number from 1 to 65535"
+    if parts.scheme != "http":
+        return "it is not an http:// URL" if parts.scheme else "it has no http:// scheme"
+    if not parts.hostname:
+        return "it names no host"
+    if port is None:
+        return "it names no port"
+    if parts.username is not None or parts.query or parts.fragment or parts.path not in ("", "/"):
+        return "a base URL has no user, path, query or fragment"
+    return None
 
 
 def _field(body: Mapping[str, Any], name: str, kind: type) -> Any:
@@ -193,7 +218,9 @@ class RoostClient:
             RoostRefused: 400, 403 or 500 with the daemon's message.
             RoostUnreachable: when nothing answers.
         """
-        headers = {_APPROVAL: approval} if approval is not None else None
+        headers = {_REGISTRANT: str(os.getpid())}
+        if approval is not None:
+            headers[_APPROVAL] = approval
         body = {"session_id": session_id, "name": name, "version": version}
         status, out = await self._call("POST", "/register", json=body, headers=headers)
         self._check(status, out)

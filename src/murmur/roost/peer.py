@@ -3,9 +3,11 @@
 Specification: ``spec/roost.md``, "When a session's process ends". At ``POST /register`` mur-roost asks which process opened the connection the request
 came on, so that it can learn when that process ends without deregistering.
 
-How: the connection's client-side socket is the row of ``/proc/net/tcp`` (or ``tcp6``) whose
-local address is the request's client address and whose remote address is the daemon's own;
-that row names the socket's inode and owner uid. The process holding it is the one whose
+How: the connection's client-side socket is found by its exact addresses (local: the request's
+client address; remote: the daemon's own) with one ``NETLINK_SOCK_DIAG`` request
+(:mod:`murmur.roost.sockdiag`), or, where the host serves none, as the row of
+``/proc/net/tcp`` (or ``tcp6``) with those addresses; either names the socket's inode and
+owner uid. The process holding it is the one whose
 ``/proc/<pid>/fd`` holds a link to ``socket:[<inode>]``; only processes of the socket's uid are
 looked at, and only those whose descriptors this process may read (the same user, or root).
 A process is named together with its start time (``/proc/<pid>/stat`` field 22, clock ticks
@@ -27,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from murmur import procstat
+from murmur.roost import sockdiag
 
 __all__ = [
     "Peer",
@@ -39,6 +42,7 @@ __all__ = [
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Endpoint = tuple[Address, int]
+_PROC = Path("/proc")
 
 
 @attrs.frozen
@@ -145,6 +149,22 @@ def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[i
     return found
 
 
+def _held_by(pid: int, inode: int, uid: int, proc: Path) -> Peer | None:
+    """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``."""
+    pid_dir = str(proc / str(pid))
+    try:
+        if os.stat(pid_dir).st_uid != uid:
+            return None
+    except OSError:
+        return None
+    link = f"socket:[{inode}]"
+    fd = _holding(pid_dir, link)
+    if fd is None:
+        return None
+    ticks = procstat.start_time(pid, proc)
+    return Peer(pid, ticks) if ticks is not None and _readlink(fd) == link else None
+
+
 def _holding(pid_dir: str, link: str) -> str | None:
     """The path of a descriptor of this process linking to ``link``, or None."""
     try:
@@ -191,7 +211,24 @@ def _place(client: tuple[str, int], server: tuple[str, int], proc: Path) -> tupl
         remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
     except (ValueError, TypeError, IndexError):
         return None
-    row = None
+    row = _socket(local, remote, proc)
+    if row is None:
+        return None
+    holders = owners_of(*row, proc=proc, skip=(os.getpid(),))
+    return (holders[0], row[0]) if len(holders) == 1 else None
+
+
+def _socket(local: Endpoint, remote: Endpoint, proc: Path) -> tuple[int, int] | None:
+    """(inode, uid) of the socket ``local`` -> ``remote``: sock_diag, else the /proc tables.
+
+    The kernel's answer to a ``NETLINK_SOCK_DIAG`` request is used when this host serves one
+    and ``proc`` is the host's own procfs; otherwise (or in a test's fake procfs) the rows of
+    ``/proc/net/tcp`` and ``tcp6`` are read.
+    """
+    if proc == _PROC:
+        asked = sockdiag.lookup(local, remote)
+        if asked != sockdiag.NOT_AVAILABLE:
+            return asked if isinstance(asked, tuple) else None
     for name in ("tcp", "tcp6"):
         try:
             table = (proc / "net" / name).read_text()
@@ -199,11 +236,8 @@ def _place(client: tuple[str, int], server: tuple[str, int], proc: Path) -> tupl
             continue
         row = socket_row(table, local, remote)
         if row is not None:
-            break
-    if row is None:
-        return None
-    holders = owners_of(*row, proc=proc, skip=(os.getpid(),))
-    return (holders[0], row[0]) if len(holders) == 1 else None
+            return row
+    return None
 
 
 class PeerFinder:
@@ -212,8 +246,9 @@ class PeerFinder:
     A client that registers several sessions over one keep-alive connection is placed once:
     a remembered connection is reused while its peer (same pid, same start time) still holds
     the same socket inode -- a TCP connection's addresses cannot name another connection while
-    that socket is open -- which costs one read of that process's descriptors instead of the
-    socket table and every process's descriptors. Safe to call from several threads.
+    that socket is open -- which costs its start time and one ``readlink`` of the descriptor
+    that held the socket, instead of a socket lookup and every process's descriptors. Safe to
+    call from several threads.
 
     Args:
         proc (Path): where procfs is mounted.
@@ -224,16 +259,49 @@ class PeerFinder:
         self.proc = proc
         self.size = size
         self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
+        self._fds: dict[tuple[int, int], str] = {}  # (pid, inode) -> the descriptor that held it
         self._lock = threading.Lock()
 
-    def __call__(self, client: tuple[str, int], server: tuple[str, int]) -> Peer | None:
-        """As :func:`find_peer`."""
+    def __call__(
+        self, client: tuple[str, int], server: tuple[str, int], hint: int | None = None
+    ) -> Peer | None:
+        """As :func:`find_peer`; ``hint`` is the pid the client named (see :func:`_place`)."""
+        quick = self.quick(client, server, hint)
+        if quick is not None:
+            return quick
+        return self._remember(client, server, _place(client, server, self.proc))
+
+    def quick(
+        self, client: tuple[str, int], server: tuple[str, int], hint: int | None = None
+    ) -> Peer | None:
+        """The peer when one process alone need be read: a remembered connection, or a hint.
+
+        Costs one process's descriptors (about 0.1 ms), so it may run on the event loop;
+        None means "not known this cheaply" and the caller asks :meth:`__call__` in a worker
+        thread, which scans every process.
+        """
         key = (client, server)
         with self._lock:
             known = self._known.get(key)
         if known is not None and self._still_holds(*known):
             return known[0]
-        placed = _place(client, server, self.proc)
+        if hint is None or hint == os.getpid():
+            return None
+        try:
+            local = (_normal(ipaddress.ip_address(client[0])), int(client[1]))
+            remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
+        except (ValueError, TypeError, IndexError):
+            return None
+        row = _socket(local, remote, self.proc)
+        if row is None:
+            return None
+        held = _held_by(hint, *row, proc=self.proc)
+        return self._remember(client, server, (held, row[0]) if held is not None else None)
+
+    def _remember(
+        self, client: tuple[str, int], server: tuple[str, int], placed: tuple[Peer, int] | None
+    ) -> Peer | None:
+        key = (client, server)
         with self._lock:
             if placed is None:
                 self._known.pop(key, None)
@@ -244,7 +312,23 @@ class PeerFinder:
         return placed[0]
 
     def _still_holds(self, peer: Peer, inode: int) -> bool:
-        return (
-            procstat.start_time(peer.pid, self.proc) == peer.start_ticks
-            and _holding(str(self.proc / str(peer.pid)), f"socket:[{inode}]") is not None
-        )
+        """Whether ``peer`` (same pid, same start time) still holds ``socket:[inode]``.
+
+        The descriptor found holding it last time is read first (one ``readlink``); only when
+        it no longer names the socket are the process's other descriptors read.
+        """
+        if procstat.start_time(peer.pid, self.proc) != peer.start_ticks:
+            return False
+        link = f"socket:[{inode}]"
+        with self._lock:
+            fd = self._fds.get((peer.pid, inode))
+        if fd is not None and _readlink(fd) == link:
+            return True
+        fd = _holding(str(self.proc / str(peer.pid)), link)
+        if fd is None:
+            return False
+        with self._lock:
+            self._fds[(peer.pid, inode)] = fd
+            while len(self._fds) > self.size:
+                del self._fds[next(iter(self._fds))]
+        return True

@@ -29,7 +29,7 @@ __all__ = ["LOOKUP_BOUND", "ProcessWatch", "open_pidfd"]
 
 LOOKUP_BOUND = 2.0  # seconds the /proc lookup of one registration may take before it is given up
 
-Finder = Callable[[tuple[str, int], tuple[str, int]], Peer | None]
+Finder = Callable[[tuple[str, int], tuple[str, int], int | None], Peer | None]
 OnEnd = Callable[[Peer], None]
 
 
@@ -73,7 +73,7 @@ class ProcessWatch:
     """One task per watched session, each waiting on its process's pidfd.
 
     Args:
-        find (Finder | None): ``find(client, server)`` -> the peer process or None, run in a
+        find (Finder | None): ``find(client, server, hint)`` -> the peer process or None, run in a
             worker thread (default: a :class:`murmur.roost.peer.PeerFinder`).
         lookup_bound (float): seconds one lookup may take; past it, the session is not watched.
 
@@ -103,7 +103,9 @@ class ProcessWatch:
             self._nursery = None
             self._scopes.clear()
 
-    async def watch(self, session_id: str, client: object, server: object, on_end: OnEnd) -> Peer | None:
+    async def watch(
+        self, session_id: str, client: object, server: object, on_end: OnEnd, *, hint: int | None = None
+    ) -> Peer | None:
         """Find the process at ``client`` and call ``on_end(peer)`` once it has ended.
 
         Args:
@@ -112,6 +114,8 @@ class ProcessWatch:
             server (object): the request's ASGI ``server`` value, ``(host, port)``.
             on_end (OnEnd): called once, from the watcher task, when the process has ended
                 (at once when it already has). Never called after :meth:`forget`.
+            hint (int | None): the pid the registrant's client says it is; looked at first,
+                and believed only when that process holds the connection's socket.
 
         Returns:
             Peer | None: the process being watched, or None when it cannot be found (or this
@@ -122,8 +126,11 @@ class ProcessWatch:
         if nursery is None or peer_at is None or here is None:
             return None
         peer: Peer | None = None
-        with trio.move_on_after(self.lookup_bound):
-            peer = await trio.to_thread.run_sync(self._find, peer_at, here, abandon_on_cancel=True)
+        if isinstance(self._find, PeerFinder):  # one process to read: no worker thread
+            peer = self._find.quick(peer_at, here, hint)
+        if peer is None:
+            with trio.move_on_after(self.lookup_bound):
+                peer = await trio.to_thread.run_sync(self._find, peer_at, here, hint, abandon_on_cancel=True)
         if peer is None:
             return None
         try:

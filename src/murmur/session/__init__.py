@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         CASCADE_SIGNAL,
         SESSION_SIGNALS,
         EarlySignals,
+        counted,
+        hold_signals_to_exit,
         install_early_handlers,
         signal_watcher,
     )
@@ -71,9 +73,11 @@ __all__ = [
     "WindDownControl",
     "add_forced_exit_hook",
     "cascade_wind_down",
+    "counted",
     "create_records",
     "deadline_wind_down",
     "dumps_line",
+    "hold_signals_to_exit",
     "install_early_handlers",
     "invalid_token",
     "lifeline_wind_down",
@@ -101,7 +105,10 @@ __getattr__ = lazy.face(__name__, {
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
     "setup": ["SessionSetup", "SessionSummary", "WindDownControl"],
-    "signals": ["CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "install_early_handlers", "signal_watcher"],
+    "signals": [
+        "CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "counted", "hold_signals_to_exit",
+        "install_early_handlers", "signal_watcher",
+    ],
     "tasks": ["Task"],
     "trace": ["TraceWriteError"],
     "winddown": [

@@ -75,6 +75,7 @@ class Session:
         self.setup = setup
         self.session_id = setup.session_id
         self.manifest = setup.manifest
+        self._launch_untaken = setup.task_text is not None  # until the launch task is taken
         self.policy = setup.policy
         self.book = TaskBook()
         self.trace = TraceWriter(setup.records.trace, setup.session_id, on_failure=self._trace_failed)
@@ -185,7 +186,8 @@ class Session:
         return deciding_status(
             self.wind_down_reason,
             deciding=self._runner.deciding_status,
-            canceled_by_wind=self._winding.canceled_running,
+            # a --task the wind-down came before is a deciding task that did not complete
+            canceled_by_wind=self._winding.canceled_running or self._launch_untaken,
             see=f"{self.setup.records.result} and {self.setup.records.trace}",
         )
 
@@ -290,6 +292,7 @@ class Session:
                     on_ready(self.readiness())
                 if self.setup.task_text is not None:
                     self._intake.take_local(self.setup.task_text, self.setup.launch_context_id)
+                    self._launch_untaken = False
                 await self._runner.run()
             self._intake.close(cause=close_cause(stopped=self.wind_down_reason is not None))
             if self._intake.running is not None:  # only if the runner was cancelled from outside

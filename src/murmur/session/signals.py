@@ -31,22 +31,75 @@ class _Trigger(Protocol):
 
 
 class EarlySignals:
-    """Remembers signals that arrive before the session's receiver is installed."""
+    """Counts this process's signals from before the Trio loop runs until the process exits.
 
-    def __init__(self, exit_fn: Callable[[int], None] = forced_exit) -> None:
+    Installed first thing; Trio's receiver takes the signals over while the loop runs, and
+    hands them back when it closes (:func:`counted` notes each one here meanwhile), so a
+    signal that lands after ``trio.run`` returned is still the second one it is.
+
+    Args:
+        exit_fn (Callable[[int], None]): the forced exit.
+        second_status (Callable[[int], int]): the status a second signal exits with, given
+            its number: 143 for a session (spec/session.md), ``128 + signum`` for a formation's
+            launcher (spec/formation.md).
+    """
+
+    def __init__(
+        self,
+        exit_fn: Callable[[int], None] = forced_exit,
+        second_status: Callable[[int], int] = lambda signum: 143,
+    ) -> None:
         self.received: list[str] = []
         self.cascade = False
         self._exit_fn = exit_fn
+        self.second_status = second_status
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
-        """The Python-level handler: remember the first, exit 143 on the second."""
-        self.received.append(signal.Signals(signum).name)
+        """The Python-level handler: remember the first, force the exit on the second."""
+        self.note(signum)
         if len(self.received) >= 2:
-            self._exit_fn(143)
+            self._exit_fn(self.second_status(signum))
+
+    def note(self, signum: int) -> None:
+        """Count ``signum`` (one that Trio's receiver handled)."""
+        self.received.append(signal.Signals(signum).name)
 
     def cascade_handler(self, signum: int, frame: FrameType | None) -> None:
         """The cascade signal before the loop runs: remembered, never counted."""
         self.cascade = True
+
+
+class counted:
+    """``receiver``'s signals, each first noted in ``early`` (the cascade signal is not).
+
+    Args:
+        receiver: from ``trio.open_signal_receiver``.
+        early (EarlySignals | None): where the count lives until the process exits.
+    """
+
+    def __init__(self, receiver: AsyncIterator[int], early: EarlySignals | None) -> None:
+        self._receiver = receiver
+        self._early = early
+
+    def __aiter__(self) -> counted:
+        return self
+
+    async def __anext__(self) -> int:
+        signum = await self._receiver.__anext__()
+        if self._early is not None and signum != CASCADE_SIGNAL:
+            self._early.note(signum)
+        return signum
+
+
+def hold_signals_to_exit() -> None:
+    """Ignore the session signals for the rest of this process: call it once the exit status
+    is decided. The interpreter's finalization restores the default action of every signal
+    with a Python handler, under which a late signal ends the process by the signal (status
+    -15) instead of its status; it leaves an ignored one alone. Blocking would not do: a
+    signal blocked in the main thread is delivered to another thread (spec/session.md
+    "Wind-down")."""
+    for sig in (*SESSION_SIGNALS, CASCADE_SIGNAL):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def install_early_handlers(exit_fn: Callable[[int], None] = forced_exit) -> EarlySignals:
