@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from murmur.diagnostics import CATALOGUE, RESERVED, Diagnostic, Location, error
+from murmur.diagnostics import CATALOGUE, FALLBACK_HINTS, RESERVED, Diagnostic, Location, error
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec" / "diagnostics.md"
@@ -89,3 +89,19 @@ class TestCatalogue:
         assert marked == RESERVED
         for code, row in rows.items():
             assert row.split(" — *reserved*: ", 1)[0] == CATALOGUE[code], code
+
+
+class TestHints:
+    def test_every_refusal_code_has_a_hint(self) -> None:
+        """Issue 32: a refusal says what to change. Every live ``E-`` code has a fallback hint
+        (used when its call gives none); the reserved ones are emitted nowhere."""
+        live = {c for c in CATALOGUE if c.startswith("E-") and c not in RESERVED}
+        assert sorted(live - set(FALLBACK_HINTS)) == [], "give these codes a FALLBACK_HINTS entry"
+        assert sorted(set(FALLBACK_HINTS) - set(CATALOGUE)) == []
+        assert all(h.strip() and not h.endswith(".") for h in FALLBACK_HINTS.values())
+
+    def test_a_call_without_a_hint_gets_its_codes(self) -> None:
+        d = error("E-IO-003", "the disk is full")
+        assert d.hint == FALLBACK_HINTS["E-IO-003"]
+        assert error("E-IO-003", "x", hint="free space").hint == "free space"  # the call's wins
+        assert error("W-ROS-001", "x").hint is None  # warnings only inform

@@ -105,8 +105,14 @@ def error(
     line: int | None = None,
     col: int | None = None,
 ) -> Diagnostic:
-    """Build a :class:`Diagnostic`, with a location when ``path`` is given."""
+    """Build a :class:`Diagnostic`, with a location when ``path`` is given.
+
+    A refusal (``E-``) with no ``hint`` gets its code's :data:`FALLBACK_HINTS` entry, so every
+    refusal says what to change.
+    """
     loc = Location(path, line, col) if path is not None else None
+    if hint is None and code.startswith("E-"):
+        hint = FALLBACK_HINTS.get(code)
     return Diagnostic(code, message, hint, loc)
 
 
@@ -249,3 +255,85 @@ RESERVED: dict[str, str] = {
 
 Every other code is emitted somewhere in ``src/`` and asserted by a test (``tests/test_diagnostics.py``
 scans both)."""
+
+FALLBACK_HINTS: dict[str, str] = {
+    "E-MAN-001": "add the field to murmur.yaml (spec/manifest.md lists every field); `mur new NAME` writes a complete example",
+    "E-MAN-002": "fix the YAML at that line; murmur.yaml is one mapping (`mur new NAME` writes a valid one)",
+    "E-MAN-003": "give the field a value of the type spec/manifest.md names; `mur doctor` checks the manifest again",
+    "E-MAN-004": "check the path and that the file is a readable regular file named murmur.yaml",
+    "E-MAN-005": "remove the key, or run the capsule on upstream murmur; spec/manifest.md lists what this runtime supports",
+    "E-CAP-001": "write the entry as host, host:port or http(s)://host[:port], with no path or query",
+    "E-CAP-002": "make filesystem.scope a relative path inside the workdir (no leading / and no ..)",
+    "E-CAP-003": "lower capabilities.containment, or run on a host that gives what is missing (`mur doctor` says which)",
+    "E-CAP-009": "name the store with one plain path segment: letters, digits, '-' or '_', no '/' and no leading dot",
+    "E-CAP-013": "rename the artifact: that name belongs to a tool the runtime provides",
+    "E-REG-001": "install it (`mur install -g DIR`), or list what is installed with `mur list`",
+    "E-REG-002": "the stored file was changed: install the capsule again (`mur install -g DIR`)",
+    "E-REG-004": "give an exact version such as 0.1.0",
+    "E-REG-005": "update murmur.lock (install the version the lock names, or remove the stale entry)",
+    "E-REG-007": "name the artifact as <scope>/<name>, e.g. local/hello",
+    "E-REG-008": "fix murmur.lock's JSON, or remove it and install again",
+    "E-BLD-001": "use a capsule name of lowercase letters, digits and '-', starting with a letter",
+    "E-BLD-002": "add the file to the capsule directory, or drop it from the manifest",
+    "E-BLD-003": "rebuild the archive with `mur build`; it never writes such paths",
+    "E-BLD-004": "rebuild the archive with `mur build`; each entry appears once",
+    "E-BLD-005": "replace the symlink with the file it points to, or remove what is at the destination",
+    "E-BLD-006": "rebuild the archive with `mur build` from its source; an archive over the limits is refused",
+    "E-BLD-007": "name a .mur.zip that `mur build` wrote (or a capsule directory)",
+    "E-BLD-008": "rebuild with `mur build` from a directory holding murmur.yaml",
+    "E-NEW-002": "use lowercase letters, digits and '-', starting with a letter (e.g. `mur new my-capsule`)",
+    "E-NEW-003": "choose another name, or remove what is there first",
+    "E-IO-001": "check the path; create what is missing first",
+    "E-IO-002": "make the path writable (or readable) for this user, or choose another",
+    "E-IO-003": "check the disk (space, read-only mounts) and the path, then run again",
+    "E-CLI-001": "run the command with --help to see which options go together",
+    "E-CLI-002": "run the command with --help to see its options and their values",
+    "E-DMO-001": "name a new or empty directory with --home (or one an earlier `mur demo --home` used)",
+    "E-DMO-002": "run `mur doctor`, then the demo again with --keep to keep its logs for a look",
+    "E-RST-001": "run `mur-roost --help` for the flags and their values",
+    "E-RST-002": "choose another --port (0 lets the system pick a free one)",
+    "E-ROS-001": "fix roster.yaml as the message says; `mur doctor --roster DIR` checks it again",
+    "E-ROS-002": "mark exactly one member `entry: true`",
+    "E-ROS-003": "give each member a name of its own",
+    "E-ROS-004": "name only members declared under `members` in the rule",
+    "E-ROS-005": "give that member a capsule that accepts peer tasks, or drop it from the rule's `to`",
+    "E-ROS-006": "declare network.authentication on every member's capsule, or remove the edges",
+    "E-ROS-007": "install the member's capsule (`mur install -g DIR`) at the version the roster names",
+    "E-ROS-008": "take the entry member out of the rule's `to`: nothing calls the entry",
+    "E-RUN-001": "see the message; `mur doctor` checks the capsule and this host before a run",
+    "E-RUN-005": "configure the capsule's inference driver (spec/agent.md)",
+    "E-RUN-006": "install the driver or agent command the manifest names, or fix its path",
+    "E-RUN-007": "see the session's logs; for a trace or records fault, check the disk holding MURMUR_HOME",
+    "E-RUN-009": "check inference.system_prompt's path (relative to the capsule directory)",
+    "E-RUN-010": "choose another network.internal_port, or stop what listens on it",
+    "E-RUN-011": "set MURMUR_CONTAINMENT to auto or groups, or unset it",
+    "E-RUN-019": "start mur-roost and point MURMUR_ROOST_URL at it (spec/roost.md)",
+    "E-RUN-020": "start the session the way its parent does; these variables are the runtime's own",
+    "E-RUN-022": "list what runs with `mur ps` (or `mur ps --tree`)",
+    "E-RUN-024": "list what runs with `mur ps`; a process of another user cannot be stopped",
+    "E-RUN-027": "check the key the manifest's inference.api_key reference names",
+    "E-RUN-028": "check that MURMUR_HOME/running is a readable directory",
+    "E-RUN-040": "see the session's result.txt and trace.jsonl for how the task ended",
+    "E-RUN-044": "unset MURMUR_FORMATION_ID; it is the launcher's to set",
+    "E-RUN-045": "run `mur doctor --roster DIR`, then look at the member's records for why it did not come up",
+    "E-RUN-046": "launch the roster from a shell that is not a formation member",
+    "E-RUN-047": "launch the formation again: admission re-reads every member's artifact",
+    "E-RUN-053": "give a later --deadline, or none",
+    "E-RUN-054": "give an RFC 3339 time with a zone (2026-12-01T17:30:00Z) or a duration (15m, 2h)",
+    "E-PLN-001": "name the plan in the manifest's `plan:` and keep the file inside the capsule directory",
+    "E-PLN-002": "fix the plan as the message says (spec/plan.md lists the keys)",
+    "E-PLN-003": "give each step a unique id of letters, digits, '-' or '_'",
+    "E-PLN-004": "give each step exactly one action (shell, template, write, member, capsule)",
+    "E-PLN-005": "make each `after` name an earlier step, and break the cycle",
+    "E-PLN-006": "add the binary's bare name to capabilities.shell.allow",
+    "E-PLN-007": "add the capsule to capabilities.spawn.allow and give its exact version",
+    "E-PLN-008": "fix the template; a step may read only steps it runs after",
+    "E-PLN-009": "give a relative path inside the workdir",
+    "E-TRE-001": "start the session the way its parent does; MURMUR_LINEAGE is the runtime's own",
+    "E-TRE-002": "give capsule names separated by commas (`--spawn a,b`), or `--no-spawn`",
+    "E-TRE-003": "give the id as `mur ps --tree` prints it (a unique prefix of 4 or more characters works)",
+}
+"""What to change, for a refusal whose call gives no hint of its own (issue 32: a hint on every
+refusal). :func:`error` uses it; a hint given at the call is always the more specific one.
+``tests/test_diagnostics.py`` requires an entry for every catalogued ``E-`` code but the
+reserved ones."""
