@@ -332,6 +332,18 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-TRE-001": "start the session the way its parent does; MURMUR_LINEAGE is the runtime's own",
     "E-TRE-002": "give capsule names separated by commas (`--spawn a,b`), or `--no-spawn`",
     "E-TRE-003": "give the id as `mur ps --tree` prints it (a unique prefix of 4 or more characters works)",
+    "E-SBX-001": "run `mur doctor` to see what this host backs now, and lower the class (or --containment) to that",
+    "E-CAP-011": "use one plain path segment: letters, digits, '-', '_' or '.', no '/' and no leading dot",
+    "E-RUN-015": "give --resume (it carries its context) or --context, not both",
+    "E-RUN-016": "resume a session that ran a threaded task (`mur ps` and the records name them), or start with --context ID",
+    "E-RUN-017": "start the conversation again with --context ID, or resume a session whose record was kept",
+    "E-RUN-018": "use --resume-mode full, or bind a hook artifact to on-compaction",
+    "E-RUN-036": "run with --forget-session to start the agent CLI's conversation afresh",
+    "E-RUN-037": "use --resume-mode full for an agent CLI capsule",
+    "E-RUN-039": "leave out --forget-session: only an agent CLI (transport: process) keeps a session of its own",
+    "E-CNV-001": "give more of the id (a unique suffix of 4 or more characters), @N, or the records path",
+    "E-CNV-002": "give --context ID with --forget-session, and leave out --resume",
+    "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
 """What to change, for a refusal whose call gives no hint of its own (issue 32: a hint on every
 refusal). :func:`error` uses it; a hint given at the call is always the more specific one.
