@@ -139,10 +139,16 @@ CATALOGUE: dict[str, str] = {
     "E-REG-005": "a resolved version or hash disagrees with murmur.lock",
     "E-REG-007": "an artifact name is not scoped (`<scope>/<name>`)",
     "E-REG-008": "murmur.lock cannot be read or parsed",
+    # --- components ------------------------------------------------------------------
+    "W-BLD-002": "capsule.wasm shadows another root .wasm an artifact packs",
+    "E-CMP-001": "a component uses a murmur interface at a version this host does not serve",
+    "E-CMP-002": "a file is not a WebAssembly component, or lacks its world's export",
+    "E-CMP-003": "a component trapped (failed) during a call",
+    "E-CMP-004": "a component imports a murmur interface its world does not offer",
     # --- build / archives -----------------------------------------------------------
     "E-BLD-001": "the capsule name is not valid for an artifact",
     "E-BLD-002": "a file the capsule needs is missing from its source directory",
-    "E-BLD-003": "an archive entry has an unsafe path (.., absolute, drive letter, NUL)",
+    "E-BLD-003": "an archive entry has an unsafe path (.., absolute, drive letter, NUL), or a wasm artifact packs no single component",
     "E-BLD-004": "an archive holds a duplicate entry name",
     "E-BLD-005": "an archive holds a symlink, or the destination already holds one",
     "E-BLD-006": "an archive is too large or compresses suspiciously well (a bomb)",
@@ -174,7 +180,7 @@ CATALOGUE: dict[str, str] = {
     "E-ROS-007": "a member's capsule is not installed or its packed manifest is unreadable",
     "E-ROS-008": "a reachability rule lists the entry member in `to`",
     # --- run ------------------------------------------------------------------------
-    "E-RUN-001": "the session failed at launch",
+    "E-RUN-001": "the session failed at launch, or a component reached one of its limits (named)",
     "E-RUN-005": "no inference driver is configured",
     "E-RUN-006": "the inference driver or agent command is missing",
     "E-RUN-007": "the agent loop failed, or the trace or records could not be written",

@@ -137,6 +137,13 @@ def _check_capsule(
     from murmur.manifest import load_manifest
 
     shown = _shown(path, cwd)
+    from murmur.registry.artifacts import manifest_text
+
+    artifact = manifest_text(path.parent) if path.is_file() else None
+    if artifact is not None:
+        from murmur.cli.doctor_artifact import check_artifact
+
+        return check_artifact(path, artifact, shown, lines, stderr)
     lines.append(f"capsule: {shown}")
     warnings: list[Diagnostic] = []
     try:

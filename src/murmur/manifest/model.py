@@ -251,6 +251,8 @@ class Manifest:
     version: str
     description: str | None = None
     mur_version: str | None = None
+    runtime: str | None = None  # only `capsule` loads (rules); artifact roles: murmur.manifest.artifact
+    execution: str | None = None  # wasm | native | static (any case), as written
     requires_files: tuple[str, ...] | None = None
     artifacts: tuple[ArtifactRef, ...] = ()
     capabilities: Capabilities = attrs.field(factory=Capabilities)

@@ -55,8 +55,8 @@ class KeyRule:
 
 _H, _I, _R = Answer.HONOURED, Answer.INERT, Answer.REFUSED
 
-_ARTIFACT_MANIFEST = "it marks an upstream artifact manifest (a tool, hook, driver or skill component), and this runtime builds and runs capsules only"
-_CAPSULE_INSTEAD = "a capsule's murmur.yaml has no such key; give the capsule a `plan:` or an `inference:` block"
+_ARTIFACT_MANIFEST = "it belongs in an artifact's own manifest (one with `runtime: tool`, `driver`, `hook` or `skill`), not in a capsule's"
+_CAPSULE_INSTEAD = "add the artifact's `runtime:` to make this an artifact manifest, or move the key to the artifact's murmur.yaml"
 
 KEYS: tuple[KeyRule, ...] = (
     # --- identity -------------------------------------------------------------------
@@ -65,13 +65,13 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("description", _H, "free text"),
     KeyRule("mur_version", _H, "a `mur` version other than the running one is a warning (W-MAN-001); the run continues"),
     KeyRule("requires_files", _H, "the files `mur build` packs besides murmur.yaml (and the files the manifest names)"),
-    KeyRule("runtime", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
-    KeyRule("implementation", _R, "a native or WASM tool implementation is a component this runtime does not run", _CAPSULE_INSTEAD),
-    KeyRule("execution", _R, "an artifact's packaging type (wasm, native, static) belongs to components this runtime does not run", _CAPSULE_INSTEAD),
-    KeyRule("input_schema", _R, "a tool component's input schema; tool components do not run here", "offer the binary with `capabilities.shell.allow` instead"),
-    KeyRule("binding", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
-    KeyRule("execution_mode", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
-    KeyRule("commit_policy", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
+    KeyRule("runtime", _H, "`capsule` in a capsule manifest; `tool`, `driver`, `hook` or `skill` mark an artifact manifest, which `mur build` and `mur install` take (spec/components.md) and `mur run` refuses (E-MAN-003)"),
+    KeyRule("implementation", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("execution", _H, "wasm, native or static (case-insensitive); a capsule's packaging type"),
+    KeyRule("input_schema", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("binding", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("execution_mode", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("commit_policy", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
     # --- artifacts ------------------------------------------------------------------
     KeyRule("artifacts", _H, "the artifacts the capsule uses; only the built-in inference drivers run here"),
     KeyRule("artifacts[].name", _H, "the artifact's name"),
@@ -117,6 +117,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("capabilities.filesystem", _H, "filesystem grants"),
     KeyRule("capabilities.filesystem.scope", _H, "the part of the workdir the capsule works in"),
     KeyRule("capabilities.filesystem.workdir_exec", _H, "the workdir-exec grant (an envelope axis)"),
+    KeyRule("capabilities.filesystem.allow", _I, "path grants beyond the workdir are not given to components or commands here; the workdir (or `filesystem.scope`) is all they see"),
     KeyRule("capabilities.filesystem.read_only", _I, "nothing is made read-only here: containment is advisory"),
     KeyRule("capabilities.state", _H, "the capsule-wide state block (an envelope axis)"),
     KeyRule("capabilities.state.store", _H, "the store's name"),

