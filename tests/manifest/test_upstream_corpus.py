@@ -82,6 +82,14 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     shutil.copyfile(CORPUS_DIR / case.file, capsule / "murmur.yaml")
     (capsule / "credentials.txt").write_text("stray file a build must not pack\n")
     declared = _companions(capsule, case)
+    for art_file in case.installs:  # the artifacts the capsule uses, as its user installs them
+        art = tmp_path / art_file.removesuffix(".yaml")
+        art.mkdir()
+        shutil.copyfile(CORPUS_DIR / art_file, art / "murmur.yaml")
+        art_case = next(e for e in CORPUS if e.file == art_file)
+        _companions(art, art_case)
+        monkeypatch.chdir(capsule)
+        assert main(["install", str(art)]) == 0
 
     capsys.readouterr()
     built = main(["build", str(capsule)])

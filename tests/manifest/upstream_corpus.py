@@ -4,7 +4,8 @@
 ``mur build`` and ``mur doctor`` both do), ``run`` (it loads and builds, but ``mur doctor``
 and ``mur run`` refuse it), ``None`` (it builds and passes ``mur doctor``), or ``artifact``
 (an artifact manifest that ``mur build`` packs as upstream does and ``mur doctor`` passes).
-``absent`` names declared files the fixture's author does not have. ``codes`` are
+``absent`` names declared files the fixture's author does not have; ``installs`` names the
+corpus artifacts (built and installed into the project store first) a capsule uses. ``codes`` are
 the refusal codes (or, when it passes, the warning codes). ``component`` marks refusals
 because the manifest needs a WASM or native component this runtime does not run.
 """
@@ -24,11 +25,12 @@ class Expect:
     codes: frozenset[str]
     component: bool = False
     absent: tuple[str, ...] = ()
+    installs: tuple[str, ...] = ()
 
 
 def _e(file: str, source: str, stage: str | None, *codes: str, component: bool = False,
-       absent: tuple[str, ...] = ()) -> Expect:
-    return Expect(file, source, stage, frozenset(codes), component, absent)
+       absent: tuple[str, ...] = (), installs: tuple[str, ...] = ()) -> Expect:
+    return Expect(file, source, stage, frozenset(codes), component, absent, installs)
 
 
 _D = "docs/content/"
@@ -59,7 +61,8 @@ CORPUS: tuple[Expect, ...] = (
     # capsules that use wasm/native/tool/hook artifacts
     _e("docs-python-206.yaml", _D + "language-guides/python.md:206", "load", "E-MAN-005", component=True),
     _e("docs-python-native-134.yaml", _D + "language-guides/python-native.md:134", "load", "E-MAN-005", component=True),
-    _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", "run", "E-MAN-005", component=True),
+    _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", None,
+       installs=("docs-subprocess-fd-hygiene-verification-228.yaml",)),
     _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", "run", "E-MAN-005", component=True),
     # the reference "supported shape": threaded conversations are refused here (besides its tool and hook)
     _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "load", "E-MAN-005"),

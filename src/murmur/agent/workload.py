@@ -20,6 +20,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
+import attrs
 import httpx
 import trio
 
@@ -27,7 +28,7 @@ from murmur.agent.config import AgentConfig, agent_config
 from murmur.agent.dispatch import ShellFn, ToolDispatcher
 from murmur.agent.harness.choose import STDIO, protocol_for
 from murmur.agent.loop import TaskLoop, initial_text
-from murmur.agent.tools import build_inventory
+from murmur.agent.tools import Inventory, build_inventory
 from murmur.agent.transports import InferenceError, Transport
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
@@ -121,10 +122,25 @@ class AgentWorkload:
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
         self.shell = shell
+        from murmur.agent.components import load_component_tools, system_prompt_skill
+
+        self.components = {t.name: t for t in load_component_tools(manifest, capsule_root)}
+        self.driver_component = None
+        if self.config.driver == "wasm":
+            from murmur.agent.components import load_driver
+
+            self.driver_component = load_driver(manifest, capsule_root)
+        skill_prompt = system_prompt_skill(manifest, capsule_root) if system_prompt_override is None else None
+        if skill_prompt is not None:
+            self.config = attrs.evolve(self.config, system_prompt=skill_prompt)
+
+    def _inventory(self, manifest: Manifest, services: TaskServices) -> Inventory:
+        extra = [(t.name, t.description, t.parameters) for t in self.components.values()]
+        return build_inventory(manifest, services, extra)
 
     def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
         """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
-        return build_inventory(self.manifest, services).names
+        return self._inventory(self.manifest, services).names
 
     async def run_task(self, ctx: TaskContext) -> TaskOutcome:
         """Run one task (see :class:`murmur.workload.Workload`).
@@ -163,18 +179,25 @@ class AgentWorkload:
                 reason=exc.message,
             )
             return TaskOutcome("failed", exc.message)
-        inventory = build_inventory(ctx.manifest, ctx.services)
+        inventory = self._inventory(ctx.manifest, ctx.services)
         async with httpx.AsyncClient(
             timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False
         ) as client:
-            transport = make_transport(
-                self.config, client, api_key, policy=self.policy, sleep=self.sleep
-            )
+            transport: Transport
+            if self.driver_component is not None:
+                from murmur.agent.components import driver_transport
+
+                transport = driver_transport(self.driver_component, ctx, self.config)
+            else:
+                transport = make_transport(
+                    self.config, client, api_key, policy=self.policy, sleep=self.sleep
+                )
             loop = TaskLoop(
                 ctx=ctx,
                 transport=transport,
                 inventory=inventory,
-                dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell),
+                dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell,
+                                          components=self.components),
                 system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
                 max_turns=self.config.max_turns,
                 budget_tokens=self.config.budget_tokens,

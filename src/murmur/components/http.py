@@ -27,12 +27,12 @@ _local = threading.local()
 def add_http(linker: wc.Linker) -> None:
     """Link ``wasi:http/types`` (wasmtime's) and our refusing ``outgoing-handler.handle``."""
     linker.add_wasi_http()
-    linker.allow_shadowing(True)
+    linker.allow_shadowing = True
     with linker.root() as root:
         for version in HANDLER_VERSIONS:
             with root.add_instance(f"wasi:http/outgoing-handler@{version}") as inst:
                 inst.add_func("handle", _handle)
-    linker.allow_shadowing(False)
+    linker.allow_shadowing = False
 
 
 def bind(policy: Any, name: str, log: Callable[[str], None] | None) -> None:

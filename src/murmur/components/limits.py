@@ -75,3 +75,25 @@ def parse_limits(block: Mapping[str, object] | None, *, where: str = "murmur.yam
 def _example(key: str) -> int:
     return {"memory_bytes": DEFAULT_MEMORY, "table_elements": DEFAULT_TABLE,
             "instances": DEFAULT_INSTANCES, "deadline_seconds": 60}[key]
+
+
+def limits_of(capsule_root: object) -> Limits:
+    """The capsule's ``capabilities.limits`` (component fields), read from its murmur.yaml.
+
+    The key policy drops the block before the model is built (its command-limit siblings
+    belong to containment), so it is read here from the located tree. A block that cannot
+    be read gives the defaults (the manifest was validated at launch).
+    """
+    from pathlib import Path
+
+    from murmur.manifest.yamltext import YMap, parse_located, to_plain
+
+    path = Path(str(capsule_root)) / "murmur.yaml"
+    try:
+        root = parse_located(path.read_text(encoding="utf-8-sig"), path=str(path))
+    except (OSError, UnicodeDecodeError, DiagnosticError):
+        return Limits()
+    caps = root.get("capabilities") if isinstance(root, YMap) else None
+    block = caps.get("limits") if isinstance(caps, YMap) else None
+    plain = to_plain(block) if isinstance(block, YMap) else None
+    return parse_limits(plain if isinstance(plain, dict) else None, where=str(path))

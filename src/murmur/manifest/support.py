@@ -17,10 +17,9 @@ BUILTIN_DRIVERS: tuple[str, ...] = ("murmur-driver-openai", "murmur-driver-anthr
 """Driver artifact names this runtime provides itself (bare names; a scope prefix is allowed)."""
 
 _COMPONENT_HINTS = {
-    "tool": "remove the entry; give the agent the program through `capabilities.shell.allow` instead",
-    "hook": "remove the entry; hooks have no counterpart here",
-    "skill": "remove the entry; put the skill's text in a file named by `inference.system_prompt_file`",
+    "hook": "remove the entry; hook components do not run here yet (spec/components.md)",
 }
+"""Artifact runtimes still refused (tools, skills and WASM drivers run: spec/components.md)."""
 
 
 def is_builtin_driver(artifact: str) -> bool:
@@ -31,9 +30,9 @@ def is_builtin_driver(artifact: str) -> bool:
 def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnostic]:
     """One diagnostic per component the manifest needs that this runtime does not run.
 
-    * an ``artifacts[]`` entry of runtime ``tool``, ``hook`` or ``skill`` → ``E-MAN-005``;
-    * a ``driver`` entry (or ``inference.driver.artifact``) that is not a built-in driver →
-      ``E-RUN-006``;
+    * an ``artifacts[]`` entry of runtime ``hook`` → ``E-MAN-005``;
+    * an ``inference.driver.artifact`` that is neither a built-in driver nor a declared
+      ``driver`` entry (a WASM driver, installed with ``mur install``) → ``E-RUN-006``;
     * neither ``plan:`` nor ``inference:`` (upstream would run the capsule's own WASM
       component) → ``E-MAN-005``.
 
@@ -49,8 +48,6 @@ def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnost
                 f"artifact `{art.name}` (runtime: {art.runtime}) is an upstream {art.runtime} "
                 "component, which this runtime does not run",
                 hint=_COMPONENT_HINTS[art.runtime], path=path))
-        elif art.runtime == "driver" and not is_builtin_driver(art.name):
-            out.append(_foreign_driver(art.name, path))
     inf = manifest.inference
     if inf is not None and inf.transport is Transport.HTTP and inf.driver is not None:
         declared = {a.name for a in manifest.artifacts if a.runtime == "driver"}
@@ -69,6 +66,7 @@ def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnost
 def _foreign_driver(name: str, path: str | None) -> Diagnostic:
     return error(
         "E-RUN-006",
-        f"the inference driver `{name}` is an upstream driver component, which this runtime does "
-        "not run",
-        hint=f"use a built-in driver: {', '.join(BUILTIN_DRIVERS)}", path=path)
+        f"the inference driver `{name}` is neither a built-in driver nor a declared driver "
+        "artifact, which this runtime does not run",
+        hint=f"use a built-in driver ({', '.join(BUILTIN_DRIVERS)}), or declare the WASM driver "
+             f"as an `artifacts:` entry with `runtime: driver`", path=path)
