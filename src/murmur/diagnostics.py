@@ -214,6 +214,7 @@ CATALOGUE: dict[str, str] = {
     # --- warnings -------------------------------------------------------------------
     "W-SEC-001": "no kernel sandbox is enforced on this host; containment is advisory",
     "W-SEC-004": "a literal secret sits in a manifest key that should hold a ${VAR} reference",
+    "W-SEC-007": "a component's network.allow narrowing names a host the capsule's ceiling does not cover (dropped)",
     "W-SEC-019": "an upstream manifest key was accepted but has no effect in this runtime",
     "W-SEC-020": "the capsule can delegate but its lifecycle cannot receive a completion",
     "W-SEC-024": "an env.allow name looks like a credential",

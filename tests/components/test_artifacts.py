@@ -187,3 +187,22 @@ def test_world_refuses_imports_it_does_not_offer() -> None:
     codes = [d.code for d in version_refusals(component("asking"), "driver", name="d")]
     assert codes == ["E-CMP-004"]
     assert version_refusals(component("asking"), "tool", name="t") == []
+
+
+def test_narrowing_keeps_covered_entries_and_warns_for_the_rest() -> None:
+    """A tool's network.allow narrows below the ceiling; an uncovered entry is W-SEC-007;
+    `allow: []` is a real narrowing to nothing; a hook has only its own grant."""
+    from murmur.components.netpolicy import entry_allow, narrowing_warnings
+    from murmur.manifest.load import parse_manifest
+
+    m = parse_manifest(
+        "name: c\nversion: 0.1.0\nplan: p.yaml\ncapabilities:\n  network:\n    allow: [https://api.example.com, other.example.com]\n"
+        "artifacts:\n  - {name: a, version: 0.1.0, capabilities: {network: {allow: [https://api.example.com, api.example.com, evil.example]}}}\n"
+        "  - {name: b, version: 0.1.0, capabilities: {network: {allow: []}}}\n"
+        "  - {name: c, version: 0.1.0}\n  - {name: h, version: 0.1.0, runtime: hook}\n", path="m.yaml")
+    a, b, c, h = m.artifacts
+    assert entry_allow(m, a) == (("https://api.example.com",), ("api.example.com", "evil.example"))
+    assert entry_allow(m, b) == ((), ()) and entry_allow(m, c)[0] == m.network_allow
+    assert entry_allow(m, h) == ((), ())
+    warns = narrowing_warnings(m)
+    assert [w.code for w in warns] == ["W-SEC-007", "W-SEC-007"] and "`evil.example`" in warns[1].message

@@ -119,6 +119,40 @@ BODIES: dict[str, tuple[str, str]] = {
       (if (i32.ne (i32.load8_u (i32.const 512)) (i32.const 0)) (then unreachable)))"""),
 }
 
+_REPLY_TOOL = ('{"stop_reason":"tool_call","content":[{"type":"text","text":"calling"},{"type":"tool_call",'
+               '"id":"c1","name":"echo","input":{"text":"hi"}}],"usage":{"input_tokens":10,"output_tokens":5}}')
+_REPLY_END = ('{"stop_reason":"end_turn","content":[{"type":"text","text":"the tool answered"}],'
+              '"usage":{"input_tokens":20,"output_tokens":6}}')
+_NEEDLE = '"role": "tool"'
+
+
+def _wat_str(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+BODIES["driver"] = ("plain", f"""(data (i32.const 1024) "{_wat_str(_NEEDLE)}")
+    (data (i32.const 1100) "{_wat_str(_REPLY_TOOL)}")
+    (data (i32.const 1400) "{_wat_str(_REPLY_END)}")
+    ;; a scripted driver: the first turn calls `echo`, a turn that carries a tool result ends
+    (func $find (param $p i32) (param $n i32) (result i32)
+      (local $i i32) (local $j i32)
+      (block $no (loop $outer
+        (br_if $no (i32.gt_s (local.get $i) (i32.sub (local.get $n) (i32.const {len(_NEEDLE)}))))
+        (local.set $j (i32.const 0))
+        (block $miss (loop $inner
+          (br_if $miss (i32.ne (i32.load8_u (i32.add (i32.add (local.get $p) (local.get $i)) (local.get $j)))
+                               (i32.load8_u (i32.add (i32.const 1024) (local.get $j)))))
+          (local.set $j (i32.add (local.get $j) (i32.const 1)))
+          (if (i32.eq (local.get $j) (i32.const {len(_NEEDLE)})) (then (return (i32.const 1))))
+          (br $inner)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $outer)))
+      (i32.const 0))
+""" + _RUN + f"""
+    (if (call $find (local.get 1) (local.get 2))
+      (then (return (call $result (i32.const 0) (i32.const 1400) (i32.const {len(_REPLY_END)})))))
+    (call $result (i32.const 0) (i32.const 1100) (i32.const {len(_REPLY_TOOL)})))""")
+
 _IMPORTS = {
     "plain": "",
     "chunky": """(import "murmur:text/chunks@0.1.0" "emit-chunk" (func $chunk (param i32 i32)))
@@ -138,7 +172,8 @@ def wasm_tools() -> str | None:
 def source(name: str, *, tool: str = "0.1.0") -> tuple[str, str, str]:
     """(wat, wit, world) of fixture ``name``; ``tool`` is the murmur:tool version it targets."""
     world, body = BODIES[name]
-    wat = f"(module\n  {_IMPORTS[world]}\n{_ALLOC}\n{_RESULT}\n  {body.format(tool=tool)}\n)\n"
+    code = body.replace("{tool}", tool)
+    wat = f"(module\n  {_IMPORTS[world]}\n{_ALLOC}\n{_RESULT}\n  {code}\n)\n"
     return wat, WIT.format(tool=tool), world
 
 

@@ -160,6 +160,9 @@ def _check_capsule(
 
     door = "authenticated door" if manifest.authentication is not None else "public door"
     peers = "serves peers" if manifest.accepts_peer_tasks else "refuses peers"
+    from murmur.components.netpolicy import narrowing_warnings
+
+    warnings.extend(narrowing_warnings(manifest, path=shown))
     version_warning = mur_version_warning(manifest)
     if version_warning is not None:
         warnings.append(version_warning)

@@ -172,6 +172,10 @@ def install_artifact(data: bytes, *, where: str, global_: bool,
         try:
             (tmp / "root").mkdir(parents=True)
             archive.extract(zf, files, tmp / "root", where=where)
+            if manifest.execution == "native":  # the binary runs (archives carry no modes)
+                for rel in manifest.requires_files:
+                    if rel.startswith("bin/") and (tmp / "root" / rel).is_file():
+                        (tmp / "root" / rel).chmod(0o755)
             (tmp / f"{manifest.name}-{manifest.version}{archive.ARCHIVE_SUFFIX}").write_bytes(data)
             (tmp / RECORD).write_text(json.dumps({
                 "name": manifest.name, "version": manifest.version, "runtime": manifest.runtime,
