@@ -257,6 +257,7 @@ package wasi:http@0.2.6 {
       constructor(headers: fields);
       set-scheme: func(scheme: option<scheme>) -> result;
       set-authority: func(authority: option<string>) -> result;
+      set-path-with-query: func(path-with-query: option<string>) -> result;
     }
   }
   interface outgoing-handler {
@@ -276,7 +277,10 @@ HTTP_WAT = """(module
     (func $scheme (param i32 i32 i32 i32 i32) (result i32)))
   (import "wasi:http/types@0.2.6" "[method]outgoing-request.set-authority"
     (func $auth (param i32 i32 i32 i32) (result i32)))
+  (import "wasi:http/types@0.2.6" "[method]outgoing-request.set-path-with-query"
+    (func $path (param i32 i32 i32 i32) (result i32)))
   (import "wasi:http/outgoing-handler@0.2.6" "handle" (func $handle (param i32 i32 i32 i32)))
+  (data (i32.const 2000) "/")
 """ + _ALLOC + _RESULT + """
   ;; run(authority) -> http://<authority>/ : passed when handle says ok, failed when it says
   ;; HTTP-request-denied, error otherwise; data = the authority
@@ -285,6 +289,7 @@ HTTP_WAT = """(module
     (local.set $r (call $req (call $fields)))
     (drop (call $scheme (local.get $r) (i32.const 1) (i32.const 0) (i32.const 0) (i32.const 0)))
     (drop (call $auth (local.get $r) (i32.const 1) (local.get 1) (local.get 2)))
+    (drop (call $path (local.get $r) (i32.const 1) (i32.const 2000) (i32.const 1)))
     (call $handle (local.get $r) (i32.const 0) (i32.const 0) (i32.const 128))
     (if (i32.eqz (i32.load8_u (i32.const 128)))
       (then (return (call $result (i32.const 0) (local.get 1) (local.get 2)))))

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -187,6 +187,34 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def http_policy(ctx: TaskContext, entry: ArtifactRef) -> object:
+    """The component's effective ``network.allow`` (its narrowing clamped by the ceiling)."""
+    from murmur.components.http import HttpPolicy
+    from murmur.components.netpolicy import entry_allow
+
+    return HttpPolicy(entry_allow(ctx.manifest, entry)[0])
+
+
+def http_recorder(ctx: TaskContext, name: str) -> Callable[[Any], None]:
+    """Where a component's outgoing-HTTP decisions go: one trace record each, written from the
+    worker thread before the request is refused or sent (``component_http``)."""
+
+    import functools
+
+    import trio
+
+    def record(decision: Any) -> None:
+        emit = functools.partial(ctx.trace.emit, "component_http", parent_id=ctx.task_event_id,
+                                 task_id=ctx.task_id, component=name, url=decision.url,
+                                 allowed=decision.allowed, reason=decision.reason)
+        try:
+            trio.from_thread.run_sync(emit)  # on the Trio thread, as every trace record
+        except RuntimeError:
+            emit()  # not in a Trio worker thread (a direct, synchronous call)
+
+    return record
+
+
 def preopen_for(entry: ArtifactRef, workdir: Path) -> Path:
     """The workdir, or ``<workdir>/<scope>`` when the entry narrows it (checked at load)."""
     caps = entry.capabilities
@@ -218,7 +246,7 @@ async def _wasm(tool: ComponentTool, ctx: TaskContext, data: str) -> tuple[str, 
     comp = Component(tool.name, "tool", (tool.root / tool.payload).read_bytes(), tool.sha256)
     chunks: list[int] = []
     grant = Grant(env=component_env(ctx), preopen=preopen_for(tool.entry, ctx.workdir),
-                  limits=_limits(ctx))
+                  limits=_limits(ctx), http=http_policy(ctx, tool.entry))
     # the seams other work fills: streaming chunks to the A2A task, and request-input
     emit = getattr(ctx.services, "emit_chunk", None)
     ask = getattr(ctx.services, "request_input", None)
@@ -229,7 +257,8 @@ async def _wasm(tool: ComponentTool, ctx: TaskContext, data: str) -> tuple[str, 
             emit(text, thinking)
 
     try:
-        result = await call_tool(comp, grant, data, hooks=Hooks(on_chunk=on_chunk, request_input=ask))
+        result = await call_tool(comp, grant, data, hooks=Hooks(
+            on_chunk=on_chunk, request_input=ask, on_http=http_recorder(ctx, tool.name)))
     except ComponentFault as exc:
         ctx.trace.emit("component_fault", parent_id=ctx.task_event_id, task_id=ctx.task_id,
                        component=tool.name, code=exc.diagnostic.code, reason=exc.diagnostic.message)
@@ -317,7 +346,8 @@ def driver_transport(component: object, ctx: TaskContext, config: object) -> Was
 
     entry = ctx.manifest.driver_entry
     assert entry is not None
-    grant = Grant(env=component_env(ctx), preopen=preopen_for(entry, ctx.workdir), limits=_limits(ctx))
+    grant = Grant(env=component_env(ctx), preopen=preopen_for(entry, ctx.workdir), limits=_limits(ctx),
+                  http=http_policy(ctx, entry))
     from murmur.agent.transports.wasm import WasmDriver
 
     return WasmDriver(component, grant, str(getattr(config, "model", "") or ""),

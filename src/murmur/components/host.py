@@ -60,8 +60,8 @@ class Grant:
         env (tuple[tuple[str, str], ...]): the whole WASI environment.
         preopen (Path | None): mounted as ``"."`` (None: no directory at all).
         limits (Limits): memory/table/instance/deadline limits.
-        http (object | None): a :class:`murmur.components.http.HttpPolicy` (None: every
-            outgoing HTTP request is refused).
+        http (object | None): a :class:`murmur.components.http.HttpPolicy`, the effective
+            ``network.allow`` (None: every outgoing HTTP request is refused).
     """
 
     env: tuple[tuple[str, str], ...] = ()
@@ -80,12 +80,15 @@ class Hooks:
         invoke (Callable[[str, str | None], Awaitable[ToolResult]] | None): the
             tool-registry a script capsule calls.
         log (Callable[[str], None] | None): guest stdout/stderr lines and host notes.
+        on_http (Callable[[HttpDecision], None] | None): each outgoing HTTP request's
+            decision (:mod:`murmur.components.http`), before any connection.
     """
 
     on_chunk: Callable[[str, bool], None] | None = None
     request_input: Callable[[str], Awaitable[str]] | None = None
     invoke: Callable[[str, str | None], Awaitable[ToolResult]] | None = None
     log: Callable[[str], None] | None = None
+    on_http: Callable[[Any], None] | None = None
 
 
 @attrs.frozen
@@ -196,6 +199,19 @@ def _linker(with_http: bool) -> wc.Linker:
         return linker
 
 
+_gate_linkers: list[wc.Linker] = []
+
+
+def _gate_linker() -> wc.Linker:
+    """The linker with wasmtime's own wasi:http, used only to instantiate the HTTP gate."""
+    with _linker_lock:
+        if not _gate_linkers:
+            from murmur.components.http import real_linker
+
+            _gate_linkers.append(real_linker(eng.engine()))
+        return _gate_linkers[0]
+
+
 def _wasi(grant: Grant, log: Callable[[str], None] | None) -> wasmtime.WasiConfig:
     cfg = wasmtime.WasiConfig()
     cfg.env = [list(kv) for kv in grant.env]
@@ -287,11 +303,11 @@ def _call(comp: Component, grant: Grant, iface: str, args: tuple[Any, ...], *, h
         store.set_wasi_http()
     eng.arm(store, interrupt)
     _local.hooks, _local.interrupt = hooks, interrupt
-    if with_http:
-        from murmur.components.http import bind
-
-        bind(grant.http, comp.name, hooks.log)
     try:
+        if with_http:
+            from murmur.components import http
+
+            http.bind(store, _gate_linker(), grant.http, comp.name, hooks.on_http)
         instance = _linker(with_http).instantiate(store, compiled)
         func = instance.get_func(store, fidx)
         assert func is not None
@@ -306,6 +322,10 @@ def _call(comp: Component, grant: Grant, iface: str, args: tuple[Any, ...], *, h
         raise ComponentFault(_limit_fault(comp.name, str(exc), interrupt, limits, comp.role)) from None
     finally:
         _local.hooks = _local.interrupt = None
+        if with_http:
+            from murmur.components import http
+
+            http.unbind()
 
 
 def _imports_http(data: bytes) -> bool:

@@ -1,31 +1,195 @@
-"""Outgoing HTTP from components: refused before any connection, and recorded.
+"""Outgoing HTTP from components: every request checked against ``network.allow`` first.
 
-wasmtime-py links only wasmtime's default ``wasi:http/outgoing-handler``, which would connect
-wherever a component asks and offers no hook to see the request first. Until this host can
-read a request's scheme and authority before it is sent, it cannot tell a covered host from
-an uncovered one, so it shadows ``handle`` with its own function that refuses **every**
-request with the ``wasi:http`` error ``HTTP-request-denied`` (upstream's answer to a host
-outside ``network.allow``) before any connection opens, and reports each refusal through the
-call's log hook (the caller turns it into a ``component_http_denied`` trace record).
+wasmtime-py links only wasmtime's default ``wasi:http/outgoing-handler``, which connects
+wherever a component asks and offers no hook. So the guest's ``handle`` import is our own
+function (:func:`_handle`), and the real handler is reached only through a small *gate*
+component of ours (:data:`GATE_WAT`, component text compiled by wasmtime, instantiated in
+the same store with the real ``wasi:http``). For each request the gate reads the request's
+scheme and authority (``[method]outgoing-request.scheme`` / ``.authority``); the request goes
+on (``forward``, the real ``handle``) only when a rule of the component's effective
+``network.allow`` covers ``scheme://authority``. Otherwise it is refused with the
+``wasi:http`` error ``HTTP-request-denied`` before any connection opens, and the refusal is
+reported to the call's ``on_http`` hook (the caller writes a ``component_http_denied`` trace
+record). Names under ``formation.invalid`` are refused the same way, whatever the name.
 Specification: ``spec/components.md`` ("Outgoing HTTP").
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+import wasmtime
 from wasmtime import component as wc
 
-HANDLER_VERSIONS = ("0.2.0", "0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7", "0.2.8")
-DENIED = "HTTP-request-denied"
+from murmur.manifest import covers
 
+HANDLER_VERSIONS = tuple(f"0.2.{n}" for n in range(10))
+"""``wasi:http/outgoing-handler`` versions a guest may import (0.2.x, semver-compatible)."""
+DENIED = "HTTP-request-denied"
+VIRTUAL_SUFFIX = ".formation.invalid"
+
+_ERROR_CODE = (
+    '(variant (case "DNS-timeout") (case "DNS-error" $dns) (case "destination-not-found") '
+    '(case "destination-unavailable") (case "destination-IP-prohibited") (case "destination-IP-unroutable") '
+    '(case "connection-refused") (case "connection-terminated") (case "connection-timeout") '
+    '(case "connection-read-timeout") (case "connection-write-timeout") (case "connection-limit-reached") '
+    '(case "TLS-protocol-error") (case "TLS-certificate-error") (case "TLS-alert-received" $tls) '
+    '(case "HTTP-request-denied") (case "HTTP-request-length-required") (case "HTTP-request-body-size" $ou64) '
+    '(case "HTTP-request-method-invalid") (case "HTTP-request-URI-invalid") (case "HTTP-request-URI-too-long") '
+    '(case "HTTP-request-header-section-size" $ou32) (case "HTTP-request-header-size" $ofsz) '
+    '(case "HTTP-request-trailer-section-size" $ou32) (case "HTTP-request-trailer-size" $fsz) '
+    '(case "HTTP-response-incomplete") (case "HTTP-response-header-section-size" $ou32) '
+    '(case "HTTP-response-header-size" $fsz) (case "HTTP-response-body-size" $ou64) '
+    '(case "HTTP-response-trailer-section-size" $ou32) (case "HTTP-response-trailer-size" $fsz) '
+    '(case "HTTP-response-transfer-coding" $ostr) (case "HTTP-response-content-coding" $ostr) '
+    '(case "HTTP-response-timeout") (case "HTTP-upgrade-failed") (case "HTTP-protocol-error") '
+    '(case "loop-detected") (case "configuration-error") (case "internal-error" $ostr))'
+)
+"""``wasi:http`` 0.2's ``error-code`` cases, in WASI's order (the gate must match it exactly)."""
+
+GATE_WAT = f"""
+(component $gate
+  (type $types-t (instance
+    (export "outgoing-request" (type $req (sub resource)))
+    (type $scheme-v (variant (case "HTTP") (case "HTTPS") (case "other" string)))
+    (export "scheme" (type $scheme (eq $scheme-v)))
+    (export "request-options" (type $opts (sub resource)))
+    (export "future-incoming-response" (type $fut (sub resource)))
+    (type $ostr (option string))
+    (type $dns-r (record (field "rcode" $ostr) (field "info-code" (option u16))))
+    (export "DNS-error-payload" (type $dns (eq $dns-r)))
+    (type $tls-r (record (field "alert-id" (option u8)) (field "alert-message" $ostr)))
+    (export "TLS-alert-received-payload" (type $tls (eq $tls-r)))
+    (type $ou32 (option u32))
+    (type $fsz-r (record (field "field-name" $ostr) (field "field-size" $ou32)))
+    (export "field-size-payload" (type $fsz (eq $fsz-r)))
+    (type $ou64 (option u64))
+    (type $ofsz (option $fsz))
+    (type $err-v {_ERROR_CODE})
+    (export "error-code" (type $err (eq $err-v)))
+    (export "[method]outgoing-request.scheme" (func (param "self" (borrow $req)) (result (option $scheme))))
+    (export "[method]outgoing-request.authority" (func (param "self" (borrow $req)) (result $ostr)))
+  ))
+  (import "wasi:http/types@0.2.0" (instance $types (type $types-t)))
+  (alias export $types "outgoing-request" (type $req))
+  (alias export $types "request-options" (type $opts))
+  (alias export $types "future-incoming-response" (type $fut))
+  (alias export $types "error-code" (type $err))
+  (alias export $types "scheme" (type $scheme))
+  (type $handler-t (instance
+    (alias outer $gate $req (type $r0)) (export "outgoing-request" (type $r (eq $r0)))
+    (alias outer $gate $opts (type $o0)) (export "request-options" (type $o (eq $o0)))
+    (alias outer $gate $fut (type $f0)) (export "future-incoming-response" (type $f (eq $f0)))
+    (alias outer $gate $err (type $e0)) (export "error-code" (type $e (eq $e0)))
+    (export "handle" (func (param "request" (own $r)) (param "options" (option (own $o)))
+                           (result (result (own $f) (error $e)))))
+  ))
+  (import "wasi:http/outgoing-handler@0.2.0" (instance $handler (type $handler-t)))
+  (core module $mem
+    (memory (export "memory") 1)
+    (global $bump (mut i32) (i32.const 1024))
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+      (local $p i32)
+      (local.set $p (i32.and (i32.add (global.get $bump) (i32.sub (local.get 2) (i32.const 1)))
+                             (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
+      (global.set $bump (i32.add (local.get $p) (local.get 3)))
+      (if (i32.gt_u (global.get $bump) (i32.mul (memory.size) (i32.const 65536)))
+        (then (if (i32.eq (memory.grow (i32.add (i32.div_u (local.get 3) (i32.const 65536)) (i32.const 1)))
+                          (i32.const -1)) (then unreachable))))
+      (local.get $p)))
+  (core instance $m (instantiate $mem))
+  (alias core export $m "memory" (core memory $memory))
+  (alias core export $m "realloc" (core func $realloc))
+  (alias export $types "[method]outgoing-request.scheme" (func $scheme-f))
+  (alias export $types "[method]outgoing-request.authority" (func $authority-f))
+  (alias export $handler "handle" (func $handle-f))
+  (core func $scheme-c (canon lower (func $scheme-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (core func $authority-c (canon lower (func $authority-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (core func $handle-c (canon lower (func $handle-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (core func $drop-c (canon resource.drop $req))
+  (core module $g
+    (import "host" "drop" (func $drop (param i32)))
+    (import "host" "scheme" (func $s (param i32 i32)))
+    (import "host" "authority" (func $a (param i32 i32)))
+    (import "host" "handle" (func $h (param i32 i32 i32 i32)))
+    ;; a borrowed handle is dropped before the call returns (the canonical ABI's rule)
+    (func (export "scheme") (param i32) (result i32)
+      (call $s (local.get 0) (i32.const 0)) (call $drop (local.get 0)) (i32.const 0))
+    (func (export "authority") (param i32) (result i32)
+      (call $a (local.get 0) (i32.const 32)) (call $drop (local.get 0)) (i32.const 32))
+    (func (export "forward") (param i32 i32 i32) (result i32)
+      (call $h (local.get 0) (local.get 1) (local.get 2) (i32.const 64)) (i32.const 64)))
+  (core instance $gi (instantiate $g (with "host" (instance
+    (export "drop" (func $drop-c)) (export "scheme" (func $scheme-c)) (export "authority" (func $authority-c))
+    (export "handle" (func $handle-c))))))
+  (func (export "scheme") (param "self" (borrow $req)) (result (option $scheme))
+    (canon lift (core func $gi "scheme") (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (func (export "authority") (param "self" (borrow $req)) (result (option string))
+    (canon lift (core func $gi "authority") (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (func (export "forward") (param "request" (own $req)) (param "options" (option (own $opts)))
+    (result (result (own $fut) (error $err)))
+    (canon lift (core func $gi "forward") (memory $memory) (realloc $realloc) string-encoding=utf8))
+)
+"""
+
+
+@attrs.frozen
+class HttpPolicy:
+    """What one component may reach: its effective ``network.allow`` rules.
+
+    Attributes:
+        allow (tuple[str, ...]): rules (``host``, ``host:port``, ``http(s)://host[:port]``).
+    """
+
+    allow: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class HttpDecision:
+    """One outgoing request's answer: ``url`` as the component asked, allowed or not, why."""
+
+    url: str
+    allowed: bool
+    reason: str
+
+
+def decide(policy: HttpPolicy | None, scheme: str, authority: str) -> HttpDecision:
+    """Whether ``scheme://authority`` is covered (pure)."""
+    url = f"{scheme}://{authority}"
+    host = authority.rsplit("@", 1)[-1].split(":", 1)[0].strip("[]").lower()
+    if host.endswith(VIRTUAL_SUFFIX) or host == VIRTUAL_SUFFIX[1:]:
+        return HttpDecision(url, False, "a virtual formation address this host does not resolve for the component")
+    rules: Sequence[str] = policy.allow if policy is not None else ()
+    if scheme not in ("http", "https"):
+        return HttpDecision(url, False, f"scheme {scheme} is not http or https")
+    for rule in rules:
+        try:
+            if covers(rule, url):
+                return HttpDecision(url, True, f"covered by `{rule}`")
+        except ValueError:
+            continue
+    return HttpDecision(url, False, "no network.allow rule covers it" if rules else "the component has no network grant")
+
+
+_gate: wc.Component | None = None
+_gate_lock = threading.Lock()
 _local = threading.local()
 
 
+def gate_component(engine: wasmtime.Engine) -> wc.Component:
+    """The compiled gate (compiled once per process from :data:`GATE_WAT`)."""
+    global _gate
+    with _gate_lock:
+        if _gate is None:
+            _gate = wc.Component(engine, GATE_WAT)
+        return _gate
+
+
 def add_http(linker: wc.Linker) -> None:
-    """Link ``wasi:http/types`` (wasmtime's) and our refusing ``outgoing-handler.handle``."""
+    """Link ``wasi:http/types`` (wasmtime's) and our checking ``outgoing-handler.handle``."""
     linker.add_wasi_http()
     linker.allow_shadowing = True
     with linker.root() as root:
@@ -35,14 +199,56 @@ def add_http(linker: wc.Linker) -> None:
     linker.allow_shadowing = False
 
 
-def bind(policy: Any, name: str, log: Callable[[str], None] | None) -> None:
-    """Say, for this worker thread, which component's requests the handler sees."""
-    _local.name, _local.log = name, log
+def real_linker(engine: wasmtime.Engine) -> wc.Linker:
+    """A linker with wasmtime's own wasi:http (for the gate only)."""
+    linker = wc.Linker(engine)
+    linker.add_wasip2()
+    linker.add_wasi_http()
+    return linker
 
 
-def _handle(_store: object, _request: object, _options: object) -> Any:
-    log = getattr(_local, "log", None)
-    if log is not None:
-        log(f"murmur: outgoing HTTP request from component `{getattr(_local, 'name', '?')}` refused "
-            "before any connection (this host does not filter wasi:http by network.allow)\n")
-    return wc.Variant(DENIED)
+def bind(store: wasmtime.Store, linker: wc.Linker, policy: HttpPolicy | None, name: str,
+         on_http: Callable[[HttpDecision], None] | None) -> None:
+    """Instantiate the gate in ``store`` and say, for this thread, whose requests ``handle`` sees."""
+    gate = gate_component(linker_engine(linker))
+    inst = linker.instantiate(store, gate)
+    funcs = {n: inst.get_func(store, n) for n in ("scheme", "authority", "forward")}
+    _local.state = (funcs, policy, name, on_http)
+
+
+def linker_engine(_linker: wc.Linker) -> wasmtime.Engine:
+    from murmur.components.engine import engine
+
+    return engine()
+
+
+def unbind() -> None:
+    _local.state = None
+
+
+def _scheme_text(value: Any) -> str:
+    if value is None:
+        return "https"  # wasi:http's default scheme when none is set
+    tag = getattr(value, "tag", value)
+    if tag == "other":
+        return str(getattr(value, "payload", "other")).lower()
+    return str(tag).lower()
+
+
+def _handle(store: Any, request: Any, options: Any) -> Any:
+    state = getattr(_local, "state", None)
+    if state is None:
+        return wc.Variant(DENIED)
+    funcs, policy, _name, on_http = state
+    scheme = funcs["scheme"](store, request)
+    funcs["scheme"].post_return(store)
+    authority = funcs["authority"](store, request)
+    funcs["authority"].post_return(store)
+    verdict = decide(policy, _scheme_text(scheme), str(authority or ""))
+    if on_http is not None:
+        on_http(verdict)
+    if not verdict.allowed:
+        return wc.Variant(DENIED)
+    out = funcs["forward"](store, request, options)
+    funcs["forward"].post_return(store)
+    return out
