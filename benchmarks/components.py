@@ -3,12 +3,12 @@
 1. A warm tool call through the host (:func:`murmur.components.host.call_tool`: a fresh
    store, WASI built from nothing, limits, epoch deadline callback, the thread hop off the
    Trio loop) against the same component called by a bare wasmtime-py script (a fresh store
-   per call, compiled once, called on the same thread). Target: ≤ 1.5× the floor + 2 ms.
+   per call, compiled once, called on the same thread). Target: ≤ 1.5x the floor + 2 ms.
 2. The first call of an 18 MB component (built from Python by ``componentize-py``; cached
    under ``$XDG_CACHE_HOME/murmur-bench/``) with the compile cache cold, then with only the
    disk cache warm (a new process's first call). Target: a cache hit ≤ 50 ms.
 3. A WASM driver turn (the scripted WAT driver of tests/components/wat.py) against the
-   built-in OpenAI driver's turn against a scripted loopback provider. Target: ≤ 1.3×.
+   built-in OpenAI driver's turn against a scripted loopback provider. Target: ≤ 1.3x.
    (The WAT driver answers by itself; the built-in driver makes one loopback HTTP request.)
 4. Cancelling a spinning component: time from the cancel to the worker thread's return.
 
@@ -33,7 +33,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from components.wat import component  # noqa: E402
+from components.wat import component
 
 _TOOL_WIT = """package murmur:tool@0.1.0;
 interface run {
@@ -185,7 +185,7 @@ async def _cancel_latency(n: int) -> list[float]:
     for _ in range(n):
         stopped = threading.Event()
 
-        def watched(*a: object, **k: object) -> object:
+        def watched(*a: object, stopped: threading.Event = stopped, **k: object) -> object:
             try:
                 return real(*a, **k)  # type: ignore[arg-type]
             finally:
