@@ -170,3 +170,21 @@ def test_driver_max_tokens_is_truncated_text() -> None:
     got = parse_reply("passed", '{"stop_reason":"max_tokens","content":[{"type":"text","text":"a"},'
                       '{"type":"text","text":"b"}],"usage":{"input_tokens":3,"output_tokens":"x"}}', None)
     assert (got.text, got.truncated, got.input_tokens, got.output_tokens) == ("ab", True, 3, 0)
+
+
+async def test_script_capsule_session_invokes_installed_tool(project: Path) -> None:
+    """A capsule with no workload and a capsule.wasm runs it per task; its tool-registry
+    invoke reaches the installed WASM tool (a tool_call record)."""
+    from murmur.assembly.workload_choice import load_workload
+
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("echo")})
+    text = "name: scripted\nversion: 0.1.0\nrequires_files: [capsule.wasm]\nartifacts:\n  - {name: echo, version: 0.1.0}\n"
+    (project / "murmur.yaml").write_text(text)
+    (project / "capsule.wasm").write_bytes(component("script"))
+    manifest = parse_manifest(text, path="murmur.yaml")
+    workload = load_workload(manifest, project, {})
+    trace = FakeTrace()
+    outcome = await workload.run_task(task_context(manifest, project, trace))
+    assert outcome.status == "ok", outcome
+    assert [(r["tool_name"], r["status"]) for r in trace.of("tool_call")] == [("echo", "ok")]

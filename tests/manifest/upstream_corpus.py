@@ -69,7 +69,8 @@ CORPUS: tuple[Expect, ...] = (
     # an upstream driver component
     _e("docs-network-namespace-egress-proxy-manual-ve-103.yaml", _D + "reference/network-namespace-egress-proxy-manual-verification.md:103", "run", "E-RUN-006", component=True),
     # capsules with no workload: upstream runs their own capsule.wasm
-    _e("docs-python-173.yaml", _D + "language-guides/python.md:173", "run", "E-MAN-005", component=True),
+    # a script capsule (no workload, one root .wasm): the stand-in bytes are no component
+    _e("docs-python-173.yaml", _D + "language-guides/python.md:173", "run", "E-CMP-002", component=True),
     _e("docs-shell-binary-reachability-manual-verific-129.yaml", _SBR + ":129", "run", "E-MAN-005", component=True),
     _e("docs-shell-binary-reachability-manual-verific-175.yaml", _SBR + ":175", "run", "E-MAN-005", component=True),
     _e("docs-shell-binary-reachability-manual-verific-199.yaml", _SBR + ":199", "run", "E-MAN-005", component=True),

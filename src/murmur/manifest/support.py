@@ -53,12 +53,13 @@ def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnost
         declared = {a.name for a in manifest.artifacts if a.runtime == "driver"}
         if not is_builtin_driver(inf.driver.artifact) and inf.driver.artifact not in declared:
             out.append(_foreign_driver(inf.driver.artifact, path))
-    if manifest.plan is None and inf is None:
+    if manifest.plan is None and inf is None and not _script_payload(manifest):
         out.append(error(
             "E-MAN-005",
             f"capsule `{manifest.name}` declares neither `plan:` nor `inference:`; upstream would "
-            "run the capsule's own WASM component, which this runtime does not run",
-            hint="add `plan: plan.yaml` with a plan file (spec/plan.md), or an `inference:` block",
+            "run the capsule's own WASM component, and this one packs none",
+            hint="add `plan: plan.yaml` with a plan file (spec/plan.md), an `inference:` block, or "
+                 "`requires_files: [capsule.wasm]` with the capsule's component",
             path=path))
     return out
 
@@ -70,3 +71,11 @@ def _foreign_driver(name: str, path: str | None) -> Diagnostic:
         "artifact, which this runtime does not run",
         hint=f"use a built-in driver ({', '.join(BUILTIN_DRIVERS)}), or declare the WASM driver "
              f"as an `artifacts:` entry with `runtime: driver`", path=path)
+
+
+def _script_payload(manifest: Manifest) -> bool:
+    """True when the capsule packs its own component: ``capsule.wasm`` or one root ``*.wasm``
+    (a script capsule, spec/components.md)."""
+    files = list(manifest.requires_files or ())
+    roots = [f for f in files if "/" not in f.removeprefix("./") and f.endswith(".wasm")]
+    return "capsule.wasm" in files or len(roots) == 1
