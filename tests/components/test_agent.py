@@ -188,3 +188,18 @@ async def test_script_capsule_session_invokes_installed_tool(project: Path) -> N
     outcome = await workload.run_task(task_context(manifest, project, trace))
     assert outcome.status == "ok", outcome
     assert [(r["tool_name"], r["status"]) for r in trace.of("tool_call")] == [("echo", "ok")]
+
+
+def test_formation_peers_in_roster_order_and_absent_for_nobody(tmp_path: Path) -> None:
+    """Components get MURMUR_FORMATION_PEERS in roster order; it is absent (not empty) when the
+    member may call nobody; native tools never get it (they get no MURMUR_* at all)."""
+    from agent.scripted import agent_manifest
+    from murmur.agent.components import component_env
+    from murmur.workload import TaskServices
+
+    m = agent_manifest("http://127.0.0.1:9")
+    with_peers = task_context(m, tmp_path, FakeTrace(), services=TaskServices(callees=("coder", "reviewer")))
+    env = dict(component_env(with_peers))
+    assert env["MURMUR_FORMATION_PEERS"] == "coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid"
+    alone = task_context(m, tmp_path, FakeTrace())
+    assert "MURMUR_FORMATION_PEERS" not in dict(component_env(alone))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,8 +170,9 @@ def system_prompt_skill(manifest: Manifest, capsule_root: Path) -> str | None:
 
 
 def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
-    """The WASI environment of a tool in an agent capsule: the identity variables only (no
-    provider key; the host environment is never inherited)."""
+    """The WASI environment of a tool or driver in an agent capsule: the identity variables
+    (no provider key; the host environment is never inherited) and, in a formation member that
+    may call others, ``MURMUR_FORMATION_PEERS``."""
     m = ctx.manifest
     pairs = [("MURMUR_CAPSULE_NAME", m.name), ("MURMUR_CAPSULE_VERSION", m.version),
              ("MURMUR_SESSION_ID", ctx.session_id)]
@@ -184,7 +185,19 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
             pairs.append(("MURMUR_INFERENCE_MODEL", inf.model))
         if inf.driver:
             pairs.append(("MURMUR_INFERENCE_DRIVER", inf.driver.artifact))
+    peers = formation_peers(ctx.services.callees)
+    if peers is not None:
+        pairs.append(("MURMUR_FORMATION_PEERS", peers))
     return tuple(pairs)
+
+
+def formation_peers(callees: Sequence[str]) -> str | None:
+    """``MURMUR_FORMATION_PEERS``: ``name=http://<name>.formation.invalid`` per member this
+    member may call, space-separated in roster order; None (the variable absent, never empty)
+    when it may call nobody (seed 004, "What a member's components are handed")."""
+    if not callees:
+        return None
+    return " ".join(f"{name}=http://{name}.formation.invalid" for name in callees)
 
 
 def http_policy(ctx: TaskContext, entry: ArtifactRef) -> object:

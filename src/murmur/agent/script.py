@@ -82,7 +82,11 @@ class ScriptWorkload:
                            status="error" if is_error else "ok")
             return ToolResult(status="failed" if is_error else "passed", data=text)
 
-        grant = Grant(env=(), preopen=ctx.workdir, limits=limits_of(ctx.capsule_root))
+        from murmur.agent.components import formation_peers
+
+        peers = formation_peers(ctx.services.callees)
+        env = (("MURMUR_FORMATION_PEERS", peers),) if peers is not None else ()
+        grant = Grant(env=env, preopen=ctx.workdir, limits=limits_of(ctx.capsule_root))
         try:
             await run_capsule(self.component, grant, hooks=Hooks(invoke=invoke, log=out.append))
         except ComponentFault as exc:
