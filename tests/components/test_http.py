@@ -74,7 +74,7 @@ async def test_covered_host_goes_to_the_real_handler(listener: socket.socket) ->
 def test_formation_invalid_names_get_one_refusal(authority: str) -> None:
     """Every name under formation.invalid is refused with the same words, even if a rule names it."""
     got = decide(HttpPolicy(("alice.formation.invalid", "localhost")), "http", authority)
-    assert not got.allowed and "virtual formation address" in got.reason
+    assert not got.allowed and got.reason == "not a member this member may call"
 
 
 async def test_agent_tool_denial_is_a_trace_record(tmp_path: object, listener: socket.socket) -> None:
@@ -95,3 +95,95 @@ async def test_agent_tool_denial_is_a_trace_record(tmp_path: object, listener: s
     assert got.status == "failed"
     [rec] = trace.of("component_http")
     assert (rec["component"], rec["allowed"], rec["url"]) == ("probe", False, f"http://127.0.0.1:{port}")
+
+
+class _Door:
+    """A member's door on loopback: answers 200 and keeps each request's headers."""
+
+    def __init__(self) -> None:
+        self.headers: list[dict[str, str]] = []
+        self.url = ""
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.url = f"http://localhost:{listeners[0].socket.getsockname()[1]}"
+        task_status.started()
+        await trio.serve_listeners(self._one, listeners)
+
+    async def _one(self, stream: trio.SocketStream) -> None:
+        import h11
+
+        conn = h11.Connection(h11.SERVER)
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await stream.receive_some(65536))
+                continue
+            if isinstance(event, h11.Request):
+                self.headers.append({k.decode(): v.decode() for k, v in event.headers})
+            if isinstance(event, h11.EndOfMessage):
+                break
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[(b"content-length", b"2")])) or b"")
+        await stream.send_all(conn.send(h11.Data(data=b"ok")) or b"")
+        await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+        await stream.aclose()
+
+
+async def _call_peer(tmp_path: object, door: _Door, authority: str, allow: tuple[str, ...]) -> tuple[str, list[dict[str, object]]]:
+    from pathlib import Path
+
+    from agent.scripted import agent_manifest
+    from components.wat import http_fetch
+    from murmur.agent.components import http_recorder, peer_policy
+    from murmur.manifest.model import ArtifactRef, Capabilities, NetworkCaps
+    from murmur.workload import TaskServices
+
+    async def route(name: str) -> tuple[str, dict[str, str]] | None:
+        if name != "coder":
+            return None
+        return door.url, {"Authorization": "Bearer edge-token", "x-murmur-task-origin": "peer",
+                          "x-murmur-task-trust": "trusted"}
+
+    import attrs
+
+    manifest = attrs.evolve(agent_manifest("http://127.0.0.1:9"), capabilities=Capabilities(network=NetworkCaps(allow=allow)))
+    trace = FakeTrace()
+    ctx = task_context(manifest, Path(str(tmp_path)), trace,
+                       services=TaskServices(callees=("coder",), peer_route=route))
+    data = http_fetch()
+    comp = Component("fetch", "tool", data, hashlib.sha256(data).hexdigest())
+    async with peer_policy(ctx, ArtifactRef("fetch", "0.1.0")) as policy:
+        got = await call_tool(comp, Grant(http=policy), authority, hooks=Hooks(on_http=http_recorder(ctx, "fetch")))
+    return got.status, trace.of("component_http")
+
+
+async def test_virtual_peer_address_reaches_the_member_with_the_edge_token(tmp_path: object, nursery: trio.Nursery) -> None:
+    """A component's request to coder.formation.invalid reaches coder's door with the edge's
+    token, origin peer and the task's trust; the record names only the virtual address."""
+    door = _Door()
+    await nursery.start(door.serve)
+    status, records = await _call_peer(tmp_path, door, "coder.formation.invalid", ("localhost",))
+    assert status == "passed"
+    [sent] = door.headers
+    assert sent["authorization"] == "Bearer edge-token"
+    assert (sent["x-murmur-task-origin"], sent["x-murmur-task-trust"]) == ("peer", "trusted")
+    [rec] = records
+    assert (rec["url"], rec["allowed"]) == ("http://coder.formation.invalid", True)
+    assert "edge-token" not in str(rec) and door.url not in str(rec)
+
+
+@pytest.mark.parametrize("authority, allow", [
+    ("mallory.formation.invalid", ("localhost",)),  # not a member it may call
+    ("nobody.formation.invalid", ("localhost",)),  # no member at all
+    ("coder.formation.invalid", ("example.com",)),  # a callee, but its door is not covered
+])
+async def test_virtual_refusals_before_any_connection(tmp_path: object, nursery: trio.Nursery, authority: str,
+                                                     allow: tuple[str, ...]) -> None:
+    """An ungranted name and an uncovered door are refused before any connection opens."""
+    door = _Door()
+    await nursery.start(door.serve)
+    status, records = await _call_peer(tmp_path, door, authority, allow)
+    assert status == "failed" and door.headers == []
+    assert [r["allowed"] for r in records] == [False]
+    if authority != "coder.formation.invalid":
+        assert records[0]["reason"] == "not a member this member may call"

@@ -303,3 +303,43 @@ HTTP_WAT = """(module
 def http_probe() -> bytes:
     """A tool component that sends one wasi:http request to ``http://<its input>/``."""
     return _assemble("http-probe", HTTP_WAT, HTTP_WIT, "probe")
+
+
+FETCH_WIT = HTTP_WIT.replace(
+    "package wasi:http@0.2.6 {\n  interface types {\n",
+    "package wasi:io@0.2.6 {\n  interface poll { resource pollable { block: func(); } }\n}\n"
+    "package wasi:http@0.2.6 {\n  interface types {\n    use wasi:io/poll@0.2.6.{pollable};\n"
+    "    resource incoming-response { status: func() -> u16; }\n",
+).replace(
+    "    resource future-incoming-response;\n",
+    "    resource future-incoming-response {\n      subscribe: func() -> pollable;\n"
+    "      get: func() -> option<result<result<incoming-response, error-code>>>;\n    }\n",
+).replace("world probe {", "world fetch {")
+"""The probe's WIT plus what waiting for the response needs (wasi:io poll, the response status)."""
+
+FETCH_WAT = HTTP_WAT.replace(
+    '  (import "wasi:http/outgoing-handler@0.2.6" "handle"',
+    '  (import "wasi:http/types@0.2.6" "[method]future-incoming-response.subscribe" (func $sub (param i32) (result i32)))\n'
+    '  (import "wasi:io/poll@0.2.6" "[method]pollable.block" (func $block (param i32)))\n'
+    '  (import "wasi:http/types@0.2.6" "[method]future-incoming-response.get" (func $get (param i32 i32)))\n'
+    '  (import "wasi:http/types@0.2.6" "[method]incoming-response.status" (func $status (param i32) (result i32)))\n'
+    '  (import "wasi:http/outgoing-handler@0.2.6" "handle"',
+).replace(
+    """    (if (i32.eqz (i32.load8_u (i32.const 128)))
+      (then (return (call $result (i32.const 0) (local.get 1) (local.get 2)))))""",
+    """    (if (i32.eqz (i32.load8_u (i32.const 128)))
+      (then
+        (call $block (call $sub (i32.load (i32.const 136))))
+        (call $get (i32.load (i32.const 136)) (i32.const 192))
+        ;; some(ok(ok(response))): the response handle at 192+24 (216); status 200 -> passed
+        (if (i32.and (i32.eqz (i32.load8_u (i32.const 200))) (i32.eqz (i32.load8_u (i32.const 208))))
+          (then (return (call $result
+            (select (i32.const 0) (i32.const 2) (i32.eq (call $status (i32.load (i32.const 216))) (i32.const 200)))
+            (local.get 1) (local.get 2)))))
+        (return (call $result (i32.const 2) (local.get 1) (local.get 2)))))""",
+)
+
+
+def http_fetch() -> bytes:
+    """A tool component that GETs ``http://<its input>/`` and waits: passed on a 200."""
+    return _assemble("http-fetch", FETCH_WAT, FETCH_WIT, "fetch")

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from murmur.workload import TaskContext
 
 if TYPE_CHECKING:
     from murmur.agent.transports.wasm import WasmDriver
+    from murmur.components.http import HttpPolicy
     from murmur.components.limits import Limits
 
 CAPSULE_HOME = ".capsule-home"
@@ -200,12 +202,40 @@ def formation_peers(callees: Sequence[str]) -> str | None:
     return " ".join(f"{name}=http://{name}.formation.invalid" for name in callees)
 
 
-def http_policy(ctx: TaskContext, entry: ArtifactRef) -> object:
+def http_policy(ctx: TaskContext, entry: ArtifactRef) -> HttpPolicy:
     """The component's effective ``network.allow`` (its narrowing clamped by the ceiling)."""
     from murmur.components.http import HttpPolicy
     from murmur.components.netpolicy import entry_allow
 
     return HttpPolicy(entry_allow(ctx.manifest, entry)[0])
+
+
+@asynccontextmanager
+async def peer_policy(ctx: TaskContext, entry: ArtifactRef) -> AsyncIterator[Any]:
+    """The component's HTTP policy for one call; in a member that may call others, with a
+    relay per callee for its virtual addresses (closed when the call ends)."""
+    from murmur.components.peers import PeerAccess, relays
+
+    policy = http_policy(ctx, entry)
+    route = ctx.services.peer_route
+    if not ctx.services.callees or route is None:
+        yield policy
+        return
+
+    async def door(name: str) -> str | None:
+        found = await route(name)
+        return found[0] if found is not None else None
+
+    def resolve(name: str) -> str | None:
+        import trio
+
+        try:
+            return trio.from_thread.run(door, name)  # from the component's worker thread
+        except (trio.Cancelled, trio.RunFinishedError):
+            return None
+
+    async with relays(ctx.services.callees, route) as by_name:
+        yield attrs.evolve(policy, peers=PeerAccess(by_name, resolve))
 
 
 def http_recorder(ctx: TaskContext, name: str) -> Callable[[Any], None]:
@@ -270,8 +300,9 @@ async def _wasm(tool: ComponentTool, ctx: TaskContext, data: str) -> tuple[str, 
             emit(text, thinking)
 
     try:
-        result = await call_tool(comp, grant, data, hooks=Hooks(
-            on_chunk=on_chunk, request_input=ask, on_http=http_recorder(ctx, tool.name)))
+        async with peer_policy(ctx, tool.entry) as policy:
+            result = await call_tool(comp, attrs.evolve(grant, http=policy), data, hooks=Hooks(
+                on_chunk=on_chunk, request_input=ask, on_http=http_recorder(ctx, tool.name)))
     except ComponentFault as exc:
         ctx.trace.emit("component_fault", parent_id=ctx.task_event_id, task_id=ctx.task_id,
                        component=tool.name, code=exc.diagnostic.code, reason=exc.diagnostic.message)

@@ -29,6 +29,7 @@ from murmur.manifest import covers
 HANDLER_VERSIONS = tuple(f"0.2.{n}" for n in range(10))
 """``wasi:http/outgoing-handler`` versions a guest may import (0.2.x, semver-compatible)."""
 DENIED = "HTTP-request-denied"
+VIRTUAL_REFUSAL = "not a member this member may call"
 VIRTUAL_SUFFIX = ".formation.invalid"
 
 _ERROR_CODE = (
@@ -72,6 +73,10 @@ GATE_WAT = f"""
     (export "error-code" (type $err (eq $err-v)))
     (export "[method]outgoing-request.scheme" (func (param "self" (borrow $req)) (result (option $scheme))))
     (export "[method]outgoing-request.authority" (func (param "self" (borrow $req)) (result $ostr)))
+    (export "[method]outgoing-request.set-scheme"
+      (func (param "self" (borrow $req)) (param "scheme" (option $scheme)) (result (result))))
+    (export "[method]outgoing-request.set-authority"
+      (func (param "self" (borrow $req)) (param "authority" $ostr) (result (result))))
   ))
   (import "wasi:http/types@0.2.0" (instance $types (type $types-t)))
   (alias export $types "outgoing-request" (type $req))
@@ -105,9 +110,13 @@ GATE_WAT = f"""
   (alias core export $m "realloc" (core func $realloc))
   (alias export $types "[method]outgoing-request.scheme" (func $scheme-f))
   (alias export $types "[method]outgoing-request.authority" (func $authority-f))
+  (alias export $types "[method]outgoing-request.set-scheme" (func $set-scheme-f))
+  (alias export $types "[method]outgoing-request.set-authority" (func $set-authority-f))
   (alias export $handler "handle" (func $handle-f))
   (core func $scheme-c (canon lower (func $scheme-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
   (core func $authority-c (canon lower (func $authority-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (core func $set-scheme-c (canon lower (func $set-scheme-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (core func $set-authority-c (canon lower (func $set-authority-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
   (core func $handle-c (canon lower (func $handle-f) (memory $memory) (realloc $realloc) string-encoding=utf8))
   (core func $drop-c (canon resource.drop $req))
   (core module $g
@@ -115,6 +124,16 @@ GATE_WAT = f"""
     (import "host" "scheme" (func $s (param i32 i32)))
     (import "host" "authority" (func $a (param i32 i32)))
     (import "host" "handle" (func $h (param i32 i32 i32 i32)))
+    (import "host" "set-scheme" (func $ss (param i32 i32 i32 i32 i32) (result i32)))
+    (import "host" "set-authority" (func $sa (param i32 i32 i32 i32) (result i32)))
+    (func (export "set-scheme") (param i32 i32 i32 i32 i32) (result i32)
+      (local $r i32)
+      (local.set $r (call $ss (local.get 0) (local.get 1) (local.get 2) (local.get 3) (local.get 4)))
+      (call $drop (local.get 0)) (local.get $r))
+    (func (export "set-authority") (param i32 i32 i32 i32) (result i32)
+      (local $r i32)
+      (local.set $r (call $sa (local.get 0) (local.get 1) (local.get 2) (local.get 3)))
+      (call $drop (local.get 0)) (local.get $r))
     ;; a borrowed handle is dropped before the call returns (the canonical ABI's rule)
     (func (export "scheme") (param i32) (result i32)
       (call $s (local.get 0) (i32.const 0)) (call $drop (local.get 0)) (i32.const 0))
@@ -124,11 +143,16 @@ GATE_WAT = f"""
       (call $h (local.get 0) (local.get 1) (local.get 2) (i32.const 64)) (i32.const 64)))
   (core instance $gi (instantiate $g (with "host" (instance
     (export "drop" (func $drop-c)) (export "scheme" (func $scheme-c)) (export "authority" (func $authority-c))
-    (export "handle" (func $handle-c))))))
+    (export "handle" (func $handle-c)) (export "set-scheme" (func $set-scheme-c))
+    (export "set-authority" (func $set-authority-c))))))
   (func (export "scheme") (param "self" (borrow $req)) (result (option $scheme))
     (canon lift (core func $gi "scheme") (memory $memory) (realloc $realloc) string-encoding=utf8))
   (func (export "authority") (param "self" (borrow $req)) (result (option string))
     (canon lift (core func $gi "authority") (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (func (export "set-scheme") (param "self" (borrow $req)) (param "scheme" (option $scheme)) (result (result))
+    (canon lift (core func $gi "set-scheme") (memory $memory) (realloc $realloc) string-encoding=utf8))
+  (func (export "set-authority") (param "self" (borrow $req)) (param "authority" (option string)) (result (result))
+    (canon lift (core func $gi "set-authority") (memory $memory) (realloc $realloc) string-encoding=utf8))
   (func (export "forward") (param "request" (own $req)) (param "options" (option (own $opts)))
     (result (result (own $fut) (error $err)))
     (canon lift (core func $gi "forward") (memory $memory) (realloc $realloc) string-encoding=utf8))
@@ -145,6 +169,7 @@ class HttpPolicy:
     """
 
     allow: tuple[str, ...] = ()
+    peers: Any = None  # murmur.components.peers.PeerAccess: the callees' relays (None: no formation)
 
 
 @attrs.frozen
@@ -161,7 +186,7 @@ def decide(policy: HttpPolicy | None, scheme: str, authority: str) -> HttpDecisi
     url = f"{scheme}://{authority}"
     host = authority.rsplit("@", 1)[-1].split(":", 1)[0].strip("[]").lower()
     if host.endswith(VIRTUAL_SUFFIX) or host == VIRTUAL_SUFFIX[1:]:
-        return HttpDecision(url, False, "a virtual formation address this host does not resolve for the component")
+        return HttpDecision(url, False, VIRTUAL_REFUSAL)
     rules: Sequence[str] = policy.allow if policy is not None else ()
     if scheme not in ("http", "https"):
         return HttpDecision(url, False, f"scheme {scheme} is not http or https")
@@ -212,7 +237,7 @@ def bind(store: wasmtime.Store, linker: wc.Linker, policy: HttpPolicy | None, na
     """Instantiate the gate in ``store`` and say, for this thread, whose requests ``handle`` sees."""
     gate = gate_component(linker_engine(linker))
     inst = linker.instantiate(store, gate)
-    funcs = {n: inst.get_func(store, n) for n in ("scheme", "authority", "forward")}
+    funcs = {n: inst.get_func(store, n) for n in ("scheme", "authority", "set-scheme", "set-authority", "forward")}
     _local.state = (funcs, policy, name, on_http)
 
 
@@ -245,10 +270,40 @@ def _handle(store: Any, request: Any, options: Any) -> Any:
     authority = funcs["authority"](store, request)
     funcs["authority"].post_return(store)
     verdict = decide(policy, _scheme_text(scheme), str(authority or ""))
+    relay: str | None = None
+    name = _virtual_name(str(authority or ""))
+    peers = policy.peers if policy is not None else None
+    if name is not None and peers is not None and name in peers.relays:
+        verdict, relay = _virtual(policy, peers, name, verdict.url)
     if on_http is not None:
         on_http(verdict)
     if not verdict.allowed:
         return wc.Variant(DENIED)
+    if relay is not None:  # through this session's relay, which attaches the edge's token
+        funcs["set-scheme"](store, request, wc.Variant("HTTP"))
+        funcs["set-scheme"].post_return(store)
+        funcs["set-authority"](store, request, relay)
+        funcs["set-authority"].post_return(store)
     out = funcs["forward"](store, request, options)
     funcs["forward"].post_return(store)
     return out
+
+
+def _virtual_name(authority: str) -> str | None:
+    host = authority.rsplit("@", 1)[-1].split(":", 1)[0].lower()
+    return host[: -len(VIRTUAL_SUFFIX)] if host.endswith(VIRTUAL_SUFFIX) else None
+
+
+def _virtual(policy: HttpPolicy, peers: Any, name: str, url: str) -> tuple[HttpDecision, str | None]:
+    """A callee's virtual address: resolve it (≤ 10 s), check the real door URL against the
+    component's allow rules; the decision names only the virtual address."""
+    from urllib.parse import urlsplit
+
+    real = peers.resolve(name)
+    if real is None:
+        return HttpDecision(url, False, f"member {name}'s door did not become known in time"), None
+    parts = urlsplit(real)
+    checked = decide(HttpPolicy(policy.allow), parts.scheme, parts.netloc)
+    if not checked.allowed:
+        return HttpDecision(url, False, f"member {name}'s door is not covered by network.allow"), None
+    return HttpDecision(url, True, f"member {name}, through this session"), peers.relays[name]
