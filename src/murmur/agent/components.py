@@ -394,5 +394,9 @@ def driver_transport(component: object, ctx: TaskContext, config: object) -> Was
                   http=http_policy(ctx, entry))
     from murmur.agent.transports.wasm import WasmDriver
 
+    import functools
+
     return WasmDriver(component, grant, str(getattr(config, "model", "") or ""),
-                      int(getattr(config, "max_tokens", 8192)))
+                      int(getattr(config, "max_tokens", 8192)),
+                      policy=functools.partial(peer_policy, ctx, entry),
+                      on_http=http_recorder(ctx, entry.name))

@@ -121,14 +121,23 @@ class WasmDriver:
     grant: Any
     model: str
     max_tokens: int
+    policy: Any = None  # () -> async context manager giving the turn's HttpPolicy (peer relays)
+    on_http: Any = None  # each outgoing-HTTP decision (a trace record)
 
     async def infer(self, request: InferenceRequest) -> InferenceResult:
         """One turn through the driver (off the Trio loop; cancellable)."""
         from murmur.components.host import ComponentFault, call_tool
 
+        from murmur.components.host import Hooks
+
         payload = json.dumps(request_payload(request, model=self.model, max_tokens=self.max_tokens))
         try:
-            out = await call_tool(self.component, self.grant, payload)
+            if self.policy is None:
+                out = await call_tool(self.component, self.grant, payload, hooks=Hooks(on_http=self.on_http))
+            else:
+                async with self.policy() as http:
+                    out = await call_tool(self.component, attrs.evolve(self.grant, http=http), payload,
+                                          hooks=Hooks(on_http=self.on_http))
         except ComponentFault as exc:
             raise InferenceError("driver_error", f"{exc.diagnostic.code}: {exc.diagnostic.message}",
                                  code=exc.diagnostic.code) from None
