@@ -203,3 +203,27 @@ def test_formation_peers_in_roster_order_and_absent_for_nobody(tmp_path: Path) -
     assert env["MURMUR_FORMATION_PEERS"] == "coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid"
     alone = task_context(m, tmp_path, FakeTrace())
     assert "MURMUR_FORMATION_PEERS" not in dict(component_env(alone))
+
+
+async def test_hooks_see_the_task_and_reopen_it(project: Path) -> None:
+    """A blocking hook with `commit_policy: reopen-task` gets on-task-start, on-inference (its
+    artifact is a hook_artifact record), on-tool-call (its error goes to logs/hook-<name>.log),
+    and on-task-end, whose reopen-task runs the task once more."""
+    from components.wat import hook
+
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("echo")})
+    _install(project, "recorder", "name: recorder\nversion: 0.1.0\nruntime: hook\nexecution_mode: blocking\n"
+             "commit_policy: reopen-task\nrequires_files: [hook.wasm]\n",
+             {"hook.wasm": hook(on_inference="artifact", on_tool_call="err", on_task_end="reopen")})
+    manifest, root = _capsule(project, "  - {name: echo, version: 0.1.0}\n  - {name: recorder, version: 0.1.0, runtime: hook}")
+    workload = AgentWorkload(manifest, root)  # type: ignore[arg-type]
+    trace = FakeTrace()
+    ctx = task_context(manifest, project, trace)  # type: ignore[arg-type]
+    outcome = await workload.run_task(ctx)
+    assert outcome.status == "ok"
+    assert len(trace.of("task_reopened")) == 1  # reopened once, then bounded
+    assert [r["text"] for r in trace.of("hook_artifact")] == ["seen"] * 4  # 2 turns x 2 runs
+    log = (ctx.records_dir / "logs" / "hook-recorder.log").read_text()
+    assert log.count("on-tool-call: the hook failed.") == 2
+    assert workload.tools_declared(ctx.services) == ("echo",)  # hooks are hidden from the model

@@ -343,3 +343,77 @@ FETCH_WAT = HTTP_WAT.replace(
 def http_fetch() -> bytes:
     """A tool component that GETs ``http://<its input>/`` and waits: passed on a 200."""
     return _assemble("http-fetch", FETCH_WAT, FETCH_WIT, "fetch")
+
+
+HOOK_WIT = """
+package murmur:hookfix;
+
+package murmur:hook@0.5.0 {
+  interface lifecycle {
+    record message { role: string, content: string }
+    record tool-manifest { binary-name: string, content: string }
+    variant hook-output { none, replace-context(list<message>), write-manifests(list<tool-manifest>),
+      artifact(string), reopen-task(string) }
+    record session-context { capsule-name: string, capsule-version: string, session-id: string,
+      model: string, capabilities: list<string> }
+    record stage-event { shell-allow: list<string> }
+    record task-start-event { task-id: string, context-id: string, source: string, input-bytes: u64 }
+    record task-end-event { task-id: string, exit-status: string }
+    record inference-event { turn: u32, input-tokens: u64, output-tokens: u64, decision: string,
+      tool-name: option<string>, prompt: option<string>, output: option<string>, tools: option<string> }
+    record tool-event { turn: u32, tool-name: string, input-bytes: u64, output-bytes: u64,
+      duration-ms: u64, status: string }
+    record shell-event { turn: u32, binary: string, command: string, exit-code: s32, stdout: string,
+      stderr: string, stdout-bytes: u64, stderr-bytes: u64, duration-ms: u64 }
+    record compaction-event { messages: list<message>, session-tokens: u64, threshold: f64,
+      model: option<string>, system-prompt: option<string> }
+    record session-end-event { total-turns: u32, total-input-tokens: u64, total-output-tokens: u64,
+      total-tool-calls: u32, total-shell-calls: u32, duration-ms: u64, exit-status: string }
+    on-stage: func(event: stage-event) -> result<hook-output, string>;
+    on-session-start: func(ctx: session-context) -> result<hook-output, string>;
+    on-task-start: func(event: task-start-event) -> result<hook-output, string>;
+    on-inference: func(event: inference-event) -> result<hook-output, string>;
+    on-tool-call: func(event: tool-event) -> result<hook-output, string>;
+    on-shell: func(event: shell-event) -> result<hook-output, string>;
+    on-compaction: func(event: compaction-event) -> result<hook-output, string>;
+    on-task-end: func(event: task-end-event) -> result<hook-output, string>;
+    on-session-end: func(event: session-end-event) -> result<hook-output, string>;
+  }
+}
+world hook { export murmur:hook/lifecycle@0.5.0; }
+"""
+"""murmur:hook@0.5.0's lifecycle as upstream v0.2.0 defines it (names and types are the contract)."""
+
+_HOOK_EXPORT = '(func (export "murmur:hook/lifecycle@0.5.0#{name}") (param {params}) (result i32) {body})'
+_OK_NONE = "(i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4) (i32.const 0)) (i32.const 0)"
+_OK_ARTIFACT = ("(i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4) (i32.const 3)) "
+                "(i32.store (i32.const 8) (i32.const 300)) (i32.store (i32.const 12) (i32.const 4)) (i32.const 0)")
+_OK_REOPEN = ("(i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4) (i32.const 4)) "
+              "(i32.store (i32.const 8) (i32.const 320)) (i32.store (i32.const 12) (i32.const 6)) (i32.const 0)")
+_ERR = ("(i32.store8 (i32.const 0) (i32.const 1)) (i32.store (i32.const 4) (i32.const 340)) "
+        "(i32.store (i32.const 8) (i32.const 16)) (i32.const 0)")
+_HOOK_PARAMS = {
+    "on-stage": "i32 i32",
+    "on-session-start": " ".join(["i32"] * 10),
+    "on-task-start": "i32 i32 i32 i32 i32 i32 i64",
+    "on-inference": "i32",
+    "on-tool-call": "i32 i32 i32 i64 i64 i64 i32 i32",
+    "on-shell": "i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i64 i64 i64",
+    "on-compaction": "i32 i32 i64 f64 i32 i32 i32 i32 i32 i32",
+    "on-task-end": "i32 i32 i32 i32",
+    "on-session-end": "i32 i64 i64 i32 i32 i64 i32 i32",
+}
+
+
+def hook(**answers: str) -> bytes:
+    """A hook component: each handler answers ``ok(none)`` unless ``answers`` maps it
+    (``on_inference="artifact"``, ``on_tool_call="err"``, ``on_task_end="reopen"``) to
+    ``ok(artifact("seen"))``, ``err("the hook failed.")`` or ``ok(reopen-task("again!"))``."""
+    bodies = {"none": _OK_NONE, "artifact": _OK_ARTIFACT, "err": _ERR, "reopen": _OK_REOPEN}
+    funcs = "\n  ".join(
+        _HOOK_EXPORT.format(name=name, params=params, body=bodies[answers.get(name.replace("-", "_"), "none")])
+        for name, params in _HOOK_PARAMS.items())
+    wat = (f"(module\n{_ALLOC}\n  (data (i32.const 300) \"seen\") (data (i32.const 320) \"again!\")\n"
+           f"  (data (i32.const 340) \"the hook failed.\")\n  {funcs}\n)\n")
+    tag = "-".join(f"{k}={v}" for k, v in sorted(answers.items())) or "plain"
+    return _assemble(f"hook-{tag}", wat, HOOK_WIT, "hook")

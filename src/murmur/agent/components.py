@@ -392,11 +392,55 @@ def driver_transport(component: object, ctx: TaskContext, config: object) -> Was
     assert entry is not None
     grant = Grant(env=component_env(ctx), preopen=preopen_for(entry, ctx.workdir), limits=_limits(ctx),
                   http=http_policy(ctx, entry))
-    from murmur.agent.transports.wasm import WasmDriver
-
     import functools
+
+    from murmur.agent.transports.wasm import WasmDriver
 
     return WasmDriver(component, grant, str(getattr(config, "model", "") or ""),
                       int(getattr(config, "max_tokens", 8192)),
                       policy=functools.partial(peer_policy, ctx, entry),
                       on_http=http_recorder(ctx, entry.name))
+
+
+def load_hooks(manifest: Manifest, capsule_root: Path) -> tuple[tuple[ArtifactRef, object, object], ...]:
+    """The capsule's hook artifacts, resolved and checked at launch: ``(entry, component,
+    contract)`` each (the contract from the hook's own manifest).
+
+    Raises:
+        DiagnosticError: ``E-REG-001``/``E-REG-002``; ``E-CMP-*`` for a component this host
+        cannot run as a hook.
+    """
+    from murmur.components.check import version_refusals
+    from murmur.components.host import Component
+    from murmur.manifest.artifact import HookContract
+    from murmur.registry.artifacts import resolve_artifact, wasm_payload
+
+    out: list[tuple[ArtifactRef, object, object]] = []
+    for entry in manifest.artifacts:
+        if entry.runtime != "hook":
+            continue
+        art = resolve_artifact(entry.name, entry.version or "", project_dir=None)
+        payload = wasm_payload(list(art.manifest.requires_files))
+        data = (art.root / payload).read_bytes() if payload and (art.root / payload).is_file() else b""
+        refusals = version_refusals(data, "hook", name=entry.name)
+        if refusals:
+            raise DiagnosticError(refusals)
+        out.append((entry, Component(entry.name, "hook", data, hashlib.sha256(data).hexdigest()),
+                    art.manifest.hook or HookContract()))
+    return tuple(out)
+
+
+def hook_hosts(specs: Sequence[tuple[ArtifactRef, object, object]], ctx: TaskContext) -> list[object]:
+    """A :class:`murmur.components.hooks.HookHost` per hook: no directory unless the entry's
+    ``filesystem.scope`` grants one, only its own network grant, errors in ``logs/``."""
+    from murmur.components.hooks import HookHost
+    from murmur.components.host import Grant
+
+    hosts: list[object] = []
+    for entry, component, contract in specs:
+        caps = entry.capabilities
+        scope = caps.filesystem.scope if caps and caps.filesystem else None
+        grant = Grant(env=component_env(ctx), preopen=(ctx.workdir / scope) if scope else None,
+                      limits=_limits(ctx), http=http_policy(ctx, entry))
+        hosts.append(HookHost(component, contract, grant, ctx.records_dir / "logs"))  # type: ignore[arg-type]
+    return hosts

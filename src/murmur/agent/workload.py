@@ -125,6 +125,10 @@ class AgentWorkload:
         from murmur.agent.components import load_component_tools, system_prompt_skill
 
         self.components = {t.name: t for t in load_component_tools(manifest, capsule_root)}
+        self._hooks: list[object] | None = None
+        from murmur.agent.components import load_hooks
+
+        self.hook_specs = load_hooks(manifest, capsule_root)
         self.driver_component = None
         if self.config.driver == "wasm":
             from murmur.agent.components import load_driver
@@ -192,18 +196,58 @@ class AgentWorkload:
                 transport = make_transport(
                     self.config, client, api_key, policy=self.policy, sleep=self.sleep
                 )
-            loop = TaskLoop(
-                ctx=ctx,
-                transport=transport,
-                inventory=inventory,
-                dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell,
-                                          components=self.components),
-                system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
-                max_turns=self.config.max_turns,
-                budget_tokens=self.config.budget_tokens,
-                secret=api_key,
-            )
-            return await loop.run()
+            hooks = self._hook_hosts(ctx)
+            if not hooks:
+                return await self._loop(ctx, transport, inventory, api_key, ToolDispatcher(
+                    ctx=ctx, inventory=inventory, shell=self.shell, components=self.components))
+            return await self._hooked_task(ctx, transport, inventory, api_key, hooks)
+
+    def _loop(self, ctx: TaskContext, transport: Transport, inventory: Inventory, api_key: str | None,
+              dispatcher: ToolDispatcher) -> Awaitable[TaskOutcome]:
+        return TaskLoop(
+            ctx=ctx,
+            transport=transport,
+            inventory=inventory,
+            dispatcher=dispatcher,
+            system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
+            max_turns=self.config.max_turns,
+            budget_tokens=self.config.budget_tokens,
+            secret=api_key,
+        ).run()
+
+    def _hook_hosts(self, ctx: TaskContext) -> list[object]:
+        """The session's hook hosts (made at its first task, whose records dir holds logs/)."""
+        if self._hooks is None:
+            from murmur.agent.components import hook_hosts
+
+            self._hooks = hook_hosts(self.hook_specs, ctx) if self.hook_specs else []
+        return self._hooks
+
+    async def _hooked_task(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
+                           api_key: str | None, hooks: list[object]) -> TaskOutcome:
+        """The task with its lifecycle events (murmur.agent.hooked)."""
+        from murmur.agent.hooked import (
+            MAX_REOPENS,
+            HookedDispatcher,
+            HookedTransport,
+            fire,
+            hooked_shell,
+        )
+
+        await fire(hooks, ctx, "on-task-start", {"task-id": ctx.task_id, "context-id": ctx.context_id,
+                                                "source": ctx.origin, "input-bytes": len(ctx.text.encode())})
+        task, reopens = ctx, 0
+        while True:
+            dispatcher = HookedDispatcher(ctx=task, inventory=inventory, shell=hooked_shell(self.shell, hooks, task),
+                                          components=self.components, hooks=hooks)
+            outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher)
+            answers = await fire(hooks, task, "on-task-end", {"task-id": task.task_id, "exit-status": outcome.status})
+            again = next((str(a.value) for a in answers if a.committed and a.arm == "reopen-task"), None)
+            if again is None or reopens >= MAX_REOPENS:
+                return outcome
+            reopens += 1
+            task.trace.emit("task_reopened", parent_id=task.task_event_id, task_id=task.task_id, reopens=reopens)
+            task = attrs.evolve(task, text=f"{task.text}\n\n{again}")
 
 
 def make_agent_workload(

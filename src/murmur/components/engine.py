@@ -88,6 +88,7 @@ _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.POINTER(ffi.wasmtime_contex
                              ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t))
 _FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _keep: dict[int, tuple[object, object]] = {}
+_next_key = 0
 
 
 def arm(store: wasmtime.Store, interrupt: Interrupt) -> None:
@@ -104,7 +105,10 @@ def arm(store: wasmtime.Store, interrupt: Interrupt) -> None:
         kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
         return 0
 
-    key = id(store)
+    global _next_key
+    with _lock:
+        _next_key += 1
+        key = _next_key  # its own key: re-arming a kept store finalizes the old callback
 
     def finalize(_data: object) -> None:
         _keep.pop(key, None)

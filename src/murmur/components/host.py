@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,7 @@ class Hooks:
     invoke: Callable[[str, str | None], Awaitable[ToolResult]] | None = None
     log: Callable[[str], None] | None = None
     on_http: Callable[[Any], None] | None = None
+    run_inference: Callable[[Any], Awaitable[Mapping[str, Any]]] | None = None
 
 
 @attrs.frozen
@@ -160,6 +161,22 @@ def _invoke(_store: object, name: str, tool_input: Any) -> Any:
     return _to_record(result)
 
 
+def _run_inference(_store: object, request: Any) -> Any:
+    """A hook's ``run-inference``: the task's driver once, through ``Hooks.run_inference``;
+    without one, upstream's answer: an error (the import still links)."""
+    hooks, _ = _current()
+    if hooks.run_inference is None:
+        return "run-inference: no inference driver is available to this hook"
+    try:
+        reply: Mapping[str, Any] = _from_trio(hooks.run_inference, request)
+    except RuntimeError as exc:
+        return f"run-inference: {exc}"
+    rec = wc.Record()
+    for key in ("text", "model-used", "input-tokens", "output-tokens"):
+        setattr(rec, key, reply.get(key, "" if key in ("text", "model-used") else 0))
+    return rec
+
+
 def _to_record(result: ToolResult) -> Any:
     rec = wc.Record()
     for key, value in (("status", result.status), ("summary", result.summary), ("data", result.data),
@@ -195,6 +212,8 @@ def _linker(with_http: bool) -> wc.Linker:
                 reg.add_func("invoke", _invoke)
             with root.add_instance(versioned("murmur:tool/run")):
                 pass  # the registry's types: a type-only import still needs an instance
+            with root.add_instance(versioned("murmur:runtime/inference")) as inference:
+                inference.add_func("run-inference", _run_inference)
         _linkers[with_http] = linker
         return linker
 

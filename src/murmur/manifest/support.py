@@ -16,12 +16,6 @@ from murmur.manifest.model import Manifest, Transport
 BUILTIN_DRIVERS: tuple[str, ...] = ("murmur-driver-openai", "murmur-driver-anthropic")
 """Driver artifact names this runtime provides itself (bare names; a scope prefix is allowed)."""
 
-_COMPONENT_HINTS = {
-    "hook": "remove the entry; hook components do not run here yet (spec/components.md)",
-}
-"""Artifact runtimes still refused (tools, skills and WASM drivers run: spec/components.md)."""
-
-
 def is_builtin_driver(artifact: str) -> bool:
     """True for a built-in driver name, bare or scoped (``murmur/murmur-driver-openai``)."""
     return artifact.rsplit("/", 1)[-1] in BUILTIN_DRIVERS
@@ -30,7 +24,6 @@ def is_builtin_driver(artifact: str) -> bool:
 def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnostic]:
     """One diagnostic per component the manifest needs that this runtime does not run.
 
-    * an ``artifacts[]`` entry of runtime ``hook`` → ``E-MAN-005``;
     * an ``inference.driver.artifact`` that is neither a built-in driver nor a declared
       ``driver`` entry (a WASM driver, installed with ``mur install``) → ``E-RUN-006``;
     * neither ``plan:`` nor ``inference:`` (upstream would run the capsule's own WASM
@@ -41,13 +34,6 @@ def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnost
         path (str | None): the manifest file the diagnostics name.
     """
     out: list[Diagnostic] = []
-    for art in manifest.artifacts:
-        if art.runtime in _COMPONENT_HINTS:
-            out.append(error(
-                "E-MAN-005",
-                f"artifact `{art.name}` (runtime: {art.runtime}) is an upstream {art.runtime} "
-                "component, which this runtime does not run",
-                hint=_COMPONENT_HINTS[art.runtime], path=path))
     inf = manifest.inference
     if inf is not None and inf.transport is Transport.HTTP and inf.driver is not None:
         declared = {a.name for a in manifest.artifacts if a.runtime == "driver"}

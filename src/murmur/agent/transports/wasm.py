@@ -126,9 +126,7 @@ class WasmDriver:
 
     async def infer(self, request: InferenceRequest) -> InferenceResult:
         """One turn through the driver (off the Trio loop; cancellable)."""
-        from murmur.components.host import ComponentFault, call_tool
-
-        from murmur.components.host import Hooks
+        from murmur.components.host import ComponentFault, Hooks, call_tool
 
         payload = json.dumps(request_payload(request, model=self.model, max_tokens=self.max_tokens))
         try:
