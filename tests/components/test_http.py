@@ -187,3 +187,71 @@ async def test_virtual_refusals_before_any_connection(tmp_path: object, nursery:
     assert [r["allowed"] for r in records] == [False]
     if authority != "coder.formation.invalid":
         assert records[0]["reason"] == "not a member this member may call"
+
+
+class _A2ADoor(_Door):
+    """A door that answers SendMessage with a completed task."""
+
+    async def _one(self, stream: trio.SocketStream) -> None:
+        import json
+
+        import h11
+
+        conn = h11.Connection(h11.SERVER)
+        body = b""
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await stream.receive_some(65536))
+                continue
+            if isinstance(event, h11.Request):
+                self.headers.append({k.decode(): v.decode() for k, v in event.headers})
+            if isinstance(event, h11.Data):
+                body += event.data
+            if isinstance(event, h11.EndOfMessage):
+                break
+        rpc = json.loads(body)
+        reply = json.dumps({"jsonrpc": "2.0", "id": rpc["id"], "result": {"task": {
+            "id": "tsk_peer", "contextId": "ctx_peer", "status": {"state": "TASK_STATE_COMPLETED"}}}}).encode()
+        await stream.send_all(conn.send(h11.Response(status_code=200, headers=[
+            (b"content-type", b"application/json"), (b"content-length", str(len(reply)).encode())])) or b"")
+        await stream.send_all(conn.send(h11.Data(data=reply)) or b"")
+        await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+        await stream.aclose()
+
+
+@pytest.mark.parametrize("fixture, reached", [("send-coder", True), ("send-mallory", False)])
+async def test_message_send_resolves_virtual_peers(tmp_path: object, nursery: trio.Nursery, fixture: str,
+                                                   reached: bool) -> None:
+    """A script capsule's message/send to coder.formation.invalid reaches coder's door with the
+    edge token; to a name it may not call it is refused before any connection (the task fails);
+    the record names the virtual address."""
+    from pathlib import Path
+
+    from components.wat import component
+    from murmur.agent.script import ScriptWorkload
+    from murmur.manifest.load import parse_manifest
+    from murmur.workload import TaskServices
+
+    door = _A2ADoor()
+    await nursery.start(door.serve)
+    root = Path(str(tmp_path))
+    (root / "capsule.wasm").write_bytes(component(fixture))
+    text = "name: sender\nversion: 0.1.0\nrequires_files: [capsule.wasm]\ncapabilities: {network: {allow: [localhost]}}\n"
+    manifest = parse_manifest(text, path="murmur.yaml")
+
+    async def route(name: str) -> tuple[str, dict[str, str]] | None:
+        return (door.url, {"Authorization": "Bearer edge-token", "x-murmur-task-origin": "peer",
+                           "x-murmur-task-trust": "untrusted"}) if name == "coder" else None
+
+    trace = FakeTrace()
+    ctx = task_context(manifest, root, trace, services=TaskServices(callees=("coder",), peer_route=route))
+    outcome = await ScriptWorkload(manifest, root).run_task(ctx)
+    [rec] = trace.of("component_http")
+    assert rec["url"] == f"http://{fixture.removeprefix('send-')}.formation.invalid"
+    if reached:
+        assert outcome.status == "ok", outcome
+        assert door.headers[0]["authorization"] == "Bearer edge-token"
+    else:
+        assert outcome.status == "failed" and door.headers == []
+        assert rec["reason"] == "not a member this member may call"

@@ -47,11 +47,19 @@ package murmur:tool-registry@0.1.0 {{
 package murmur:capsule@0.1.0 {{
   interface run {{ run: func(); }}
 }}
+package murmur:message@0.1.0 {{
+  interface send {{
+    record message {{ message-id: string, context-id: option<string>, text: string }}
+    record task-result {{ task-id: string, context-id: string, state: string }}
+    send: func(peer-url: string, message: message) -> result<task-result, string>;
+  }}
+}}
 
 world plain {{ export murmur:tool/run@{tool}; }}
 world chunky {{ import murmur:text/chunks@0.1.0; export murmur:tool/run@{tool}; }}
 world asking {{ import murmur:task/task@0.1.0; export murmur:tool/run@{tool}; }}
 world script {{ import murmur:tool-registry/invoke@0.1.0; export murmur:capsule/run@0.1.0; }}
+world sender {{ import murmur:message/send@0.1.0; export murmur:capsule/run@0.1.0; }}
 """
 
 _ALLOC = """
@@ -153,11 +161,23 @@ BODIES["driver"] = ("plain", f"""(data (i32.const 1024) "{_wat_str(_NEEDLE)}")
       (then (return (call $result (i32.const 0) (i32.const 1400) (i32.const {len(_REPLY_END)})))))
     (call $result (i32.const 0) (i32.const 1100) (i32.const {len(_REPLY_TOOL)})))""")
 
+for _peer in ("coder", "mallory"):
+    _url = f"http://{_peer}.formation.invalid"
+    # a capsule that sends "hello" to a peer's virtual address and traps unless it got a task
+    BODIES[f"send-{_peer}"] = ("sender", f"""(data (i32.const 256) "{_url}") (data (i32.const 320) "msg-1")
+    (data (i32.const 336) "hello")
+    (func (export "murmur:capsule/run@0.1.0#run")
+      (call $send (i32.const 256) (i32.const {len(_url)}) (i32.const 320) (i32.const 5)
+        (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 336) (i32.const 5) (i32.const 512))
+      (if (i32.ne (i32.load8_u (i32.const 512)) (i32.const 0)) (then unreachable)))""")
+
 _IMPORTS = {
     "plain": "",
     "chunky": """(import "murmur:text/chunks@0.1.0" "emit-chunk" (func $chunk (param i32 i32)))
   (import "murmur:text/chunks@0.1.0" "emit-thinking-chunk" (func $think (param i32 i32)))""",
     "asking": '(import "murmur:task/task@0.1.0" "request-input" (func $ask (param i32 i32 i32)))',
+    "sender": """(import "murmur:message/send@0.1.0" "send"
+    (func $send (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)))""",
     "script": """(import "murmur:tool-registry/invoke@0.1.0" "invoke"
     (func $invoke (param i32 i32 i32 i32 i32 i32 i32 i32 i32)))""",
 }

@@ -214,9 +214,16 @@ def http_policy(ctx: TaskContext, entry: ArtifactRef) -> HttpPolicy:
 async def peer_policy(ctx: TaskContext, entry: ArtifactRef) -> AsyncIterator[Any]:
     """The component's HTTP policy for one call; in a member that may call others, with a
     relay per callee for its virtual addresses (closed when the call ends)."""
+    async with with_peers(ctx, http_policy(ctx, entry)) as policy:
+        yield policy
+
+
+@asynccontextmanager
+async def with_peers(ctx: TaskContext, policy: HttpPolicy) -> AsyncIterator[Any]:
+    """``policy`` with a relay per callee for virtual addresses (in a member that may call
+    others; closed when the block ends)."""
     from murmur.components.peers import PeerAccess, relays
 
-    policy = http_policy(ctx, entry)
     route = ctx.services.peer_route
     if not ctx.services.callees or route is None:
         yield policy

@@ -16,6 +16,8 @@ import hashlib
 import time
 from pathlib import Path
 
+import attrs
+
 from murmur.agent.components import ComponentTool, load_component_tools
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
@@ -86,9 +88,14 @@ class ScriptWorkload:
 
         peers = formation_peers(ctx.services.callees)
         env = (("MURMUR_FORMATION_PEERS", peers),) if peers is not None else ()
+        from murmur.agent.components import http_recorder, with_peers
+        from murmur.components.http import HttpPolicy
+
         grant = Grant(env=env, preopen=ctx.workdir, limits=limits_of(ctx.capsule_root))
         try:
-            await run_capsule(self.component, grant, hooks=Hooks(invoke=invoke, log=out.append))
+            async with with_peers(ctx, HttpPolicy(ctx.manifest.network_allow)) as policy:  # the ceiling
+                await run_capsule(self.component, attrs.evolve(grant, http=policy), hooks=Hooks(
+                    invoke=invoke, log=out.append, on_http=http_recorder(ctx, ctx.manifest.name)))
         except ComponentFault as exc:
             message = f"{exc.diagnostic.code}: {exc.diagnostic.message}"
             ctx.trace.emit("task_failed", parent_id=ctx.task_event_id, task_id=ctx.task_id, turn=0,

@@ -161,6 +161,13 @@ def _invoke(_store: object, name: str, tool_input: Any) -> Any:
     return _to_record(result)
 
 
+def _send_message(_store: object, peer_url: str, message: Any) -> Any:
+    from murmur.components.message import send
+
+    hooks, _ = _current()
+    return send(_local.grant.http, peer_url, message, hooks.on_http)
+
+
 def _run_inference(_store: object, request: Any) -> Any:
     """A hook's ``run-inference``: the task's driver once, through ``Hooks.run_inference``;
     without one, upstream's answer: an error (the import still links)."""
@@ -212,6 +219,8 @@ def _linker(with_http: bool) -> wc.Linker:
                 reg.add_func("invoke", _invoke)
             with root.add_instance(versioned("murmur:tool/run")):
                 pass  # the registry's types: a type-only import still needs an instance
+            with root.add_instance(versioned("murmur:message/send")) as message:
+                message.add_func("send", _send_message)
             with root.add_instance(versioned("murmur:runtime/inference")) as inference:
                 inference.add_func("run-inference", _run_inference)
         _linkers[with_http] = linker
@@ -321,7 +330,7 @@ def _call(comp: Component, grant: Grant, iface: str, args: tuple[Any, ...], *, h
     if with_http:
         store.set_wasi_http()
     eng.arm(store, interrupt)
-    _local.hooks, _local.interrupt = hooks, interrupt
+    _local.hooks, _local.interrupt, _local.grant = hooks, interrupt, grant
     try:
         if with_http:
             from murmur.components import http

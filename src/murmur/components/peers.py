@@ -101,6 +101,7 @@ async def relays(callees: Sequence[str], route: PeerRoute) -> AsyncIterator[dict
 
     Every relay is closed (and every connection it holds cancelled) when the block ends.
     """
+    failed: Exception | None = None
     async with trio.open_nursery() as nursery:
         out: dict[str, str] = {}
         for name in callees:
@@ -114,5 +115,9 @@ async def relays(callees: Sequence[str], route: PeerRoute) -> AsyncIterator[dict
             nursery.start_soon(trio.serve_listeners, handler, listeners)
         try:
             yield out
+        except Exception as exc:  # the call's own fault, re-raised as itself (not in a group)
+            failed = exc
         finally:
             nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
