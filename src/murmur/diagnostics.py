@@ -143,7 +143,6 @@ CATALOGUE: dict[str, str] = {
     "W-BLD-002": "capsule.wasm shadows another root .wasm an artifact packs",
     "E-CMP-001": "a component uses a murmur interface at a version this host does not serve",
     "E-CMP-002": "a file is not a WebAssembly component, or lacks its world's export",
-    "E-CMP-003": "a component trapped (failed) during a call",
     "E-CMP-004": "a component imports a murmur interface its world does not offer",
     # --- build / archives -----------------------------------------------------------
     "E-BLD-001": "the capsule name is not valid for an artifact",
@@ -180,7 +179,7 @@ CATALOGUE: dict[str, str] = {
     "E-ROS-007": "a member's capsule is not installed or its packed manifest is unreadable",
     "E-ROS-008": "a reachability rule lists the entry member in `to`",
     # --- run ------------------------------------------------------------------------
-    "E-RUN-001": "the session failed at launch, or a component reached one of its limits (named)",
+    "E-RUN-001": "the session failed at launch, or a component crashed or reached one of its limits (named)",
     "E-RUN-005": "no inference driver is configured",
     "E-RUN-006": "the inference driver or agent command is missing",
     "E-RUN-007": "the agent loop failed, or the trace or records could not be written",

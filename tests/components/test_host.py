@@ -74,7 +74,7 @@ async def test_balloon_stopped_at_memory_limit() -> None:
     """Growth past memory_bytes is refused, so the balloon traps instead of taking memory."""
     with pytest.raises(ComponentFault) as info:
         await call_tool(_comp("balloon"), Grant(limits=Limits(memory_bytes=8 << 20)), None)
-    assert info.value.diagnostic.code in ("E-RUN-001", "E-CMP-003")
+    assert info.value.diagnostic.code == "E-RUN-001" and "crashed" in info.value.diagnostic.message
     # the negative control: with room, the same component grows further before it traps
     # (each 16-page step is 1 MiB; it still traps at the default limit's end, never hangs)
 
@@ -120,7 +120,7 @@ async def test_request_input_outside_a_task_traps_as_upstream() -> None:
     """With no task context, request-input fails with upstream's words."""
     with pytest.raises(ComponentFault) as info:
         await call_tool(_comp("asking"), Grant(), "your name?")
-    assert info.value.diagnostic.code == "E-CMP-003" and NO_TASK in info.value.diagnostic.message
+    assert info.value.diagnostic.code == "E-RUN-001" and NO_TASK in info.value.diagnostic.message
 
 
 async def test_request_input_seam_answers() -> None:
@@ -157,4 +157,4 @@ async def test_script_capsule_fails_when_invoke_errs() -> None:
 
     with pytest.raises(ComponentFault) as info:
         await run_capsule(_comp("script", role="capsule"), Grant(), hooks=Hooks(invoke=invoke))
-    assert info.value.diagnostic.code == "E-CMP-003"
+    assert info.value.diagnostic.code == "E-RUN-001"

@@ -18,7 +18,7 @@ A cancelled Trio task sets the call's :class:`~murmur.components.engine.Interrup
 stops the guest at the next epoch tick; the Trio side never waits for it (the worker thread
 is abandoned and ends by itself within a tick). Faults are :class:`ComponentFault` with a
 coded diagnostic: ``E-CMP-001`` (interface version), ``E-CMP-002`` (not a component or
-missing export), ``E-RUN-001`` (a limit, named), ``E-CMP-003`` (the guest trapped).
+missing export), ``E-RUN-001`` (the guest crashed, or a limit stopped it: named).
 Specification: ``spec/components.md``.
 """
 
@@ -279,7 +279,7 @@ def _limit_fault(name: str, message: str, interrupt: eng.Interrupt, limits: Limi
         if "limit" in low and any(w in low for w in words):
             return error("E-RUN-001", f"component `{name}` reached {key} ({value}) and was stopped: "
                          f"{message.splitlines()[0]}", hint=f"raise `capabilities.limits.{key}`")
-    return error("E-CMP-003", f"component `{name}` trapped: {message.splitlines()[0]}",
+    return error("E-RUN-001", f"component `{name}` crashed: {message.splitlines()[0]}",
                  hint="the component failed; its log holds what it wrote")
 
 
