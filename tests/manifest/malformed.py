@@ -53,8 +53,6 @@ CASES: list[Case] = [
     Case("unknown-nested-key", HEAD + "capabilities:\n  shell:\n    alow: [echo]\n", "E-MAN-003", 5),
     Case("unknown-lifecycle-key", HEAD + "lifecycle:\n  conversaton: stateless\n", "E-MAN-003", 4),
     Case("threaded-conversation", HEAD + "lifecycle:\n  conversation: threaded\n", "E-MAN-005", 4),
-    Case("artifact-runtime-in-capsule", HEAD + "runtime: tool\n", "E-MAN-003", 3),
-    Case("unknown-runtime", HEAD + "runtime: wasm\n", "E-MAN-003", 3),
     # --- capabilities -------------------------------------------------------------------
     Case("allow-ftp", HEAD + "capabilities:\n  network:\n    allow:\n      - ftp://example.com\n",
          "E-CAP-001", 6),
