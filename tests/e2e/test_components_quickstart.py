@@ -55,6 +55,9 @@ def test_quickstart_with_a_wasm_driver(tmp_path: Path, murmur_home: Path) -> Non
         assert r.returncode == 0, r.stderr
     doctor = _mur(["doctor", "--json"], cap, murmur_home)
     assert doctor.returncode == 0 and json.loads(doctor.stdout)["ok"], doctor.stdout
+    components = json.loads(doctor.stdout)["capsule"]["components"]
+    assert [(c["name"], c["exports"]) for c in components] == [
+        ("scripted-driver", ["murmur:tool/run@0.1.0"]), ("echo", ["murmur:tool/run@0.1.0"])]
     run = _mur(["run", "--task", "use the echo tool"], cap, murmur_home)
     assert (run.returncode, run.stdout.strip()) == (0, "the tool answered"), run.stderr
     trace = next(murmur_home.glob("records/**/trace.jsonl"))

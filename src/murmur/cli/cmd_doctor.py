@@ -182,10 +182,15 @@ def _check_capsule(
             False,
         )
     lines.append(f"  ✓ {manifest.name} {manifest.version} {peers} {door}")
+    from murmur.cli.doctor_artifact import capsule_components
+
+    component_lines, components = capsule_components(manifest)
+    lines.extend(component_lines)
     return (
         {
             "path": shown,
             "ok": True,
+            "components": components,
             "name": manifest.name,
             "version": manifest.version,
             "serves_peers": manifest.accepts_peer_tasks,

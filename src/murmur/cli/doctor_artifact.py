@@ -82,3 +82,35 @@ def _refused(report: dict[str, object], faults: list[Diagnostic], warnings: list
     report.update(ok=False, diagnostics=[d.to_json() for d in faults],
                   warnings=[w.to_json() for w in warnings])
     return report, False
+
+
+def capsule_components(manifest: object) -> tuple[list[str], list[dict[str, object]]]:
+    """Report lines and JSON for the installed WASM artifacts a capsule uses (its tools,
+    driver, hooks): each one's interfaces with their versions. Artifacts that do not resolve
+    are left out (the launch check has already refused them)."""
+    from murmur.components.inspect import NotAComponent, interfaces
+    from murmur.errors import DiagnosticError
+    from murmur.registry.artifacts import resolve_artifact, wasm_payload
+
+    lines: list[str] = []
+    report: list[dict[str, object]] = []
+    for entry in getattr(manifest, "artifacts", ()):
+        if entry.source or entry.version is None:
+            continue
+        try:
+            art = resolve_artifact(entry.name, entry.version)
+        except DiagnosticError:
+            continue
+        payload = wasm_payload(list(art.manifest.requires_files)) if art.manifest.execution == "wasm" else None
+        if payload is None:
+            continue
+        try:
+            found = interfaces((art.root / payload).read_bytes())
+        except (OSError, NotAComponent):
+            continue
+        lines.append(f"  component {entry.name} {entry.version} ({art.manifest.runtime}): exports "
+                     f"{', '.join(found.exports) or 'nothing'}; imports "
+                     f"{', '.join(n for n in found.imports if n.startswith('murmur:')) or 'no murmur interface'}")
+        report.append({"name": entry.name, "version": entry.version, "runtime": art.manifest.runtime,
+                       "imports": list(found.imports), "exports": list(found.exports)})
+    return lines, report
