@@ -208,7 +208,8 @@ def test_formation_peers_in_roster_order_and_absent_for_nobody(tmp_path: Path) -
 async def test_hooks_see_the_task_and_reopen_it(project: Path) -> None:
     """A blocking hook with `commit_policy: reopen-task` gets on-task-start, on-inference (its
     artifact is a hook_artifact record), on-tool-call (its error goes to logs/hook-<name>.log),
-    and on-task-end, whose reopen-task runs the task once more."""
+    and on-task-end, whose reopen-task runs the task once more (the default
+    max_task_reopens: 1); asking again after that ends it reopen_budget_exhausted."""
     from components.wat import hook
 
     _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
@@ -221,9 +222,25 @@ async def test_hooks_see_the_task_and_reopen_it(project: Path) -> None:
     trace = FakeTrace()
     ctx = task_context(manifest, project, trace)  # type: ignore[arg-type]
     outcome = await workload.run_task(ctx)
-    assert outcome.status == "ok"
-    assert len(trace.of("task_reopened")) == 1  # reopened once, then bounded
+    assert outcome.status == "reopen_budget_exhausted" and "again!" in outcome.answer
+    assert [(r["ordinal"], r["feedback"]) for r in trace.of("task_reopened")] == [(1, "again!")]
+    assert ctx.usage.turns == 4  # both attempts count against one max_turns
     assert [r["text"] for r in trace.of("hook_artifact")] == ["seen"] * 4  # 2 turns x 2 runs
     log = (ctx.records_dir / "logs" / "hook-recorder.log").read_text()
     assert log.count("on-tool-call: the hook failed.") == 2
     assert workload.tools_declared(ctx.services) == ("echo",)  # hooks are hidden from the model
+
+
+async def test_max_task_reopens_zero_disables_reopening(project: Path) -> None:
+    """`inference.max_task_reopens: 0`: the first reopen request ends the task."""
+    from components.wat import hook
+
+    _install(project, "gate", "name: gate\nversion: 0.1.0\nruntime: hook\nbinding: on-task-end\n"
+             "commit_policy: reopen-task\nrequires_files: [hook.wasm]\n", {"hook.wasm": hook(on_task_end="reopen")})
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("echo")})
+    manifest, root = _capsule(project, "  - {name: echo, version: 0.1.0}\n  - {name: gate, version: 0.1.0, runtime: hook}",
+                              "  max_task_reopens: 0")
+    trace = FakeTrace()
+    outcome = await AgentWorkload(manifest, root).run_task(task_context(manifest, project, trace))  # type: ignore[arg-type]
+    assert outcome.status == "reopen_budget_exhausted" and trace.of("task_reopened") == []

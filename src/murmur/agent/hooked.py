@@ -5,8 +5,9 @@ Per task (spec/components.md, "Hooks"): ``on-task-start`` before the first turn;
 each tool call (:class:`HookedDispatcher`); ``on-shell`` after each shell command
 (:func:`hooked_shell`); ``on-task-end`` with the outcome. Committed arms: ``artifact`` at
 ``on-inference`` is a ``hook_artifact`` record (the A2A artifact frame's seam);
-``reopen-task`` at ``on-task-end`` runs the task once more with the hook's text appended
-(at most :data:`MAX_REOPENS` times and never past ``max_turns`` in all). An arm an event does
+``reopen-task`` at ``on-task-end`` runs the task again with the hook's text appended (at
+most ``inference.max_task_reopens`` times, default 1, sharing one ``max_turns`` budget; a
+hook still asking after that ends the task ``reopen_budget_exhausted``). An arm an event does
 not honour is a ``hook_dispatch_error`` record; a handler's error is in
 ``logs/hook-<name>.log``. Session-level events (``on-session-start``, ``on-session-end``,
 ``on-stage``) and ``on-compaction`` (no compaction runs here) are not dispatched yet.
@@ -23,9 +24,6 @@ import attrs
 from murmur.agent.dispatch import ShellFn, ToolDispatcher, ToolOutcome
 from murmur.agent.transports import InferenceRequest, InferenceResult, ToolCall, Transport
 from murmur.workload import TaskContext
-
-MAX_REOPENS = 1
-"""How often ``reopen-task`` may reopen one task (upstream bounds it by ``max_task_reopens``)."""
 
 
 async def fire(hooks: Sequence[Any], ctx: TaskContext, handler: str, fields: Mapping[str, Any]) -> list[Any]:

@@ -204,13 +204,14 @@ class AgentWorkload:
 
     def _loop(self, ctx: TaskContext, transport: Transport, inventory: Inventory, api_key: str | None,
               dispatcher: ToolDispatcher) -> Awaitable[TaskOutcome]:
+        """The task's loop; a reopened task shares one turn budget (``max_turns`` in all)."""
         return TaskLoop(
             ctx=ctx,
             transport=transport,
             inventory=inventory,
             dispatcher=dispatcher,
             system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
-            max_turns=self.config.max_turns,
+            max_turns=max(1, self.config.max_turns - ctx.usage.turns),
             budget_tokens=self.config.budget_tokens,
             secret=api_key,
         ).run()
@@ -227,7 +228,6 @@ class AgentWorkload:
                            api_key: str | None, hooks: list[object]) -> TaskOutcome:
         """The task with its lifecycle events (murmur.agent.hooked)."""
         from murmur.agent.hooked import (
-            MAX_REOPENS,
             HookedDispatcher,
             HookedTransport,
             fire,
@@ -237,16 +237,21 @@ class AgentWorkload:
         await fire(hooks, ctx, "on-task-start", {"task-id": ctx.task_id, "context-id": ctx.context_id,
                                                 "source": ctx.origin, "input-bytes": len(ctx.text.encode())})
         task, reopens = ctx, 0
+        limit = max(0, ctx.manifest.inference.max_task_reopens if ctx.manifest.inference else 1)
         while True:
             dispatcher = HookedDispatcher(ctx=task, inventory=inventory, shell=hooked_shell(self.shell, hooks, task),
                                           components=self.components, hooks=hooks)
             outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher)
             answers = await fire(hooks, task, "on-task-end", {"task-id": task.task_id, "exit-status": outcome.status})
             again = next((str(a.value) for a in answers if a.committed and a.arm == "reopen-task"), None)
-            if again is None or reopens >= MAX_REOPENS:
+            if again is None:
                 return outcome
+            if reopens >= limit or task.usage.turns >= self.config.max_turns:
+                return TaskOutcome("reopen_budget_exhausted",
+                                   f"a hook still asked to reopen the task after {reopens} reopening(s): {again}")
             reopens += 1
-            task.trace.emit("task_reopened", parent_id=task.task_event_id, task_id=task.task_id, reopens=reopens)
+            task.trace.emit("task_reopened", parent_id=task.task_event_id, task_id=task.task_id,
+                            ordinal=reopens, feedback=again)
             task = attrs.evolve(task, text=f"{task.text}\n\n{again}")
 
 

@@ -195,6 +195,7 @@ class Inference:
     system_prompt: str | None = None
     system_prompt_file: str | None = None
     system_prompt_artifact: str | None = None  # a skill read once as the system prompt
+    max_task_reopens: int = 1  # times an on-task-end hook may reopen one task (0: never)
 
 
 @attrs.frozen

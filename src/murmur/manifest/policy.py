@@ -144,7 +144,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("inference.system_prompt_artifact", _H, "a skill artifact read once at launch as the system prompt (and left out of the tools)"),
     KeyRule("inference.provider", _R, "the older spelling of `inference.driver` is not read here", "rename `provider:` to `driver:`"),
     KeyRule("inference.compaction", _I, "context compaction does not run here (it needs a compaction hook)"),
-    KeyRule("inference.max_task_reopens", _I, "tasks are reopened only by on-task-end hooks, which do not run here"),
+    KeyRule("inference.max_task_reopens", _H, "times an on-task-end hook (`commit_policy: reopen-task`) may reopen one task (default 1; 0 disables); never past `max_turns`"),
     KeyRule("context", _I, "context compaction does not run here, so no session token budget is kept"),
     # --- lifecycle, exports, network, trace, observability --------------------------
     KeyRule("lifecycle", _H, "how tasks are taken"),
