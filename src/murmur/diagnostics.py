@@ -147,10 +147,15 @@ CATALOGUE: dict[str, str] = {
     "E-REG-005": "a resolved version or hash disagrees with murmur.lock",
     "E-REG-007": "an artifact name is not scoped (`<scope>/<name>`)",
     "E-REG-008": "murmur.lock cannot be read or parsed",
+    # --- components ------------------------------------------------------------------
+    "W-BLD-002": "capsule.wasm shadows another root .wasm an artifact packs",
+    "E-CMP-001": "a component uses a murmur interface at a version this host does not serve",
+    "E-CMP-002": "a file is not a WebAssembly component, or lacks its world's export",
+    "E-CMP-004": "a component imports a murmur interface its world does not offer",
     # --- build / archives -----------------------------------------------------------
     "E-BLD-001": "the capsule name is not valid for an artifact",
     "E-BLD-002": "a file the capsule needs is missing from its source directory",
-    "E-BLD-003": "an archive entry has an unsafe path (.., absolute, drive letter, NUL)",
+    "E-BLD-003": "an archive entry has an unsafe path (.., absolute, drive letter, NUL), or a wasm artifact packs no single component",
     "E-BLD-004": "an archive holds a duplicate entry name",
     "E-BLD-005": "an archive holds a symlink, or the destination already holds one",
     "E-BLD-006": "an archive is too large or compresses suspiciously well (a bomb)",
@@ -182,7 +187,7 @@ CATALOGUE: dict[str, str] = {
     "E-ROS-007": "a member's capsule is not installed or its packed manifest is unreadable",
     "E-ROS-008": "a reachability rule lists the entry member in `to`",
     # --- run ------------------------------------------------------------------------
-    "E-RUN-001": "the session failed at launch",
+    "E-RUN-001": "the session failed at launch, or a component crashed or reached one of its limits (named)",
     "E-RUN-005": "no inference driver is configured",
     "E-RUN-006": "the inference driver or agent command is missing",
     "E-RUN-007": "the agent loop failed, or the trace or records could not be written",
@@ -223,6 +228,7 @@ CATALOGUE: dict[str, str] = {
     # --- warnings -------------------------------------------------------------------
     "W-SEC-001": "no kernel sandbox is enforced on this host; containment is advisory",
     "W-SEC-004": "a literal secret sits in a manifest key that should hold a ${VAR} reference",
+    "W-SEC-007": "a component's network.allow narrowing names a host the capsule's ceiling does not cover (dropped)",
     "W-SEC-019": "an upstream manifest key was accepted but has no effect in this runtime",
     "W-SEC-020": "the capsule can delegate but its lifecycle cannot receive a completion",
     "W-SEC-024": "an env.allow name looks like a credential",
@@ -343,6 +349,9 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-RUN-039": "leave out --forget-session: only an agent CLI (transport: process) keeps a session of its own",
     "E-CNV-001": "give more of the id (a unique suffix of 4 or more characters), @N, or the records path",
     "E-CNV-002": "give --context ID with --forget-session, and leave out --resume",
+    "E-CMP-001": "rebuild the component against the interface versions `mur doctor` lists as served here",
+    "E-CMP-002": "build the file as a component of its world (e.g. with `wasm-tools component new`), exporting what spec/components.md names",
+    "E-CMP-004": "rebuild the component against its own world's interfaces (spec/components.md lists what each world offers)",
     "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
 """What to change, for a refusal whose call gives no hint of its own (issue 32: a hint on every

@@ -44,6 +44,8 @@ class TaskOutcome:
 DelegateFn = Callable[[str, str, str, bool], Awaitable[Mapping[str, object]]]
 # call_member(member, task_text) -> mapping with the call-member result fields
 CallMemberFn = Callable[[str, str], Awaitable[Mapping[str, object]]]
+# peer_route(member) -> (door URL, headers the edge attaches) or None: components' virtual peers
+PeerRouteFn = Callable[[str], Awaitable["tuple[str, Mapping[str, str]] | None"]]
 # member_answer(call_id) -> waits until that call ended; mapping with at least
 # {call_id, member, status, output} (status: completed | failed | canceled | rejected |
 # timed_out | unreachable | abandoned | no_answer; output: the member's answer text, cut at 64 KiB)
@@ -63,6 +65,9 @@ class TaskServices:
         denied_binary: the refusal for a binary outside ``capabilities.shell.allow``, naming
             the ready routes (``murmur.routing``); None outside a formation.
         spawn: the session's effective spawn set (spec/tree.md); None means the manifest's.
+        peer_route: ``await peer_route(member)`` → (the callee's door URL, the headers its
+            edge attaches: token, origin ``peer``, the task's trust), or None when no URL
+            arrived within 10 s; used by components' virtual peer addresses (spec/components.md).
     """
 
     delegate: DelegateFn | None = None
@@ -72,6 +77,7 @@ class TaskServices:
     entry_member: bool = False
     denied_binary: Callable[[str], str] | None = None
     spawn: tuple[str, ...] | None = None
+    peer_route: PeerRouteFn | None = None
 
 
 @attrs.define

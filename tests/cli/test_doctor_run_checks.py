@@ -45,8 +45,9 @@ def _doctor(d: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
     ("kwargs", "code"),
     [
         ({"driver": "murmur-driver-gemini"}, "E-RUN-006"),
-        ({"extra_artifacts": "  - {name: git-tool, version: 1.0.0, runtime: tool}\n"}, "E-MAN-005"),
-        ({"extra_artifacts": "  - {name: telemetry, version: 1.0.0, runtime: hook}\n"}, "E-MAN-005"),
+        # a tool or hook artifact runs here (spec/components.md) once installed; these are not
+        ({"extra_artifacts": "  - {name: git-tool, version: 1.0.0, runtime: tool}\n"}, "E-REG-001"),
+        ({"extra_artifacts": "  - {name: telemetry, version: 1.0.0, runtime: hook}\n"}, "E-REG-001"),
         ({"tail": "capabilities: {containment: sealed}\n"}, "E-CAP-003"),
     ],
 )

@@ -154,10 +154,17 @@ def test_unknown_keys_keep_did_you_mean() -> None:
     assert "did you mean" not in (by_key["unknown key `colour` in the manifest"] or "")
 
 
-def test_execution_is_not_taken_for_description() -> None:
-    """`execution` (an upstream artifact key) is refused as such, not hinted as `description`."""
-    _, _, exc = _load({"name": "t", "version": "0.1.0", "execution": "static"})
-    assert exc is not None and exc.diagnostics[0].code == "E-MAN-005"
+def test_capsule_runtime_and_execution() -> None:
+    """`runtime: capsule` with `execution: static` is a capsule manifest; an artifact role or a
+    bad `execution` is E-MAN-003 saying what it is (not hinted as `description`)."""
+    ok, _, exc = _load({"name": "t", "version": "0.1.0", "runtime": "capsule", "execution": "Static",
+                        "plan": "plan.yaml"})
+    assert exc is None and ok is not None and (ok.runtime, ok.execution) == ("capsule", "Static")
+    _, _, exc = _load({"name": "t", "version": "0.1.0", "runtime": "tool"})
+    assert exc is not None and [d.code for d in exc.diagnostics] == ["E-MAN-003"]
+    assert "artifact manifest" in exc.diagnostics[0].message
+    _, _, exc = _load({"name": "t", "version": "0.1.0", "execution": "bytecode"})
+    assert exc is not None and "one of: wasm, native, static" in exc.diagnostics[0].message
     assert "description" not in (exc.diagnostics[0].hint or "")
 
 

@@ -36,20 +36,34 @@ def agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-a-secret")
 
 
-def _companions(capsule: Path) -> list[str]:
-    """Create the files the manifest declares (as its author has them); return their names."""
+def _companions(capsule: Path, case: Expect) -> list[str]:
+    """Create the files the manifest declares (as its author has them); return their names,
+    in the order declared. A ``.wasm`` is a real tool component (``components.wat``'s echo)
+    standing in for the author's build; ``case.absent`` files are left out (the fixture is
+    about their absence)."""
     from murmur.errors import DiagnosticError
+    from murmur.manifest.artifact import is_artifact_text, parse_artifact_manifest
     from murmur.manifest.load import load_manifest
 
+    text = (capsule / "murmur.yaml").read_text(encoding="utf-8")
     try:
-        manifest = load_manifest(capsule / "murmur.yaml")
+        if is_artifact_text(text, path="murmur.yaml"):
+            names = list(parse_artifact_manifest(text, path="murmur.yaml").requires_files)
+        else:
+            names = list(load_manifest(capsule / "murmur.yaml").requires_files or ())
     except DiagnosticError:
         return []
-    names = list(manifest.requires_files or ())
     for name in names:
+        if name in case.absent:
+            continue
         (capsule / name).parent.mkdir(parents=True, exist_ok=True)
-        (capsule / name).write_bytes(b"\0asm\x01\0\0\0")
-    return names
+        if name.endswith(".wasm") and case.stage == "artifact":
+            from components.wat import component
+
+            (capsule / name).write_bytes(component("echo"))
+        else:
+            (capsule / name).write_bytes(b"\0asm\x01\0\0\0")
+    return [n for n in names if n not in case.absent]
 
 
 def _doctor(capsule: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
@@ -67,7 +81,15 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     capsule.mkdir()
     shutil.copyfile(CORPUS_DIR / case.file, capsule / "murmur.yaml")
     (capsule / "credentials.txt").write_text("stray file a build must not pack\n")
-    declared = _companions(capsule)
+    declared = _companions(capsule, case)
+    for art_file in case.installs:  # the artifacts the capsule uses, as its user installs them
+        art = tmp_path / art_file.removesuffix(".yaml")
+        art.mkdir()
+        shutil.copyfile(CORPUS_DIR / art_file, art / "murmur.yaml")
+        art_case = next(e for e in CORPUS if e.file == art_file)
+        _companions(art, art_case)
+        monkeypatch.chdir(capsule)
+        assert main(["install", str(art)]) == 0
 
     if case.host is not None:
         monkeypatch.setenv("MURMUR_SANDBOX_HOST", case.host)
@@ -80,6 +102,13 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     refusals = {d["code"] for d in doc["diagnostics"]}
     warnings = {d["code"] for d in doc.get("warnings", [])}
 
+    if case.stage == "artifact":  # an artifact manifest: packed as upstream packs it
+        assert built == 0, build_err
+        with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
+            assert zf.namelist() == ["murmur.yaml", *declared]  # manifest first, then in order
+        assert (rc, report["ok"], refusals) == (0, True, set()), doc
+        assert warnings == case.codes
+        return
     if case.stage is None:
         assert built == 0, build_err
         with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
@@ -95,9 +124,11 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
         with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
             assert zf.namelist() == sorted(["murmur.yaml", *declared])
         assert rc == 1 and refusals == case.codes
-    if case.component:
-        messages = [d["message"] for d in doc["diagnostics"] if d["code"] in ("E-MAN-005", "E-RUN-006")]
-        assert messages and all("does not run" in m or "does not support" in m for m in messages)
+    if case.component and case.stage != "artifact" and not case.codes & {"E-BLD-003", "E-IO-003"}:
+        messages = [d["message"] for d in doc["diagnostics"] if d["code"] in ("E-MAN-005", "E-RUN-006", "E-CMP-002")]
+        assert messages and all(w in m for m in messages
+                                if (w := next((w for w in ("does not run", "does not support", "packs none",
+                                                           "not a WebAssembly component") if w in m), "?")))
 
 
 def test_passing_capsules_warn_only_about_inert_keys() -> None:

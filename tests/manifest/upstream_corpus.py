@@ -2,7 +2,10 @@
 
 ``Expect.stage`` is where the manifest is refused: ``load`` (the loader refuses it, so
 ``mur build`` and ``mur doctor`` both do), ``run`` (it loads and builds, but ``mur doctor``
-and ``mur run`` refuse it), or ``None`` (it builds and passes ``mur doctor``). ``codes`` are
+and ``mur run`` refuse it), ``None`` (it builds and passes ``mur doctor``), or ``artifact``
+(an artifact manifest that ``mur build`` packs as upstream does and ``mur doctor`` passes).
+``absent`` names declared files the fixture's author does not have; ``installs`` names the
+corpus artifacts (built and installed into the project store first) a capsule uses. ``codes`` are
 the refusal codes (or, when it passes, the warning codes). ``component`` marks refusals
 because the manifest needs a WASM or native component this runtime does not run.
 """
@@ -22,11 +25,13 @@ class Expect:
     codes: frozenset[str]
     component: bool = False
     host: str | None = None  # MURMUR_SANDBOX_HOST for the doctor run (what the host is made to lack)
+    absent: tuple[str, ...] = ()
+    installs: tuple[str, ...] = ()
 
 
 def _e(file: str, source: str, stage: str | None, *codes: str, component: bool = False,
-       host: str | None = None) -> Expect:
-    return Expect(file, source, stage, frozenset(codes), component, host)
+       host: str | None = None, absent: tuple[str, ...] = (), installs: tuple[str, ...] = ()) -> Expect:
+    return Expect(file, source, stage, frozenset(codes), component, host, absent, installs)
 
 
 _D = "docs/content/"
@@ -38,30 +43,35 @@ CORPUS: tuple[Expect, ...] = (
     # agent capsules with a built-in driver: build and pass
     _e("docs-capsules-13.yaml", _D + "concepts/capsules.md:13", None),
     _e("docs-deploy-capsule-cloud-45.yaml", _D + "how-to/deploy-capsule-cloud.md:45", None, "W-MAN-001"),
-    # artifact manifests (tools, hooks, skills, native binaries): components
-    _e("docs-hooks-54.yaml", _D + "concepts/hooks.md:54", "load", "E-MAN-005", component=True),
-    _e("docs-session-loop-87.yaml", _D + "concepts/session-loop.md:87", "load", "E-MAN-005", component=True),
-    _e("docs-manifest-25.yaml", _D + "reference/manifest.md:25", "load", "E-MAN-005", component=True),
-    _e("docs-package-skill-artifact-142.yaml", _D + "how-to/package-skill-artifact.md:142", "load", "E-MAN-005", component=True),
-    _e("docs-package-skill-artifact-158.yaml", _D + "how-to/package-skill-artifact.md:158", "load", "E-MAN-005", component=True),
-    _e("docs-python-native-105.yaml", _D + "language-guides/python-native.md:105", "load", "E-MAN-005", component=True),
-    _e("docs-subprocess-fd-hygiene-verification-228.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:228", "load", "E-MAN-005", component=True),
-    _e("fixture-graduation-tool.yaml", _F + "graduation/tool/murmur.yaml", "load", "E-MAN-005", component=True),
-    _e("fixture-happy.yaml", _F + "happy/murmur.yaml", "load", "E-MAN-005", component=True),
-    _e("fixture-native-tool.yaml", _F + "native-tool/murmur.yaml", "load", "E-MAN-005", "E-MAN-003", component=True),
-    _e("fixture-skill-happy.yaml", _F + "skill-happy/murmur.yaml", "load", "E-MAN-005", component=True),
-    _e("fixture-skill-missing-skill-md.yaml", _F + "skill-missing-skill-md/murmur.yaml", "load", "E-MAN-005", component=True),
+    # artifact manifests (tools, hooks, skills, native binaries): packed as upstream packs them
+    _e("docs-manifest-25.yaml", _D + "reference/manifest.md:25", "artifact"),
+    _e("docs-package-skill-artifact-142.yaml", _D + "how-to/package-skill-artifact.md:142", "artifact"),
+    _e("docs-package-skill-artifact-158.yaml", _D + "how-to/package-skill-artifact.md:158", "artifact"),
+    _e("docs-subprocess-fd-hygiene-verification-228.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:228", "artifact"),
+    _e("fixture-graduation-tool.yaml", _F + "graduation/tool/murmur.yaml", "artifact"),
+    _e("fixture-happy.yaml", _F + "happy/murmur.yaml", "artifact"),
+    _e("fixture-native-tool.yaml", _F + "native-tool/murmur.yaml", "artifact", "W-SEC-019"),
+    _e("fixture-skill-happy.yaml", _F + "skill-happy/murmur.yaml", "artifact"),
+    # artifact manifests upstream's build refuses too: a wasm role with no root .wasm to pack
+    # (the hook examples show the manifest alone; `runtime: native` is packed as wasm upstream)
+    _e("docs-hooks-54.yaml", _D + "concepts/hooks.md:54", "load", "E-BLD-003", component=True),
+    _e("docs-session-loop-87.yaml", _D + "concepts/session-loop.md:87", "load", "E-BLD-003", component=True),
+    _e("docs-python-native-105.yaml", _D + "language-guides/python-native.md:105", "load", "E-BLD-003", component=True),
+    _e("fixture-skill-missing-skill-md.yaml", _F + "skill-missing-skill-md/murmur.yaml", "load", "E-IO-003",
+       component=True, absent=("skill.md",)),
     # capsules that use wasm/native/tool/hook artifacts
     _e("docs-python-206.yaml", _D + "language-guides/python.md:206", "load", "E-MAN-005", component=True),
     _e("docs-python-native-134.yaml", _D + "language-guides/python-native.md:134", "load", "E-MAN-005", component=True),
-    _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", "run", "E-MAN-005", component=True),
+    _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", None,
+       installs=("docs-subprocess-fd-hygiene-verification-228.yaml",)),
     _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", "run", "E-MAN-005", component=True),
     # the reference "supported shape": its threaded conversation loads; its tool and hook do not run
-    _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "run", "E-MAN-005", component=True),
+    _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "run", "E-REG-001"),
     # an upstream driver component
     _e("docs-network-namespace-egress-proxy-manual-ve-103.yaml", _D + "reference/network-namespace-egress-proxy-manual-verification.md:103", "run", "E-RUN-006", component=True),
     # capsules with no workload: upstream runs their own capsule.wasm
-    _e("docs-python-173.yaml", _D + "language-guides/python.md:173", "run", "E-MAN-005", component=True),
+    # a script capsule (no workload, one root .wasm): the stand-in bytes are no component
+    _e("docs-python-173.yaml", _D + "language-guides/python.md:173", "run", "E-CMP-002", component=True),
     _e("docs-shell-binary-reachability-manual-verific-129.yaml", _SBR + ":129", "run", "E-MAN-005", component=True),
     _e("docs-shell-binary-reachability-manual-verific-175.yaml", _SBR + ":175", "run", "E-MAN-005", component=True),
     _e("docs-shell-binary-reachability-manual-verific-199.yaml", _SBR + ":199", "run", "E-MAN-005", component=True),

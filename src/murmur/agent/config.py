@@ -49,7 +49,8 @@ class AgentConfig:
 
     Attributes:
         transport (str): ``http`` | ``process``.
-        driver (str | None): ``openai`` | ``anthropic`` (http only).
+        driver (str | None): ``openai`` | ``anthropic`` | ``wasm`` (a declared driver
+            artifact; http only).
         endpoint (str | None): the provider URL (http only).
         model (str | None): the model name.
         api_key_ref (str | None): ``inference.api_key`` as written (``${VAR}`` or literal).
@@ -167,6 +168,9 @@ def agent_config(
             f"set inference.driver.artifact to {openai.ARTIFACT} or {anthropic.ARTIFACT}",
         )
     kind = driver_kind(inf.driver.artifact)
+    declared = manifest.driver_entry
+    if kind is None and declared is not None and declared.runtime == "driver":
+        kind = "wasm"  # a WASM driver artifact (spec/components.md, "Drivers")
     if kind is None:
         raise _refuse(
             "E-RUN-006",

@@ -16,10 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 
+from murmur.agent.components import ComponentTool, call_component_tool
 from murmur.agent.fence import fence
 from murmur.agent.members import MemberCalls, call_result
 from murmur.agent.tools import (
@@ -78,6 +79,7 @@ class ToolDispatcher:
     members: MemberCalls = attrs.field(factory=MemberCalls)
     shell: ShellFn = run_shell
     ended: bool = False
+    components: Mapping[str, ComponentTool] = attrs.field(factory=dict)
 
     async def run(self, call: ToolCall, *, turn: int, parent_id: str) -> ToolOutcome:
         """Answer ``call`` and write its ``tool_call`` record (parent: the turn's ``inference``).
@@ -98,6 +100,9 @@ class ToolDispatcher:
             text, is_error = self._missing(call.name), True
         elif tool.kind == "shell":
             text, is_error = await self._shell(tool, call, turn=turn, parent_id=parent_id)
+        elif tool.kind == "component":
+            text, is_error = await call_component_tool(
+                self.components[tool.name], self.ctx, call.arguments, call.raw_arguments)
         elif tool.kind == DELEGATE_TASK:
             text, is_error = await self._delegate(call)
         elif tool.kind == CALL_MEMBER:

@@ -70,7 +70,8 @@ class Tool:
 
     Attributes:
         name (str): murmur's name: the binary, or the runtime tool's name.
-        kind (str): ``shell`` | ``delegate-task`` | ``call-member`` | ``end-without-answer``.
+        kind (str): ``shell`` | ``delegate-task`` | ``call-member`` | ``end-without-answer`` |
+            ``component`` (an artifact tool, :mod:`murmur.agent.components`).
         spec (ToolSpec): what the model sees (``spec.name`` is the wire name).
     """
 
@@ -200,13 +201,20 @@ def _end_tool(taken: set[str]) -> Tool:
     return Tool(END_WITHOUT_ANSWER, END_WITHOUT_ANSWER, spec)
 
 
-def build_inventory(manifest: Manifest, services: TaskServices) -> Inventory:
+def _component_tool(name: str, description: str, parameters: dict[str, object], taken: set[str]) -> Tool:
+    return Tool(name, "component", ToolSpec(name=wire_name(name, taken), description=description,
+                                            input_schema=parameters))
+
+
+def build_inventory(manifest: Manifest, services: TaskServices,
+                    components: Sequence[tuple[str, str, dict[str, object]]] = ()) -> Inventory:
     """The tools offered for one task (pure).
 
     Args:
         manifest (Manifest): the capsule's manifest (``shell.allow``, ``spawn.allow``).
         services (TaskServices): the session's services; ``delegate`` / ``call_member`` are
             None where the grant does not exist, ``callees`` lists the reachable members.
+        components: ``(name, description, input schema)`` of each artifact tool.
 
     Returns:
         Inventory: runtime tools whose grant exists, then one tool per allowlisted binary
@@ -224,6 +232,8 @@ def build_inventory(manifest: Manifest, services: TaskServices) -> Inventory:
         if binary in RESERVED:
             continue
         tools.append(_shell_tool(binary, taken))
+    for name, description, parameters in components:  # artifact tools (spec/components.md)
+        tools.append(_component_tool(name, description, parameters, taken))
     return Inventory(tuple(tools))
 
 

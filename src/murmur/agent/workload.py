@@ -20,6 +20,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
+import attrs
 import httpx
 import trio
 
@@ -28,7 +29,7 @@ from murmur.agent.dispatch import ShellFn, ToolDispatcher
 from murmur.agent.harness.choose import STDIO, protocol_for
 from murmur.agent.loop import TaskLoop, initial_text
 from murmur.agent.thread import Conversations
-from murmur.agent.tools import build_inventory
+from murmur.agent.tools import Inventory, build_inventory
 from murmur.agent.transports import InferenceError, Transport
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
@@ -123,6 +124,21 @@ class AgentWorkload:
         self.sleep = sleep
         self.shell = shell
         self.conversations = Conversations()
+        from murmur.agent.components import load_component_tools, system_prompt_skill
+
+        self.components = {t.name: t for t in load_component_tools(manifest, capsule_root)}
+        self._hooks: list[object] | None = None
+        from murmur.agent.components import load_hooks
+
+        self.hook_specs = load_hooks(manifest, capsule_root)
+        self.driver_component = None
+        if self.config.driver == "wasm":
+            from murmur.agent.components import load_driver
+
+            self.driver_component = load_driver(manifest, capsule_root)
+        skill_prompt = system_prompt_skill(manifest, capsule_root) if system_prompt_override is None else None
+        if skill_prompt is not None:
+            self.config = attrs.evolve(self.config, system_prompt=skill_prompt)
 
     def use_conversations(self, conversations: Conversations) -> None:
         """Load and record contexts as ``conversations`` says (set at launch by the
@@ -135,9 +151,13 @@ class AgentWorkload:
         harness = self.conversations.harness
         return harness.forget(context_id) if harness is not None else None
 
+    def _inventory(self, manifest: Manifest, services: TaskServices) -> Inventory:
+        extra = [(t.name, t.description, t.parameters) for t in self.components.values()]
+        return build_inventory(manifest, services, extra)
+
     def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
         """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
-        return build_inventory(self.manifest, services).names
+        return self._inventory(self.manifest, services).names
 
     async def run_task(self, ctx: TaskContext) -> TaskOutcome:
         """Run one task (see :class:`murmur.workload.Workload`).
@@ -177,26 +197,78 @@ class AgentWorkload:
                 reason=exc.message,
             )
             return TaskOutcome("failed", exc.message)
-        inventory = build_inventory(ctx.manifest, ctx.services)
+        inventory = self._inventory(ctx.manifest, ctx.services)
         async with httpx.AsyncClient(
             timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False
         ) as client:
-            transport = make_transport(
-                self.config, client, api_key, policy=self.policy, sleep=self.sleep
-            )
-            loop = TaskLoop(
-                ctx=ctx,
-                transport=transport,
-                inventory=inventory,
-                dispatcher=ToolDispatcher(ctx=ctx, inventory=inventory, shell=self.shell),
-                system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
-                max_turns=self.config.max_turns,
-                budget_tokens=self.config.budget_tokens,
-                secret=api_key,
-                history=self.conversations.history(ctx.context_id),
-                record=self.conversations.recorder(ctx.context_id, ctx.task_id),
-            )
-            return await loop.run()
+            transport: Transport
+            if self.driver_component is not None:
+                from murmur.agent.components import driver_transport
+
+                transport = driver_transport(self.driver_component, ctx, self.config)
+            else:
+                transport = make_transport(
+                    self.config, client, api_key, policy=self.policy, sleep=self.sleep
+                )
+            hooks = self._hook_hosts(ctx)
+            if not hooks:
+                return await self._loop(ctx, transport, inventory, api_key, ToolDispatcher(
+                    ctx=ctx, inventory=inventory, shell=self.shell, components=self.components))
+            return await self._hooked_task(ctx, transport, inventory, api_key, hooks)
+
+    def _loop(self, ctx: TaskContext, transport: Transport, inventory: Inventory, api_key: str | None,
+              dispatcher: ToolDispatcher) -> Awaitable[TaskOutcome]:
+        """The task's loop; a reopened task shares one turn budget (``max_turns`` in all)."""
+        return TaskLoop(
+            ctx=ctx,
+            transport=transport,
+            inventory=inventory,
+            dispatcher=dispatcher,
+            system=with_context(self.config.system_prompt, context_for_prompt(ctx)),
+            max_turns=max(1, self.config.max_turns - ctx.usage.turns),
+            budget_tokens=self.config.budget_tokens,
+            secret=api_key,
+            history=self.conversations.history(ctx.context_id),
+            record=self.conversations.recorder(ctx.context_id, ctx.task_id),
+        ).run()
+
+    def _hook_hosts(self, ctx: TaskContext) -> list[object]:
+        """The session's hook hosts (made at its first task, whose records dir holds logs/)."""
+        if self._hooks is None:
+            from murmur.agent.components import hook_hosts
+
+            self._hooks = hook_hosts(self.hook_specs, ctx) if self.hook_specs else []
+        return self._hooks
+
+    async def _hooked_task(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
+                           api_key: str | None, hooks: list[object]) -> TaskOutcome:
+        """The task with its lifecycle events (murmur.agent.hooked)."""
+        from murmur.agent.hooked import (
+            HookedDispatcher,
+            HookedTransport,
+            fire,
+            hooked_shell,
+        )
+
+        await fire(hooks, ctx, "on-task-start", {"task-id": ctx.task_id, "context-id": ctx.context_id,
+                                                "source": ctx.origin, "input-bytes": len(ctx.text.encode())})
+        task, reopens = ctx, 0
+        limit = max(0, ctx.manifest.inference.max_task_reopens if ctx.manifest.inference else 1)
+        while True:
+            dispatcher = HookedDispatcher(ctx=task, inventory=inventory, shell=hooked_shell(self.shell, hooks, task),
+                                          components=self.components, hooks=hooks)
+            outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher)
+            answers = await fire(hooks, task, "on-task-end", {"task-id": task.task_id, "exit-status": outcome.status})
+            again = next((str(a.value) for a in answers if a.committed and a.arm == "reopen-task"), None)
+            if again is None:
+                return outcome
+            if reopens >= limit or task.usage.turns >= self.config.max_turns:
+                return TaskOutcome("reopen_budget_exhausted",
+                                   f"a hook still asked to reopen the task after {reopens} reopening(s): {again}")
+            reopens += 1
+            task.trace.emit("task_reopened", parent_id=task.task_event_id, task_id=task.task_id,
+                            ordinal=reopens, feedback=again)
+            task = attrs.evolve(task, text=f"{task.text}\n\n{again}")
 
 
 def make_agent_workload(

@@ -60,6 +60,13 @@ def load_workload(
 
         return make_agent_workload(manifest, capsule_root, environ=environ,
                                    system_prompt_override=system_prompt_override)
+    from murmur.agent.script import (  # a script capsule (spec/components.md)
+        ScriptWorkload,
+        script_payload,
+    )
+
+    if script_payload(manifest) is not None:
+        return ScriptWorkload(manifest, capsule_root)
     raise DiagnosticError(
         error(
             "E-RUN-005",

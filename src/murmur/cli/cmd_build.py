@@ -40,6 +40,16 @@ def run(args: argparse.Namespace) -> int:
         emit(w)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     if args.json:
+        from murmur.registry.artifacts import manifest_text
+
+        art = manifest_text(args.dir)
+        if art is not None:
+            from murmur.manifest.artifact import parse_artifact_manifest
+
+            a = parse_artifact_manifest(art, path=str(args.dir))
+            print(json.dumps({"path": str(path), "name": a.name, "version": a.version,
+                              "runtime": a.runtime, "execution": a.execution, "sha256": sha}))
+            return 0
         m = load_manifest(args.dir)
         print(json.dumps({"path": str(path), "name": m.name, "version": m.version, "sha256": sha}))
     else:

@@ -166,6 +166,13 @@ def _check_capsule(
     from murmur.manifest import load_manifest
 
     shown = _shown(path, cwd)
+    from murmur.registry.artifacts import manifest_text
+
+    artifact = manifest_text(path.parent) if path.is_file() else None
+    if artifact is not None:
+        from murmur.cli.doctor_artifact import check_artifact
+
+        return check_artifact(path, artifact, shown, lines, stderr)
     lines.append(f"capsule: {shown}")
     warnings: list[Diagnostic] = []
     try:
@@ -182,6 +189,9 @@ def _check_capsule(
 
     door = "authenticated door" if manifest.authentication is not None else "public door"
     peers = "serves peers" if manifest.accepts_peer_tasks else "refuses peers"
+    from murmur.components.netpolicy import narrowing_warnings
+
+    warnings.extend(narrowing_warnings(manifest, path=shown))
     version_warning = mur_version_warning(manifest)
     if version_warning is not None:
         warnings.append(version_warning)
@@ -204,11 +214,16 @@ def _check_capsule(
     from murmur.sandbox.classes import resolve_class
 
     achieved = resolve_class(manifest.capabilities.containment, None, os.environ).value
+    from murmur.cli.doctor_artifact import capsule_components
+
+    component_lines, components = capsule_components(manifest)
+    lines.extend(component_lines)
     return (
         {
             "path": shown,
             "ok": True,
             "achieved": achieved,
+            "components": components,
             "name": manifest.name,
             "version": manifest.version,
             "serves_peers": manifest.accepts_peer_tasks,

@@ -35,9 +35,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Install and report the entry."""
-    from murmur.registry import Pin, install, lock_path, write_pin
+    from murmur.registry import Pin, lock_path, write_pin
+    from murmur.registry.artifacts import InstalledArtifact
+    from murmur.registry.store import install_any
 
-    installed = install(args.source, global_=args.global_)
+    got = install_any(args.source, global_=args.global_)
+    if isinstance(got, InstalledArtifact):
+        m = got.manifest
+        if args.json:
+            print(json.dumps({"scope": got.scope, "name": m.name, "version": m.version,
+                              "runtime": m.runtime, "execution": m.execution,
+                              "sha256": got.sha256, "path": str(got.archive.parent)}))
+        else:
+            print(f"installed artifact {m.name} {m.version} ({m.runtime}, {m.execution}; "
+                  f"{got.scope}) sha256 {got.sha256}")
+        return 0
+    installed = got
     if args.pin:
         write_pin(lock_path(), Pin(installed.ref, installed.version, installed.sha256))
     if args.json:

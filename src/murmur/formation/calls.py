@@ -231,12 +231,28 @@ class CallEngine:
         async def member_answer(call_id: str) -> Mapping[str, object]:
             return await self.answer(task_id, call_id)
 
+        async def peer_route(member: str) -> tuple[str, Mapping[str, str]] | None:
+            return await self.route(member, trust)
+
         return TaskServices(
             call_member=call_member,
             member_answer=member_answer,
+            peer_route=peer_route,
             callees=self.callees,
             entry_member=entry_member,
         )
+
+    async def route(self, member: str, trust: str) -> tuple[str, Mapping[str, str]] | None:
+        """A component's request to ``member``'s virtual address: the door URL (waited for up
+        to 10 s) and the headers the edge attaches (the token, origin ``peer``, ``trust``);
+        None for a member this one may not call, or when no URL arrived in time."""
+        if member not in self._tokens:
+            return None
+        url = self.addresses.get(member) or await self.addresses.wait(member, self._address_wait)
+        if url is None:
+            return None
+        return url, {"Authorization": f"Bearer {self._tokens[member]}", ORIGIN_HEADER: "peer",
+                     TRUST_HEADER: trust or "untrusted"}
 
     # -- the calls -------------------------------------------------------------------------
 

@@ -87,12 +87,30 @@ class ArtifactState:
 
 
 @attrs.frozen
+class ArtifactNetwork:
+    """``artifacts[].capabilities.network.allow``: narrows a tool's or driver's hosts below the
+    capsule's ceiling (``()`` is a real narrowing to nothing; None: the ceiling)."""
+
+    allow: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class ArtifactFilesystem:
+    """``artifacts[].capabilities.filesystem.scope``: the part of the workdir mounted as the
+    component's ``"."`` (None: the whole workdir; a hook: nothing)."""
+
+    scope: str | None = None
+
+
+@attrs.frozen
 class ArtifactCaps:
-    """``artifacts[].capabilities``: the per-artifact grant. Only ``state`` acts here (the
-    spawn envelope's state-store axis); the other upstream sub-keys are accepted with a
-    ``W-SEC-019`` warning (see :mod:`murmur.manifest.policy`)."""
+    """``artifacts[].capabilities``: the per-artifact grant: ``state`` (the spawn envelope's
+    state-store axis), and for components ``network`` and ``filesystem`` (spec/components.md);
+    the other upstream sub-keys are accepted with a ``W-SEC-019`` warning."""
 
     state: ArtifactState | None = None
+    network: ArtifactNetwork | None = None
+    filesystem: ArtifactFilesystem | None = None
 
 
 @attrs.frozen
@@ -117,6 +135,7 @@ class ArtifactRef:
     local_source: bool | None = None
     capabilities: ArtifactCaps | None = None
     gateway: Gateway | None = None
+    prompt_payload: bool | None = None  # None: true for a skill
 
 
 @attrs.frozen
@@ -222,6 +241,8 @@ class Inference:
     budget_tokens: int | None = None
     system_prompt: str | None = None
     system_prompt_file: str | None = None
+    system_prompt_artifact: str | None = None  # a skill read once as the system prompt
+    max_task_reopens: int = 1  # times an on-task-end hook may reopen one task (0: never)
 
 
 @attrs.frozen
@@ -298,6 +319,8 @@ class Manifest:
     version: str
     description: str | None = None
     mur_version: str | None = None
+    runtime: str | None = None  # only `capsule` loads (rules); artifact roles: murmur.manifest.artifact
+    execution: str | None = None  # wasm | native | static (any case), as written
     requires_files: tuple[str, ...] | None = None
     artifacts: tuple[ArtifactRef, ...] = ()
     capabilities: Capabilities = attrs.field(factory=Capabilities)

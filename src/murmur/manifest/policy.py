@@ -55,8 +55,8 @@ class KeyRule:
 
 _H, _I, _R = Answer.HONOURED, Answer.INERT, Answer.REFUSED
 
-_ARTIFACT_MANIFEST = "it marks an upstream artifact manifest (a tool, hook, driver or skill component), and this runtime builds and runs capsules only"
-_CAPSULE_INSTEAD = "a capsule's murmur.yaml has no such key; give the capsule a `plan:` or an `inference:` block"
+_ARTIFACT_MANIFEST = "it belongs in an artifact's own manifest (one with `runtime: tool`, `driver`, `hook` or `skill`), not in a capsule's"
+_CAPSULE_INSTEAD = "add the artifact's `runtime:` to make this an artifact manifest, or move the key to the artifact's murmur.yaml"
 
 KEYS: tuple[KeyRule, ...] = (
     # --- identity -------------------------------------------------------------------
@@ -65,25 +65,27 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("description", _H, "free text"),
     KeyRule("mur_version", _H, "a `mur` version other than the running one is a warning (W-MAN-001); the run continues"),
     KeyRule("requires_files", _H, "the files `mur build` packs besides murmur.yaml (and the files the manifest names)"),
-    KeyRule("runtime", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
-    KeyRule("implementation", _R, "a native or WASM tool implementation is a component this runtime does not run", _CAPSULE_INSTEAD),
-    KeyRule("execution", _R, "an artifact's packaging type (wasm, native, static) belongs to components this runtime does not run", _CAPSULE_INSTEAD),
-    KeyRule("input_schema", _R, "a tool component's input schema; tool components do not run here", "offer the binary with `capabilities.shell.allow` instead"),
-    KeyRule("binding", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
-    KeyRule("execution_mode", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
-    KeyRule("commit_policy", _R, "a hook component's contract; hooks do not run here", "remove the hook manifest; hooks have no counterpart here"),
+    KeyRule("runtime", _H, "`capsule` in a capsule manifest; `tool`, `driver`, `hook` or `skill` mark an artifact manifest, which `mur build` and `mur install` take (spec/components.md) and `mur run` refuses (E-MAN-003)"),
+    KeyRule("implementation", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("execution", _H, "wasm, native or static (case-insensitive); a capsule's packaging type"),
+    KeyRule("input_schema", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("binding", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("execution_mode", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
+    KeyRule("commit_policy", _R, _ARTIFACT_MANIFEST, _CAPSULE_INSTEAD),
     # --- artifacts ------------------------------------------------------------------
-    KeyRule("artifacts", _H, "the artifacts the capsule uses; only the built-in inference drivers run here"),
+    KeyRule("artifacts", _H, "the artifacts the capsule uses: tools, skills and WASM drivers run here (spec/components.md); hooks are refused"),
     KeyRule("artifacts[].name", _H, "the artifact's name"),
     KeyRule("artifacts[].version", _H, "the artifact's version"),
-    KeyRule("artifacts[].runtime", _H, "tool, driver, hook or skill; only `driver` entries naming a built-in driver run (`wasm`, `native` are refused)"),
+    KeyRule("artifacts[].runtime", _H, "tool, driver, hook or skill, installed with `mur install` (spec/components.md); `wasm`, `native` are refused"),
     KeyRule("artifacts[].source", _H, "a local source path (needs `local_source: true`)"),
     KeyRule("artifacts[].local_source", _H, "opts `source` in"),
     KeyRule("artifacts[].capabilities", _H, "the per-artifact grant"),
     KeyRule("artifacts[].capabilities.state", _H, "the store this artifact opens: the spawn envelope's state-store axis"),
     KeyRule("artifacts[].capabilities.state.store", _H, "the store's name (default: the capsule's name)"),
-    KeyRule("artifacts[].capabilities.network", _I, "no artifact component makes its own connections here, so there is nothing to narrow"),
-    KeyRule("artifacts[].capabilities.filesystem", _I, "no artifact component opens files here, so there is nothing to narrow"),
+    KeyRule("artifacts[].capabilities.network", _H, "a tool's or driver's own network grant (spec/components.md)"),
+    KeyRule("artifacts[].capabilities.network.allow", _H, "narrows the component's hosts below the capsule's ceiling; an entry the ceiling does not cover is dropped (W-SEC-007)"),
+    KeyRule("artifacts[].capabilities.filesystem", _H, "a component's own directory grant"),
+    KeyRule("artifacts[].capabilities.filesystem.scope", _H, "the part of the workdir mounted as the component's directory (created if missing)"),
     KeyRule("artifacts[].capabilities.shell", _I, "shell grants are capsule-wide (upstream ignores them per artifact too)"),
     KeyRule("artifacts[].capabilities.spawn", _I, "spawn grants are capsule-wide (upstream ignores them per artifact too)"),
     KeyRule("artifacts[].capabilities.env", _I, "env grants are capsule-wide (upstream ignores them per artifact too)"),
@@ -95,7 +97,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("artifacts[].gateway.api_key", _H, "`${VAR}` resolved only in the capsule's own process"),
     KeyRule("artifacts[].gateway.keyless", _H, "send no key (local servers)"),
     KeyRule("artifacts[].config", _I, "no artifact component reads a per-artifact config here; the built-in drivers read `inference.driver.config`"),
-    KeyRule("artifacts[].prompt_payload", _I, "skill artifacts are not bound as prompts here"),
+    KeyRule("artifacts[].prompt_payload", _H, "whether `inference.system_prompt_artifact` may name it (default: true for a skill)"),
     KeyRule("artifacts[].on_overflow", _I, "it tunes async hooks, which do not run here"),
     # --- capabilities ---------------------------------------------------------------
     KeyRule("capabilities", _H, "the capsule's grants"),
@@ -117,6 +119,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("capabilities.filesystem", _H, "filesystem grants"),
     KeyRule("capabilities.filesystem.scope", _H, "the part of the workdir the capsule works in"),
     KeyRule("capabilities.filesystem.workdir_exec", _H, "the workdir-exec grant (an envelope axis)"),
+    KeyRule("capabilities.filesystem.allow", _I, "path grants beyond the workdir are not given to components or commands here; the workdir (or `filesystem.scope`) is all they see"),
     KeyRule("capabilities.filesystem.read_only", _H, "paths under the workdir that scoped and sealed commands may read but not write (spec/containment.md)"),
     KeyRule("capabilities.state", _H, "the capsule-wide state block (an envelope axis)"),
     KeyRule("capabilities.state.store", _H, "the store's name"),
@@ -148,10 +151,10 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("inference.max_tokens", _H, "the per-turn output cap"),
     KeyRule("inference.system_prompt", _H, "the system prompt"),
     KeyRule("inference.system_prompt_file", _H, "the system prompt, from a packed file"),
-    KeyRule("inference.system_prompt_artifact", _R, "it binds a skill artifact as the prompt, and skill artifacts do not run here", "put the skill's text in a file and name it with `inference.system_prompt_file`"),
+    KeyRule("inference.system_prompt_artifact", _H, "a skill artifact read once at launch as the system prompt (and left out of the tools)"),
     KeyRule("inference.provider", _R, "the older spelling of `inference.driver` is not read here", "rename `provider:` to `driver:`"),
     KeyRule("inference.compaction", _I, "context compaction does not run here (it needs a compaction hook)"),
-    KeyRule("inference.max_task_reopens", _I, "tasks are reopened only by on-task-end hooks, which do not run here"),
+    KeyRule("inference.max_task_reopens", _H, "times an on-task-end hook (`commit_policy: reopen-task`) may reopen one task (default 1; 0 disables); never past `max_turns`"),
     KeyRule("context", _H, "the conversation record (spec/conversations.md)"),
     KeyRule("context.record", _H, "on or off: whether the durable conversation record is written"),
     KeyRule("context.record_store", _H, "the record's directory name (default: the capsule's name; one path segment, else E-CAP-011)"),

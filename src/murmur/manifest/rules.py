@@ -120,6 +120,20 @@ def check_rules(root: YMap) -> list[Fault]:
 
 def _identity(root: YMap) -> list[Fault]:
     out = requires_files_faults(root)
+    runtime = _text(root.get("runtime"))
+    if runtime is not None and runtime != "capsule":
+        artifact = runtime in ("tool", "driver", "hook", "skill")
+        out.append(Fault(
+            "E-MAN-003",
+            f"`runtime: {runtime}` " + ("marks an artifact manifest, which is built and installed, not run"
+                                        if artifact else "is not a capsule's runtime"),
+            hint=("`mur install` the artifact directory and name it in a capsule's `artifacts:`"
+                  if artifact else "a capsule manifest says `runtime: capsule` or leaves it out"),
+            path=("runtime",)))
+    execution = _text(root.get("execution"))
+    if execution is not None and execution.lower() not in ("wasm", "native", "static"):
+        out.append(Fault("E-MAN-003", f"`execution: {execution}` must be one of: wasm, native, static",
+                         hint="use one of: wasm, native, static", path=("execution",)))
     name = _text(root.get("name"))
     if name is not None and not is_capsule_name(name):
         out.append(Fault(

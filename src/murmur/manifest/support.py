@@ -16,13 +16,6 @@ from murmur.manifest.model import Manifest, Transport
 BUILTIN_DRIVERS: tuple[str, ...] = ("murmur-driver-openai", "murmur-driver-anthropic")
 """Driver artifact names this runtime provides itself (bare names; a scope prefix is allowed)."""
 
-_COMPONENT_HINTS = {
-    "tool": "remove the entry; give the agent the program through `capabilities.shell.allow` instead",
-    "hook": "remove the entry; hooks have no counterpart here",
-    "skill": "remove the entry; put the skill's text in a file named by `inference.system_prompt_file`",
-}
-
-
 def is_builtin_driver(artifact: str) -> bool:
     """True for a built-in driver name, bare or scoped (``murmur/murmur-driver-openai``)."""
     return artifact.rsplit("/", 1)[-1] in BUILTIN_DRIVERS
@@ -31,9 +24,8 @@ def is_builtin_driver(artifact: str) -> bool:
 def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnostic]:
     """One diagnostic per component the manifest needs that this runtime does not run.
 
-    * an ``artifacts[]`` entry of runtime ``tool``, ``hook`` or ``skill`` → ``E-MAN-005``;
-    * a ``driver`` entry (or ``inference.driver.artifact``) that is not a built-in driver →
-      ``E-RUN-006``;
+    * an ``inference.driver.artifact`` that is neither a built-in driver nor a declared
+      ``driver`` entry (a WASM driver, installed with ``mur install``) → ``E-RUN-006``;
     * neither ``plan:`` nor ``inference:`` (upstream would run the capsule's own WASM
       component) → ``E-MAN-005``.
 
@@ -42,26 +34,18 @@ def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnost
         path (str | None): the manifest file the diagnostics name.
     """
     out: list[Diagnostic] = []
-    for art in manifest.artifacts:
-        if art.runtime in _COMPONENT_HINTS:
-            out.append(error(
-                "E-MAN-005",
-                f"artifact `{art.name}` (runtime: {art.runtime}) is an upstream {art.runtime} "
-                "component, which this runtime does not run",
-                hint=_COMPONENT_HINTS[art.runtime], path=path))
-        elif art.runtime == "driver" and not is_builtin_driver(art.name):
-            out.append(_foreign_driver(art.name, path))
     inf = manifest.inference
     if inf is not None and inf.transport is Transport.HTTP and inf.driver is not None:
         declared = {a.name for a in manifest.artifacts if a.runtime == "driver"}
         if not is_builtin_driver(inf.driver.artifact) and inf.driver.artifact not in declared:
             out.append(_foreign_driver(inf.driver.artifact, path))
-    if manifest.plan is None and inf is None:
+    if manifest.plan is None and inf is None and not _script_payload(manifest):
         out.append(error(
             "E-MAN-005",
             f"capsule `{manifest.name}` declares neither `plan:` nor `inference:`; upstream would "
-            "run the capsule's own WASM component, which this runtime does not run",
-            hint="add `plan: plan.yaml` with a plan file (spec/plan.md), or an `inference:` block",
+            "run the capsule's own WASM component, and this one packs none",
+            hint="add `plan: plan.yaml` with a plan file (spec/plan.md), an `inference:` block, or "
+                 "`requires_files: [capsule.wasm]` with the capsule's component",
             path=path))
     return out
 
@@ -69,6 +53,15 @@ def unsupported(manifest: Manifest, *, path: str | None = None) -> list[Diagnost
 def _foreign_driver(name: str, path: str | None) -> Diagnostic:
     return error(
         "E-RUN-006",
-        f"the inference driver `{name}` is an upstream driver component, which this runtime does "
-        "not run",
-        hint=f"use a built-in driver: {', '.join(BUILTIN_DRIVERS)}", path=path)
+        f"the inference driver `{name}` is neither a built-in driver nor a declared driver "
+        "artifact, which this runtime does not run",
+        hint=f"use a built-in driver ({', '.join(BUILTIN_DRIVERS)}), or declare the WASM driver "
+             f"as an `artifacts:` entry with `runtime: driver`", path=path)
+
+
+def _script_payload(manifest: Manifest) -> bool:
+    """True when the capsule packs its own component: ``capsule.wasm`` or one root ``*.wasm``
+    (a script capsule, spec/components.md)."""
+    files = list(manifest.requires_files or ())
+    roots = [f for f in files if "/" not in f.removeprefix("./") and f.endswith(".wasm")]
+    return "capsule.wasm" in files or len(roots) == 1

@@ -222,11 +222,19 @@ def build(src_dir: Path, *, output: Path | None = None,
         DiagnosticError: see :func:`build_bytes`; ``E-IO-001`` when ``output``'s parent
         directory does not exist (nothing is created).
     """
-    manifest, data = build_bytes(src_dir, warnings=warnings)
+    from murmur.registry.artifacts import build_artifact_bytes, manifest_text
+
+    text = manifest_text(src_dir) if src_dir.is_dir() else None
+    if text is not None:  # a tool, driver, hook or skill (spec/components.md)
+        art, data = build_artifact_bytes(src_dir, text, warnings=warnings)
+        name = f"{art.name}-{art.version}{ARCHIVE_SUFFIX}"
+    else:
+        manifest, data = build_bytes(src_dir, warnings=warnings)
+        name = archive_name(manifest)
     if output is None:
-        target = src_dir / archive_name(manifest)
+        target = src_dir / name
     elif output.is_dir():
-        target = output / archive_name(manifest)
+        target = output / name
     else:
         target = output
         if not target.parent.is_dir():

@@ -26,6 +26,7 @@ import shutil
 import uuid
 import zipfile
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -40,10 +41,14 @@ from murmur.manifest import (
     is_capsule_name,
     parse_manifest_bytes,
 )
+from murmur.manifest.artifact import is_artifact_text
 from murmur.registry import archive
 from murmur.registry.build import archive_name, build, check_plan_text
 from murmur.registry.lock import check_pin, lock_path, read_lock
 from murmur.userfile import UserFileError, read_user_file
+
+if TYPE_CHECKING:
+    from murmur.registry.artifacts import InstalledArtifact
 
 LOCAL_SCOPE = "local"
 ROOT_DIR = "root"
@@ -73,6 +78,29 @@ class Installed:
     archive: Path
     root: Path
     manifest: Manifest
+
+
+class ArtifactArchive(Exception):
+    """Raised inside :func:`install` when the archive holds an artifact manifest (a tool,
+    driver, hook or skill): :func:`install_any` installs it with
+    :func:`murmur.registry.artifacts.install_artifact` instead."""
+
+    def __init__(self, data: bytes, where: str) -> None:
+        super().__init__(where)
+        self.data = data
+        self.where = where
+
+
+def install_any(source: Path, *, global_: bool,
+                project_dir: Path | None = None) -> Installed | InstalledArtifact:
+    """:func:`install` a capsule, or an artifact (spec/components.md) when that is what the
+    archive or directory holds."""
+    try:
+        return install(source, global_=global_, project_dir=project_dir)
+    except ArtifactArchive as art:
+        from murmur.registry.artifacts import install_artifact
+
+        return install_artifact(art.data, where=art.where, global_=global_, project_dir=project_dir)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -366,6 +394,8 @@ def install(source: Path, *, global_: bool, project_dir: Path | None = None) -> 
     with archive.open_archive(data, where=where) as zf:
         files = archive.check_entries(zf, where=where)
         raw = archive.read_member(zf, archive.MANIFEST_ENTRY, where=where, limit=MAX_MANIFEST_BYTES)
+        if is_artifact_text(raw.decode("utf-8-sig", "replace"), path=where):
+            raise ArtifactArchive(data, where)
         manifest = parse_manifest_bytes(raw, path=f"{where}!{archive.MANIFEST_ENTRY}")
         _check_packed_plan(zf, files, manifest, where=where)
         if source_manifest is None:

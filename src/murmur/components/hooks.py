@@ -1,0 +1,189 @@
+"""Hook components: ``murmur:hook/lifecycle@0.5.0`` handlers, their arms and their faults.
+
+A :class:`HookHost` runs one hook artifact. A ``blocking`` hook keeps one store and instance
+for the session (its state survives between events); an ``async`` one gets a fresh store per
+event. Each event runs off the Trio loop with the hook deadline (30 s unless
+``deadline_seconds`` is set), no directory and no network unless the entry grants them, and
+``murmur:runtime/inference@0.2.0`` linked (answered by the task's seam, else an error).
+
+Dispatch (:meth:`HookHost.fire`): a hook whose contract names a ``binding`` receives only that
+event; an optional handler the hook does not export (``on-task-start``, ``on-task-end``,
+``on-stage``) is skipped. The handler's ``result<hook-output, string>`` becomes a
+:class:`HookAnswer`:
+
+* ``err(text)`` is appended to ``logs/hook-<name>.log`` and the session goes on (except at
+  ``on-compaction``, where the caller fails the session);
+* an arm the event honours is *committed*: ``on-inference`` → ``artifact``; ``on-stage`` →
+  ``write-manifests``, ``on-compaction`` → ``replace-context``, ``on-task-end`` →
+  ``reopen-task``, those three only for a blocking hook whose ``commit_policy`` names them;
+* any other arm is not committed and is reported (the caller traces ``hook_dispatch_error``).
+
+Specification: ``spec/components.md`` ("Hooks").
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import wasmtime
+from wasmtime import component as wc
+
+from murmur.components import engine as eng
+from murmur.components.host import (
+    Component,
+    ComponentFault,
+    Grant,
+    Hooks,
+    _limit_fault,
+    _linker,
+    _local,
+    _wasi,
+)
+from murmur.components.versions import versioned
+from murmur.diagnostics import error
+from murmur.manifest.artifact import HookContract
+
+HANDLERS = ("on-stage", "on-session-start", "on-task-start", "on-inference", "on-tool-call", "on-shell",
+            "on-compaction", "on-task-end", "on-session-end")
+REQUIRED = ("on-session-start", "on-inference", "on-tool-call", "on-shell", "on-compaction", "on-session-end")
+COMMITS = {"on-stage": "write-manifests", "on-inference": "artifact", "on-compaction": "replace-context",
+           "on-task-end": "reopen-task"}
+"""The one arm each event honours (events not listed commit nothing)."""
+
+
+@attrs.frozen
+class HookAnswer:
+    """One handler's answer.
+
+    Attributes:
+        hook (str): the hook's name.
+        handler (str): e.g. ``on-task-end``.
+        arm (str | None): the hook-output case (``none``, ``artifact``, ...); None on error.
+        value (Any): the arm's payload (text, or a list of messages / manifests).
+        error (str | None): the handler's ``err`` text, or a fault's message.
+        committed (bool): the runtime acts on the arm.
+    """
+
+    hook: str
+    handler: str
+    arm: str | None = None
+    value: Any = None
+    error: str | None = None
+    committed: bool = False
+
+    @property
+    def dispatch_error(self) -> bool:
+        """An arm other than ``none`` that this event (or contract) does not honour."""
+        return self.arm not in (None, "none") and not self.committed
+
+
+class HookHost:
+    """One hook artifact of a session.
+
+    Args:
+        component (Component): the hook (role ``hook``).
+        contract (HookContract): from the hook's own manifest.
+        grant (Grant): its directory and network grant (none by default), limits.
+        log_dir (Path): the session's ``logs/``.
+    """
+
+    def __init__(self, component: Component, contract: HookContract, grant: Grant, log_dir: Path) -> None:
+        self.component = component
+        self.contract = contract
+        self.grant = grant
+        self.log = log_dir / f"hook-{component.name}.log"
+        self._lock = threading.Lock()
+        self._kept: tuple[wasmtime.Store, Any, Any] | None = None
+        self.exported = self._exports()
+
+    def _exports(self) -> frozenset[str]:
+        compiled, _ = eng.compiled(self.component.data, sha256=self.component.sha256)
+        outer = compiled.get_export_index(versioned("murmur:hook/lifecycle"))
+        found = {h for h in HANDLERS if outer is not None and compiled.get_export_index(h, outer) is not None}
+        missing = [h for h in REQUIRED if h not in found]
+        if missing:
+            raise ComponentFault(error(
+                "E-CMP-002", f"hook `{self.component.name}` does not export {', '.join(missing)} of "
+                f"{versioned('murmur:hook/lifecycle')}", hint="export every required lifecycle handler"))
+        return frozenset(found)
+
+    def wants(self, handler: str) -> bool:
+        """Whether ``handler`` is dispatched to this hook (its binding, its exports)."""
+        if self.contract.binding is not None and self.contract.binding != handler:
+            return False
+        return handler in self.exported
+
+    async def fire(self, handler: str, fields: Mapping[str, Any]) -> HookAnswer | None:
+        """Dispatch one event (``fields`` keyed by the record's kebab-case names); None when
+        this hook does not receive it. Errors are logged, never raised (except cancellation)."""
+        if not self.wants(handler):
+            return None
+        interrupt = eng.Interrupt(self.grant.limits.deadline_for("hook"))
+        worker = functools.partial(self._fire_sync, handler, dict(fields), interrupt)
+        try:
+            answer: HookAnswer = await trio.to_thread.run_sync(worker, abandon_on_cancel=True)
+        except BaseException:
+            interrupt.cancel()
+            raise
+        if answer.error is not None:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            with self.log.open("a", encoding="utf-8") as fh:
+                fh.write(f"{handler}: {answer.error}\n")
+        return answer
+
+    def _fire_sync(self, handler: str, fields: dict[str, Any], interrupt: eng.Interrupt) -> HookAnswer:
+        name = self.component.name
+        with self._lock:
+            try:
+                store, instance, compiled = self._instance(interrupt)
+                outer = compiled.get_export_index(versioned("murmur:hook/lifecycle"))
+                func = instance.get_func(store, compiled.get_export_index(handler, outer))
+                rec = wc.Record()
+                for key, value in fields.items():
+                    setattr(rec, key, value)
+                interrupt.restart()
+                out = func(store, rec)
+                func.post_return(store)
+            except (wasmtime.WasmtimeError, wasmtime.Trap, RuntimeError, ValueError, TypeError) as exc:
+                self._kept = None  # a trapped instance is not reused
+                d = _limit_fault(name, str(exc), interrupt, self.grant.limits, "hook")
+                return HookAnswer(name, handler, error=f"{d.code}: {d.message}")
+            finally:
+                _local.hooks = _local.interrupt = None
+        if isinstance(out, str):
+            return HookAnswer(name, handler, error=out)
+        arm = str(getattr(out, "tag", out))
+        value = getattr(out, "payload", None)
+        return HookAnswer(name, handler, arm, value, committed=self._commits(handler, arm))
+
+    def _commits(self, handler: str, arm: str) -> bool:
+        if arm == "none" or COMMITS.get(handler) != arm:
+            return False
+        if arm == "artifact":
+            return True
+        return self.contract.execution_mode == "blocking" and self.contract.commit_policy == arm
+
+    def _instance(self, interrupt: eng.Interrupt) -> tuple[wasmtime.Store, Any, Any]:
+        compiled, _ = eng.compiled(self.component.data, sha256=self.component.sha256)
+        _local.hooks, _local.interrupt = Hooks(), interrupt
+        if self._kept is not None and self.contract.execution_mode == "blocking":
+            store = self._kept[0]
+            eng.arm(store, interrupt)
+            return self._kept
+        store = wasmtime.Store(eng.engine())
+        limits = self.grant.limits
+        store.set_limits(memory_size=limits.memory_bytes, table_elements=limits.table_elements,
+                         instances=limits.instances)
+        store.set_wasi(_wasi(self.grant, None))
+        eng.arm(store, interrupt)
+        instance = _linker(False).instantiate(store, compiled)
+        kept = (store, instance, compiled)
+        if self.contract.execution_mode == "blocking":
+            self._kept = kept
+        return kept
