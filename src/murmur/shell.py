@@ -31,7 +31,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from murmur import containment, timing
+from murmur import containment, timing, tracectx
 from murmur.errors import MurmurError
 from murmur.grants import denied_reason, grant_entry
 from murmur.manifest import Manifest
@@ -252,7 +252,8 @@ async def run_shell(
 ) -> ShellResult:
     """Run one allowlisted command in its own process group and capture what it did.
 
-    The command runs with exactly ``env`` (build it with :func:`baseline_env`), in ``cwd``,
+    The command runs with exactly ``env`` (build it with :func:`baseline_env`) and
+    ``TRACEPARENT`` naming the calling work's span (:mod:`murmur.tracectx`), in ``cwd``,
     with stdin from ``stdin`` (``/dev/null`` when ``None``). When its main process exits,
     the rest of its group is killed so no background grandchild outlives it; when the
     calling task is cancelled, the whole group is killed with ``SIGKILL`` and the main
@@ -293,7 +294,7 @@ async def run_shell(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=str(cwd),
-            env=dict(env),
+            env=tracectx.with_env(env),  # + TRACEPARENT: the calling work's span (spec/trace.md)
             start_new_session=True,
             close_fds=True,
         )

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import trio
 
+from murmur import tracectx
 from murmur.demo.commands import (
     child_environment,
     desk_command,
@@ -80,6 +81,10 @@ class DemoRun:
         self.err = err
         self.say = Say(err)
         self.env = child_environment(environ, layout, Path(sys.executable).parent)
+        # one trace for the whole run: the check desk, the formation and the child join it
+        joined = tracectx.from_env(environ)
+        self.trace = tracectx.SpanContext(joined.trace_id if joined else tracectx.new_trace_id(), tracectx.new_span_id())
+        self.env[tracectx.ENV] = self.trace.traceparent
         self.mur = mur_binary()
         self.children: list[Child] = []
         self.outcome = DemoOutcome(status=1, layout=layout)

@@ -43,6 +43,7 @@ class LinkRequest:
         version (str | None): ``--capsule-version`` (None: the only installed one).
         task (str): the task text.
         json (bool): print the completion record instead of the result text.
+        traceparent (str | None): the calling command's ``TRACEPARENT`` (``link`` only).
     """
 
     op: str
@@ -50,6 +51,7 @@ class LinkRequest:
     version: str | None = None
     task: str = ""
     json: bool = False
+    traceparent: str | None = None
 
 
 @attrs.frozen
@@ -90,7 +92,8 @@ def parse_request(raw: bytes) -> LinkRequest:
         raise BadRequest("the field `version` is not a string")
     if not isinstance(task, str):
         raise BadRequest("the field `task` is not a string")
-    return LinkRequest("link", name, version or None, task, bool(data.get("json")))
+    tp = data.get("traceparent")
+    return LinkRequest("link", name, version or None, task, bool(data.get("json")), tp if isinstance(tp, str) else None)
 
 
 def pick_version(name: str, asked: str | None, installed: list[str]) -> tuple[str | None, str | None]:

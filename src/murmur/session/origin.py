@@ -31,6 +31,7 @@ class Classification:
         lane (str): ``user`` | ``peer`` | ``bg``.
         delegation_id (str | None): ``x-murmur-delegation-id`` (completion requests only).
         completion_session (str | None): ``x-murmur-completion-session`` (completion only).
+        traceparent (str | None): the W3C ``traceparent`` header as sent (any origin).
     """
 
     origin: str
@@ -38,6 +39,7 @@ class Classification:
     lane: str
     delegation_id: str | None = None
     completion_session: str | None = None
+    traceparent: str | None = None
 
 
 LOCAL_USER = Classification(origin="user", trust="trusted", lane="user")
@@ -49,6 +51,13 @@ def _trust(value: str | None) -> str:
 
 
 def classify(headers: Mapping[str, str]) -> Classification:
+    """:func:`classify_origin`, with the request's ``traceparent`` header kept."""
+    cls = classify_origin(headers)
+    tp = headers.get("traceparent")
+    return cls if tp is None else attrs.evolve(cls, traceparent=tp[:128])
+
+
+def classify_origin(headers: Mapping[str, str]) -> Classification:
     """Classify an inbound door request.
 
     Args:

@@ -66,6 +66,8 @@ class Task:
         spilled (held.Spilled | None): where the answer is read from once it left memory
             (:mod:`murmur.session.held`); the door serves :func:`held.restored` copies.
         held_bytes (int): bytes a finished task holds, counted when it ended.
+        traceparent (str | None): the caller's W3C ``traceparent`` header (a door task);
+            its ``task_start`` joins that trace (spec/trace.md "Trace ids").
     """
 
     id: str
@@ -90,6 +92,7 @@ class Task:
     start_event_id: str | None = None
     spilled: held.Spilled | None = None
     held_bytes: int = 0
+    traceparent: str | None = None
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
