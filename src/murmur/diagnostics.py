@@ -221,6 +221,16 @@ CATALOGUE: dict[str, str] = {
     "E-TRE-002": "a --spawn or MURMUR_SPAWN value cannot be read",
     "E-TRE-003": "the id given to `mur stop` names no node of the tree, or more than one",
     "W-TRE-001": "a spawn-set narrowing names a capsule outside the manifest (or the parent's set)",
+    # --- reading traces (spec/trace.md) ------------------------------------------------
+    "E-TRC-001": "the address given to `mur trace` or `mur watch` names no session or formation recorded here",
+    "E-TRC-002": "the address given to `mur trace` or `mur watch` names more than one session or formation",
+    "E-TRC-003": "a trace file cannot be read, or is not there",
+    "E-TRC-004": "a file given as a trace holds no trace records",
+    "E-TRC-005": "no session has been recorded here (or too few for `mur trace diff`)",
+    "E-TRC-006": "a formation was given where a session's own trace is needed",
+    "E-TRC-007": "the directory given to `mur trace report` is missing or holds no trace",
+    "E-TRC-008": "`observability.otel_endpoint` is not an http(s) URL",
+    "E-TRC-009": "the page `mur trace view --html` writes cannot be written",
 }
 
 RESERVED: dict[str, str] = {
