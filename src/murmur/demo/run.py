@@ -414,6 +414,8 @@ async def demo(options: DemoOptions, *, out: TextIO, err: TextIO,
         if run.signum is not None:
             run.outcome.status = 128 + run.signum
         run.outcome.kept = keep
+        if keep:
+            _write_page(run)
         _finish(run, time.monotonic() - t0)
         if keep and not options.json:
             run.say(f"kept {layout.base}; to run it again by hand:")
@@ -451,7 +453,26 @@ def _finish(run: DemoRun, elapsed: float) -> None:
         say(f"report: {path}" + ("" if outcome.kept else " (removed with the demo directory; --keep leaves it)"))
     elif run.signum is None:
         say("no report was written")
+    if outcome.page is not None:
+        say(f"trace page: {outcome.page.resolve().as_uri()} (the tree, its timeline and a summary)")
+    elif not outcome.kept:
+        say("trace page: --keep writes one (mur trace view)")
     say(f"status {outcome.status} after {elapsed:.1f}s")
+
+
+def _write_page(run: DemoRun) -> None:
+    """The run's trace page in the kept demo directory (spec/trace.md "The page"); a page that
+    cannot be made is one line, never a failed demo."""
+    frm = run.outcome.formation_id
+    if frm is None:
+        return
+    from murmur.observe import views
+
+    try:
+        run.outcome.page = views.write_page(frm, run.layout.home / "tree" / "journal.jsonl",
+                                            run.layout.base / "trace.html")
+    except (DiagnosticError, OSError) as exc:
+        run.say(f"no trace page: {exc}")
 
 
 def run_demo(options: DemoOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

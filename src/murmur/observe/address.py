@@ -41,6 +41,7 @@ class Known:
         order (int): position of its start event in the journal.
         end (Mapping[str, Any] | None): its ``end`` event.
         winding_down_ms (int | None): when its wind-down began (journal).
+        pid (int | None), start_time (int | None): its process, as the start event names it.
     """
 
     id: str
@@ -51,6 +52,8 @@ class Known:
     order: int = 0
     end: Mapping[str, Any] | None = None
     winding_down_ms: int | None = None
+    pid: int | None = None
+    start_time: int | None = None
 
     @property
     def root(self) -> str:
@@ -87,7 +90,9 @@ def known_sessions(events: Sequence[Mapping[str, Any]]) -> list[Known]:
         started = ev.get("unix_ms")
         out.append(Known(ident, Path(rd) if isinstance(rd, str) and rd else None, lineage or {},
                          started if isinstance(started, int) else 0,
-                         str(ev.get("capsule") or ""), order, ends.get(ident), winding.get(ident)))
+                         str(ev.get("capsule") or ""), order, ends.get(ident), winding.get(ident),
+                         ev.get("pid") if isinstance(ev.get("pid"), int) else None,
+                         ev.get("start_time") if isinstance(ev.get("start_time"), int) else None))
     return out
 
 

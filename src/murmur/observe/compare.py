@@ -132,7 +132,9 @@ def _task_rows(sessions: Sequence[SessionMetrics]) -> list[tuple[str, str, list[
 
 
 def _fmt(kind: str, v: float) -> str:
-    return f"{v:.1f}" if kind == _ONE else grouped(v)
+    """One decimal (rounded), or a whole number with thousands commas (cut toward zero, as
+    upstream prints them: a stddev of 3996.9 reads ``3,996``)."""
+    return f"{v:.1f}" if kind == _ONE else f"{int(v):,}"
 
 
 def _table(rows: list[tuple[str, str, list[float]]]) -> list[str]:

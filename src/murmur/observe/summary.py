@@ -37,6 +37,12 @@ def grouped(n: float) -> str:
     return f"{round(n):,}"
 
 
+def task_short(task_id: str) -> str:
+    """Eight characters naming a task: an upstream task id's first eight, a ``tsk_`` id's last
+    eight (its leading digits are a timestamp, shared by a session's tasks)."""
+    return task_id[-8:] if task_id.startswith("tsk_") else task_id[:8]
+
+
 def _field(name: str, value: str) -> str:
     return f"{name + ':':<12}{value}"
 
@@ -78,6 +84,6 @@ def render(m: SessionMetrics) -> str:
     if len(m.tasks) > 1:
         out.append(heading("Tasks"))
         for i, t in enumerate(m.tasks, 1):
-            out.append(f"task {i}  {t.task_id[-8:]}  turns: {t.turns}  in: {t.input_tokens}  out: {t.output_tokens}  "
+            out.append(f"task {i}  {task_short(t.task_id)}  turns: {t.turns}  in: {t.input_tokens}  out: {t.output_tokens}  "
                        f"{t.exit_status}  {duration(t.duration_ms)}")
     return "\n".join(out)

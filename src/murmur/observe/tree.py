@@ -251,7 +251,7 @@ def session_spans(sid: str, records: Sequence[Record], known: Known | None) -> t
             code = _int(r.get("exit_code"))
             cmd = str(r.get("command") or "")
             binary = str(r.get("binary") or "").rsplit("/", 1)[-1]
-            label = f"shell {binary} {cmd}" if binary and not cmd.startswith(binary) else f"shell {cmd}"
+            label = f"shell {binary} {cmd}" if binary and cmd.split(" ", 1)[0] != binary else f"shell {cmd}"
             spans.append(Span("shell", sid, ts - dur, dur, _cut(label) + f" → exit {code}",
                               "ok" if code == 0 else "failed", level=2))
         elif kind == "member_call_start":

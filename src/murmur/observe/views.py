@@ -27,11 +27,24 @@ from murmur.observe.address import (
 from murmur.observe.tree import TreeModel, build, gather, read_records
 
 
-def journal_sessions() -> list[Known]:
-    """The sessions ``$MURMUR_HOME/tree/journal.jsonl`` names (none when it is absent)."""
+def journal_sessions(path: Path | None = None) -> list[Known]:
+    """The sessions ``$MURMUR_HOME/tree/journal.jsonl`` (or the journal at ``path``) names
+    (none when it is absent)."""
     from murmur.tree import journal
 
-    return known_sessions(journal.read_events())
+    return known_sessions(journal.read_events(path))
+
+
+def write_page(root: str, journal: Path, out: Path) -> Path:
+    """The page of ``root``'s tree, from the journal at ``journal`` (``mur demo``'s own home),
+    written to ``out``.
+
+    Raises:
+        DiagnosticError: as :func:`tree_of` and :func:`murmur.observe.page.write`.
+    """
+    from murmur.observe import page
+
+    return page.write(tree_of(root, journal_sessions(journal)), out)
 
 
 def session_trace(address: str | None, known: list[Known] | None = None) -> Path:
