@@ -34,7 +34,7 @@ latency:    avg 100ms
 
 ── Shell calls ──────────────────────────────────
 count:      1
-exit codes: 1×0
+exit codes: 1\u00d70
 latency:    avg 50ms
 
 ── Compaction ───────────────────────────────────

@@ -13,6 +13,9 @@ any other name                 it appears in both the child's and the parent's
                                ``capabilities.env.allow`` and the parent holds it
 ``MURMUR_CONTAINMENT``         when the parent holds it (forces the process-group class,
                                spec/session.md "Containment"; it narrows, it grants nothing)
+``OTEL_EXPORTER_OTLP_ENDPOINT`` when the parent holds them: where the runtime exports the
+``…_TRACES_ENDPOINT``          child's spans (spec/trace.md); the child's capsule is given
+                               no network by them (never ``…_HEADERS``, which may hold a token)
 ``MURMUR_CONTAINMENT_UNIT``    the unit the child was started in (added by the launcher)
 ``MURMUR_ROOST_URL``           always, the daemon the parent asked
 ``MURMUR_SPAWNER``             the spawner handle (compact JSON)
@@ -37,7 +40,7 @@ from murmur import tracectx
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.roost import ROOST_URL_ENV
 
-PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT")
+PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 TREE_NAMES = ("MURMUR_LINEAGE", "MURMUR_SPAWN")  # runtime-owned (spec/tree.md): never forwarded by env.allow
 RUNTIME_NAMES = (
     "PATH", "HOME", ROOST_URL_ENV, SPAWNER_ENV, SPAWNER_LIFELINE_ENV, tracectx.ENV, *PASSTHROUGH, *TREE_NAMES
