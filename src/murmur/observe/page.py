@@ -12,8 +12,9 @@ that draws it; it loads nothing (no network fetch, no CDN, no web font). It draw
   times on hover (``title``);
 * **the summary** (``#summary``): wall time, tokens by node, refusals, what teardown killed.
 
-When it has drawn, ``body`` carries ``data-drawn="1"`` and ``data-draw-ms`` (the script's own
-time); an error while drawing is shown on the page and kept in ``data-errors``.
+When it has drawn, ``body`` carries ``data-drawn="1"``, ``data-draw-ms`` (the script's own
+time) and ``data-drawn-at-ms`` (from the start of navigation: reading the file, parsing and
+drawing); an error while drawing is shown on the page and kept in ``data-errors``.
 """
 
 from __future__ import annotations
@@ -169,14 +170,15 @@ window.MURMUR_TREE = @@DATA@@;
     var edgeLayer = sv("g", {"class": "edges"}); svg.appendChild(edgeLayer);
     D.edges.forEach(function (e) {
       var a = pos[e.src], b = pos[e.dst]; if (!a || !b) return;
-      var x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
-      if (b.x <= a.x) { x1 = a.x + W / 2; y1 = a.y + H; x2 = b.x + W / 2; y2 = b.y; }
-      var mx = (x1 + x2) / 2, d = b.x <= a.x ? "M" + x1 + "," + y1 + " C" + (x1 + 40) + "," + (y1 + 30) + " " + (x2 + 40) + "," + (y2 - 30) + " " + x2 + "," + y2
-                                             : "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + x2 + "," + y2;
+      var x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, same = b.x <= a.x;
+      if (same) { x2 = b.x + W; }  // a sibling (a member calling a member): an arc on the right
+      var bulge = 40 + Math.min(80, Math.abs(y2 - y1) / 4), mx = same ? x1 + bulge : (x1 + x2) / 2;
+      var d = same ? "M" + x1 + "," + y1 + " C" + (x1 + bulge) + "," + y1 + " " + (x2 + bulge) + "," + y2 + " " + x2 + "," + y2
+                   : "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + x2 + "," + y2;
       var p = sv("path", {d: d, "class": "edge " + e.kind + (e.refused ? " refused" : ""), "data-kind": e.kind, "data-refused": String(e.refused), "data-src": e.src, "data-dst": e.dst, "marker-end": "url(#arrow)"});
       p.appendChild(sv("title", {}, e.kind + (e.refused ? " refused" : "") + ": " + short(e.src) + " \u2192 " + (e.dst.indexOf("refused:") === 0 ? e.dst.slice(8) : short(e.dst)) + (e.label ? " (" + e.label + ")" : "") + (e.count > 1 ? " \u00d7" + e.count : "")));
       edgeLayer.appendChild(p);
-      if (e.kind !== "member") edgeLayer.appendChild(sv("text", {x: String(mx - 20), y: String((y1 + y2) / 2 - 3), "class": "elabel"}, e.refused ? "refused" : e.kind + (e.count > 1 ? " \u00d7" + e.count : "")));
+      if (e.kind !== "member") edgeLayer.appendChild(sv("text", {x: String(same ? mx - 10 : mx - 20), y: String((y1 + y2) / 2 - 3), "class": "elabel"}, e.refused ? "refused" : e.kind + (e.count > 1 ? " \u00d7" + e.count : "")));
     });
     D.nodes.forEach(function (n) {
       var p = pos[n.id], g = sv("g", {"class": "node", "data-kind": n.kind, "data-id": n.id, "data-status": n.status, transform: "translate(" + p.x + "," + p.y + ")"});
@@ -229,6 +231,7 @@ window.MURMUR_TREE = @@DATA@@;
     torn.forEach(function (n) { kl.appendChild(el("li", {"data-session": n.id}, "wound down: " + short(n.id) + " " + n.capsule + " (" + n.status + ")")); });
     sum.appendChild(kl);
     document.body.setAttribute("data-draw-ms", String(Math.round(performance.now() - t0)));
+    document.body.setAttribute("data-drawn-at-ms", String(Math.round(performance.now())));
     document.body.setAttribute("data-drawn", "1");
   } catch (err) {
     document.getElementById("errors").textContent = "the page could not be drawn: " + err;
