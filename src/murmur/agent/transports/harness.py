@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 import trio
 
-from murmur import containment, timing
+from murmur import containment, timing, tracectx
 from murmur.agent.config import AgentConfig
 from murmur.agent.harness.protocol import (
     Answer,
@@ -364,7 +364,7 @@ async def _run_cli(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=str(ctx.workdir),
-            env=env,
+            env=tracectx.with_env(env),  # + TRACEPARENT: the task's span (spec/trace.md)
             start_new_session=True,
             close_fds=True,
         )
