@@ -83,13 +83,13 @@ class SessionTrace:
         self, event_type: str, /, *, parent: str | None = None, joins: SpanContext | None = None, **fields: object
     ) -> str | None:
         """Write one record (its ``parent_id`` is ``parent``, else ``session_start``'s;
-        ``joins`` as :meth:`TraceWriter.emit`).
+        ``joins`` as :meth:`TraceWriter.emit` takes it).
 
         Returns:
             str | None: the record's ``evt_`` id; None when the trace could not be written.
         """
         try:
-            return self.writer.emit_joining(event_type, parent_id=parent or self.start_id, joins=joins, **fields)
+            return self.writer.emit(event_type, parent_id=parent or self.start_id, joins=joins, **fields)
         except TraceWriteError:
             return None
 
@@ -143,13 +143,8 @@ class TraceWriter:
         return SpanContext(self._other_trace.get(event_id, self.trace_id), span_of(event_id))
 
     def emit(self, event_type: str, /, *, parent_id: str | None, **fields: object) -> str:
-        """:meth:`emit_joining` with no span joined (implements ``workload.TraceSink``)."""
-        return self.emit_joining(event_type, parent_id=parent_id, joins=None, **fields)
-
-    def emit_joining(
-        self, event_type: str, /, *, parent_id: str | None, joins: SpanContext | None, **fields: object
-    ) -> str:
-        """Append one record and flush it.
+        """Append one record and flush it (the one way records are written, so a wrapper of it
+        sees every record).
 
         Every record is a span: ``span_id`` from its ``event_id``; ``parent_span_id`` the
         span of ``parent_id`` (or of ``joins``; absent on a root span); ``trace_id`` that of
@@ -159,18 +154,23 @@ class TraceWriter:
             event_type (str): e.g. ``task_start``.
             parent_id (str | None): the parent record's ``evt_`` id (None only for
                 ``session_start``).
-            joins (SpanContext | None): a span in another process this record continues
-                (a caller's ``traceparent``): its trace and parent span instead of
-                ``parent_id``'s (``parent_id`` is still written as given).
             **fields: the event's payload, in the order given (JSON-serialisable values).
+                ``joins`` (a :class:`~murmur.tracectx.SpanContext`, or None) is not written: it
+                names a span in another process this record continues (a caller's
+                ``traceparent``), whose trace and parent span it takes instead of
+                ``parent_id``'s (``parent_id`` is still written as given).
 
         Returns:
             str: the new record's ``evt_`` id.
 
         Raises:
             TraceWriteError: the line could not be written (also after any earlier failure).
-            ValueError: a payload field reuses one of the five header names.
+            ValueError: a payload field reuses one of the header names.
+            TypeError: ``joins`` is not a span.
         """
+        joins = fields.pop("joins", None)
+        if joins is not None and not isinstance(joins, SpanContext):
+            raise TypeError("joins must be a SpanContext")
         if clash := _RESERVED.intersection(fields):
             raise ValueError(f"trace fields reuse header names: {sorted(clash)}")
         if self._failed is not None:
