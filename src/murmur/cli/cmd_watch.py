@@ -5,7 +5,7 @@ calls, tool calls, shell steps, member calls, delegations), reading its ``trace.
 grows; with ``--tree`` every session of its tree, descendants that start later included.
 Ends when the session (with ``--tree``: the tree's root) ends; exit 0. Ctrl-C ends it at once,
 exit 130. Addresses as ``mur trace`` takes them; no address: the newest running session (the
-newest session when none runs).
+newest session when none runs). A formation id is watched as a tree.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         live = [s for s in known if s.end is None and _alive(s.pid, s.start_time)]
         target = address.newest_session(live or known)
-    root = address.root_of(known, target) if args.tree else target
+    tree_mode = args.tree or target.startswith("frm_")  # a formation is only ever watched whole
+    root = address.root_of(known, target) if tree_mode else target
     state: dict[str, object] = {"known": known, "read_at": time.monotonic()}
 
     def current() -> list[address.Known]:
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         if now - float(state["read_at"]) >= 0.5:  # type: ignore[arg-type]
             state["known"], state["read_at"] = views.journal_sessions(), now
         sessions: list[address.Known] = state["known"]  # type: ignore[assignment]
-        if args.tree:
+        if tree_mode:
             return tree.gather(sessions, root)
         return [s for s in sessions if s.id == target]
 
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         s = next((s for s in sessions if s.id == root), None)
         return s is None or s.id in ended or s.end is not None or not _alive(s.pid, s.start_time)
 
-    print(f"watching {root if args.tree else target}{' and its tree' if args.tree else ''}; Ctrl-C stops",
+    print(f"watching {root}{' and its tree' if tree_mode else ''}; Ctrl-C stops",
           file=sys.stderr, flush=True)
     try:
         while True:
