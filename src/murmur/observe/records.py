@@ -51,15 +51,17 @@ def load(path: Path) -> Loaded:
             "E-TRC-003", f"the trace {path} cannot be read ({exc.strerror or type(exc).__name__})",
             hint="give a session id, a short id, @N, or the path of a readable trace.jsonl",
         )) from None
-    lines = [line for line in raw.splitlines() if line.strip()]
-    try:  # the common case, a whole file: one parse of all its lines at once
-        every = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        return parse_lines(path, lines)
-    records = [r for r in every if isinstance(r, dict) and isinstance(r.get("event_type"), str)]
-    if len(records) != len(lines):
-        return parse_lines(path, lines)
-    return Loaded(path, tuple(records), 0)
+    body = raw.strip()
+    if not body:
+        return Loaded(path, (), 0)
+    try:  # the common case, a whole file: one parse of all its lines at once (a record's
+        # JSON never holds a raw newline, so every newline ends a record)
+        every = json.loads(b"[" + body.replace(b"\n", b",") + b"]")
+    except ValueError:  # a torn or blank line: read them one by one
+        return parse_lines(path, raw.splitlines())
+    if all(isinstance(r, dict) and isinstance(r.get("event_type"), str) for r in every):
+        return Loaded(path, tuple(every), 0)
+    return parse_lines(path, raw.splitlines())
 
 
 def parse_lines(path: Path, lines: Iterable[bytes]) -> Loaded:

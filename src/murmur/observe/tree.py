@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -26,9 +26,8 @@ ENDED_BY_TEARDOWN = frozenset({"formation_ended", "canceled", "deadline_reached"
 TEARDOWN_RECORDS = ("formation_ended", "spawner_ended", "deadline_reached")
 
 
-@attrs.frozen
-class Span:
-    """One line of the waterfall / one bar of the timeline.
+class Span(NamedTuple):
+    """One line of the waterfall / one bar of the timeline (a tuple: a tree has thousands).
 
     Attributes:
         kind (str): ``session``, ``task``, ``model``, ``tool``, ``shell``, ``call``,
@@ -489,7 +488,7 @@ def model_json(m: TreeModel) -> dict[str, Any]:
         "start_unix_ms": m.start_ms,
         "wall_ms": m.wall_ms,
         "nodes": [attrs.asdict(n) for n in m.nodes],
-        "spans": [{**attrs.asdict(s), "offset_ms": s.start_ms - m.start_ms, "tokens": s.tokens} for s in m.spans],
+        "spans": [{**s._asdict(), "offset_ms": s.start_ms - m.start_ms, "tokens": s.tokens} for s in m.spans],
         "edges": [attrs.asdict(e) for e in m.edges],
         "refusals": list(m.refusals),
         "killed": [{"id": n.id, "why": n.killed} for n in m.nodes if n.killed],
