@@ -126,3 +126,47 @@ def test_view_writes_one_self_contained_page(tree: dict[str, object], tmp_path: 
     assert len(data["spans"]) > 100 and data["refusals"]
     doc = json.loads(mur(capsys, "trace", "view", "--html", str(page), "--json")[1])
     assert doc["sessions"] == 8 and doc["url"].startswith("file://")
+
+
+def test_a_session_started_by_hand_joins_only_with_the_tasks_it_took(tree: dict[str, object], tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A desk started by hand (its own trace, its own root) that one member's command called:
+    it is in the tree with the task that joined the tree's trace, not with its task from another
+    run, and that other run's session stays out."""
+    from murmur.ids import new_id
+    from murmur.session.trace import TraceWriter
+    from murmur.tracectx import SpanContext
+
+    home = tmp_path / "home"
+    member = str(tree["members"]["m1"])  # type: ignore[index]
+    member_task = next(json.loads(line) for line in
+                       (home / "records" / "w" / member / "trace.jsonl").read_text().splitlines()
+                       if json.loads(line)["event_type"] == "task_start")
+    other = SpanContext("e" * 32, "f" * 16)
+    desk, stranger = new_id("ses"), new_id("ses")
+    events = []
+    for sid, joins in ((desk, None), (stranger, other)):
+        rd = home / "records" / "by-hand" / sid
+        rd.mkdir(parents=True)
+        events.append({"v": 1, "event": "start", "id": sid, "unix_ms": 1, "capsule": "desk@0.1.0",
+                       "lineage": {"parent": None, "root": sid, "depth": 1, "spawn": []}, "records_dir": str(rd)})
+        with TraceWriter(rd / "trace.jsonl", sid, joins=joins) as w:
+            s = w.emit("session_start", parent_id=None, capsule_name="desk", capsule_version="0.1.0")
+            if sid == desk:
+                for caller, text in ((SpanContext(str(tree["trace_id"]), member_task["span_id"]), "ours"),
+                                     (other, "theirs")):
+                    t = w.emit("task_start", parent_id=s, joins=caller, task_id=f"tsk_{text}", origin="event")
+                    w.emit("task_end", parent_id=t, task_id=f"tsk_{text}", exit_status="ok", duration_ms=1)
+            w.emit("session_end", parent_id=s, exit_status="ok", duration_ms=5)
+    with (home / "tree" / "journal.jsonl").open("a") as fh:
+        for ev in events:
+            fh.write(json.dumps(ev) + "\n")
+    doc = json.loads(mur(capsys, "trace", "show", "--tree", "--json", str(tree["formation"]))[1])
+    ids = [n["id"] for n in doc["nodes"]]
+    assert desk in ids and stranger not in ids and doc["trace_ids"] == [tree["trace_id"]]
+    node = next(n for n in doc["nodes"] if n["id"] == desk)
+    assert (node["role"], node["parent"]) == ("joined", member)
+    tasks = [s["label"] for s in doc["spans"] if s["session"] == desk and s["kind"] == "task"]
+    assert tasks == ["task tsk_ours (event)"]
+    assert {"src": member, "dst": desk, "kind": "call"}.items() <= next(
+        e for e in doc["edges"] if e["dst"] == desk).items()

@@ -49,15 +49,24 @@ def run(args: argparse.Namespace) -> int:
     tree_mode = args.tree or target.startswith("frm_")  # a formation is only ever watched whole
     root = address.root_of(known, target) if tree_mode else target
     state: dict[str, object] = {"known": known, "read_at": time.monotonic()}
+    visiting: dict[str, frozenset[str]] = {}  # a visiting session's records outside the tree's traces are hidden
 
     def current() -> list[address.Known]:
         now = time.monotonic()
         if now - float(state["read_at"]) >= 0.5:  # type: ignore[arg-type]
             state["known"], state["read_at"] = views.journal_sessions(), now
         sessions: list[address.Known] = state["known"]  # type: ignore[assignment]
-        if tree_mode:
-            return tree.gather(sessions, root)
-        return [s for s in sessions if s.id == target]
+        if not tree_mode:
+            return [s for s in sessions if s.id == target]
+        g = tree.gather_tree(sessions, root)
+        visiting.clear()
+        visiting.update({sid: g.traces for sid in g.visiting})
+        return list(g.sessions)
+
+    def shown(s: address.Known, rec: dict[str, object]) -> bool:
+        traces = visiting.get(s.id)
+        return traces is None or rec.get("trace_id") in traces or rec.get("event_type") in ("session_start",
+                                                                                             "session_end")
 
     follower = follow.Follower(current)
     ended: set[str] = set()
@@ -83,10 +92,14 @@ def run(args: argparse.Namespace) -> int:
             for s, rec in follower.poll():
                 if rec.get("event_type") == "session_end":
                     ended.add(s.id)
+                if not shown(s, rec):
+                    continue
                 sys.stdout.write((json.dumps(rec) if args.json else follow.line(rec, who(s))) + "\n")
             sys.stdout.flush()
             if root_done():
                 for s, rec in follower.poll():  # what was written as it ended
+                    if not shown(s, rec):
+                        continue
                     sys.stdout.write((json.dumps(rec) if args.json else follow.line(rec, who(s))) + "\n")
                 sys.stdout.flush()
                 print(f"{follow.short(root)} ended", file=sys.stderr, flush=True)

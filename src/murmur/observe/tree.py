@@ -13,6 +13,7 @@ its first task continued. Siblings in start order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -155,28 +156,87 @@ def _first_trace_id(path: Path | None) -> str | None:
     return tid if isinstance(tid, str) else None
 
 
-def gather(known: Sequence[Known], root: str) -> list[Known]:
-    """The sessions of ``root``'s tree, in journal order (see the module text)."""
+_TRACE_ID = re.compile(rb'"trace_id":"([0-9a-f]{32})"')
+_ids_cache: dict[Path, tuple[int, int, frozenset[str]]] = {}
+
+
+def _all_trace_ids(path: Path | None) -> frozenset[str]:
+    """Every ``trace_id`` a trace file holds (cached while its size and mtime stay)."""
+    if path is None:
+        return frozenset()
+    try:
+        st = path.stat()
+        hit = _ids_cache.get(path)
+        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
+            return hit[2]
+        found = frozenset(m.decode() for m in _TRACE_ID.findall(path.read_bytes()))
+    except OSError:
+        return frozenset()
+    _ids_cache[path] = (st.st_size, st.st_mtime_ns, found)
+    return found
+
+
+@attrs.frozen
+class Gathered:
+    """A tree's sessions (journal order), its trace ids, and the sessions that are in it only
+    because some of their tasks joined one of its traces (``visiting``: a long-lived session
+    a run called; only those records of theirs belong to the tree)."""
+
+    sessions: tuple[Known, ...]
+    traces: frozenset[str]
+    visiting: frozenset[str]
+
+
+def gather_tree(known: Sequence[Known], root: str) -> Gathered:
+    """The sessions of ``root``'s tree (see the module text): the lineage and the sessions whose
+    own trace (their first record's) is the tree's, to a fixed point; then sessions started
+    elsewhere whose tasks joined one of those traces (a session started by hand that a command
+    of the tree called), which add neither their lineage nor their own trace."""
     roots = {root}
     traces: set[str] = set()
     chosen: dict[str, Known] = {}
-    first_ids = {}
-    for _ in range(16):  # closure: each round may add roots or traces
+    visiting: set[str] = set()
+    first_ids: dict[str, str | None] = {}
+    for _ in range(32):  # closure: each round may add roots or traces
         grew = False
         for s in known:
             if s.id in chosen:
                 continue
             if s.id not in first_ids:
                 first_ids[s.id] = _first_trace_id(s.trace_path)
-            if s.root in roots or s.id == root or (first_ids[s.id] is not None and first_ids[s.id] in traces):
+            first = first_ids[s.id]
+            if s.root in roots or s.id == root or (first is not None and first in traces):
                 chosen[s.id] = s
                 grew = True
                 roots.add(s.root)
-                if first_ids[s.id] is not None:
-                    traces.add(first_ids[s.id])  # type: ignore[arg-type]
+                if first is not None:
+                    traces.add(first)
+        if not grew and traces:
+            for s in known:
+                if s.id not in chosen and _all_trace_ids(s.trace_path) & traces:
+                    chosen[s.id] = s
+                    visiting.add(s.id)
+                    grew = True
         if not grew:
             break
-    return sorted(chosen.values(), key=lambda s: s.order)
+    return Gathered(tuple(sorted(chosen.values(), key=lambda s: s.order)), frozenset(traces), frozenset(visiting))
+
+
+def gather(known: Sequence[Known], root: str) -> list[Known]:
+    """The sessions of ``root``'s tree, in journal order (:func:`gather_tree`)."""
+    return list(gather_tree(known, root).sessions)
+
+
+def only_the_trees(records: Mapping[str, Sequence[Record]], g: Gathered) -> dict[str, tuple[Record, ...]]:
+    """Each session's records, a visiting session's cut to its session records and the records
+    in the tree's traces."""
+    out: dict[str, tuple[Record, ...]] = {}
+    for sid, recs in records.items():
+        if sid in g.visiting:
+            recs = tuple(r for r in recs if r.get("trace_id") in g.traces
+                         or r.get("event_type") in ("session_start", "session_end"))
+        out[sid] = tuple(recs)
+    return out
 
 
 def read_records(sessions: Sequence[Known]) -> dict[str, tuple[Record, ...]]:
@@ -333,8 +393,10 @@ def _member_edges(sid: str, records: Sequence[Record], by_member: Mapping[tuple[
     return out
 
 
-def build(root: str, sessions: Sequence[Known], records: Mapping[str, Sequence[Record]]) -> TreeModel:
-    """The tree's model (pure): ``sessions`` as :func:`gather` chose them, ``records`` theirs."""
+def build(root: str, sessions: Sequence[Known], records: Mapping[str, Sequence[Record]],
+          traces: frozenset[str] | None = None) -> TreeModel:
+    """The tree's model (pure): ``sessions`` as :func:`gather` chose them, ``records`` theirs,
+    ``traces`` the tree's trace ids (default: those of each session's first record)."""
     by_id = {s.id: s for s in sessions}
     span_owner: dict[str, str] = {}
     for sid, recs in records.items():
@@ -475,8 +537,9 @@ def build(root: str, sessions: Sequence[Known], records: Mapping[str, Sequence[R
         key = (e.src, e.dst, e.kind, e.refused)
         merged[key] = attrs.evolve(merged[key], count=merged[key].count + 1) if key in merged else e
     refusals = tuple(f"{_short(sp.session)}: {sp.label}" for sp in spans_out if sp.kind == "refusal")
-    traces = sorted({str(r.get("trace_id")) for recs in records.values() for r in recs[:1] if r.get("trace_id")})
-    return TreeModel(root, tuple(traces), tuple(nodes), tuple(spans_out), tuple(merged.values()), refusals)
+    if traces is None:
+        traces = frozenset(str(r["trace_id"]) for recs in records.values() for r in recs[:1] if r.get("trace_id"))
+    return TreeModel(root, tuple(sorted(traces)), tuple(nodes), tuple(spans_out), tuple(merged.values()), refusals)
 
 
 def model_json(m: TreeModel) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from murmur.observe.address import (
     root_of,
     trace_file,
 )
-from murmur.observe.tree import TreeModel, build, gather, read_records
+from murmur.observe.tree import TreeModel, build, gather_tree, only_the_trees, read_records
 
 
 def journal_sessions(path: Path | None = None) -> list[Known]:
@@ -87,8 +87,8 @@ def tree_of(address: str | None, known: list[Known] | None = None) -> TreeModel:
     else:
         ident = newest_root(sessions) if address is None else resolve(sessions, address)
     root = root_of(sessions, ident)
-    chosen = gather(sessions, root)
-    return build(root, chosen, read_records(chosen))
+    g = gather_tree(sessions, root)
+    return build(root, g.sessions, only_the_trees(read_records(g.sessions), g), g.traces or None)
 
 
 def report_files(directory: str | None) -> tuple[Path, list[Path]]:
