@@ -213,9 +213,10 @@ def test_watch_tree_showed_the_child_while_it_ran_and_ended_with_the_root(run: D
 
 
 def test_spans_reach_the_collector_and_rebuild_the_tree(run: DemoRun) -> None:
-    """Every session exported its spans (OTEL_EXPORTER_OTLP_ENDPOINT, passed down to the child):
-    five capsule.session spans in one trace, and from the child's session span the parent
-    links climb through the desk's task, the checker's task and the lead's task to the lead."""
+    """Every session exported its spans (OTEL_EXPORTER_OTLP_ENDPOINT, passed down to the child)
+    and the launcher its formation's: five capsule.session spans in one trace, and from the
+    child's session span the parent links climb through the desk's task, the checker's task and
+    the lead's task to the lead's session and the formation."""
     sessions = {s["attributes"]["murmur.session_id"]: s for s in run.spans if s["name"] == "capsule.session"}
     assert sorted(sessions) == sorted(run.sessions())
     assert len({s["trace_id"] for s in run.spans}) == 1
@@ -233,7 +234,10 @@ def test_spans_reach_the_collector_and_rebuild_the_tree(run: DemoRun) -> None:
     assert climbed[0] == ("audit-pycheck", "capsule.session")
     assert ("audit-desk", "invoke_agent audit-desk") in climbed
     assert ("audit-checker", "invoke_agent audit-checker") in climbed
-    assert climbed[-1] == ("audit-lead", "capsule.session")
+    assert climbed[-2] == ("audit-lead", "capsule.session")
+    assert climbed[-1] == (None, "invoke_agent audit")  # the launcher's formation span, the members' parent
+    top = next(s for s in run.spans if s["span_id"] == run.formation[-16:])
+    assert top["attributes"]["murmur.formation_id"] == run.formation and top["attributes"]["exit_status"] == 0
     assert any(s["name"] == "capsule.shell" for s in run.spans)
 
 

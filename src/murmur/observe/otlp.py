@@ -222,6 +222,16 @@ def export(specs: Sequence[SpanSpec], url: str, *, service: str, version: str,
         raise RuntimeError(f"the collector at {url} did not take {len(spans)} spans")
 
 
+def formation_span(formation_id: str, trace_id: str, parent_span_id: str | None, *, name: str,
+                   start_ms: int, end_ms: int, exit_status: int) -> SpanSpec:
+    """The formation's own span (its id the formation id's last 16 hex digits, as its members'
+    ``TRACEPARENT`` names it): ``invoke_agent <project>``, the members' sessions below it."""
+    return SpanSpec(f"invoke_agent {name}", trace_id, formation_id[-16:], parent_span_id, _ns(start_ms), _ns(end_ms),
+                    "server", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
+                               "murmur.formation_id": formation_id, "exit_status": exit_status},
+                    exit_status != 0)
+
+
 def export_session(trace: Path, url: str, *, log: Path, timeout: float = EXPORT_TIMEOUT) -> bool:
     """Export one ended session's trace; any failure is one line in ``log``, never raised.
 
@@ -237,11 +247,27 @@ def export_session(trace: Path, url: str, *, log: Path, timeout: float = EXPORT_
                    version=str(start.get("capsule_version") or ""), timeout=timeout)
         return True
     except Exception as exc:  # an export never fails the session: say why, once
-        try:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a", encoding="utf-8") as fh:
-                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                fh.write(f"{stamp} export to {url} failed: {type(exc).__name__}: {exc}\n")
-        except OSError:
-            pass
+        _log_failure(log, url, exc)
         return False
+
+
+def export_logged(specs: Sequence[SpanSpec], url: str, *, service: str, version: str, log: Path,
+                  timeout: float = EXPORT_TIMEOUT) -> bool:
+    """:func:`export`, a failure one line in ``log`` (never raised)."""
+    try:
+        export(specs, url, service=service, version=version, timeout=timeout)
+        return True
+    except Exception as exc:
+        _log_failure(log, url, exc)
+        return False
+
+
+def _log_failure(log: Path, url: str, exc: BaseException) -> None:
+    """One line naming why an export failed (a log that cannot be written is dropped)."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a", encoding="utf-8") as fh:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            fh.write(f"{stamp} export to {url} failed: {type(exc).__name__}: {exc}\n")
+    except OSError:
+        pass
