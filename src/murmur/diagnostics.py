@@ -246,6 +246,16 @@ CATALOGUE: dict[str, str] = {
     "E-TRE-002": "a --spawn or MURMUR_SPAWN value cannot be read",
     "E-TRE-003": "the id given to `mur stop` names no node of the tree, or more than one",
     "W-TRE-001": "a spawn-set narrowing names a capsule outside the manifest (or the parent's set)",
+    # --- reading traces (spec/trace.md) ------------------------------------------------
+    "E-TRC-001": "the address given to `mur trace` or `mur watch` names no session or formation recorded here",
+    "E-TRC-002": "the address given to `mur trace` or `mur watch` names more than one session or formation",
+    "E-TRC-003": "a trace file cannot be read, or is not there",
+    "E-TRC-004": "a file given as a trace holds no trace records",
+    "E-TRC-005": "no session has been recorded here (or too few for `mur trace diff`)",
+    "E-TRC-006": "a formation was given where a session's own trace is needed",
+    "E-TRC-007": "the directory given to `mur trace report` is missing or holds no trace",
+    "E-TRC-008": "`observability.otel_endpoint` is not an http(s) URL",
+    "E-TRC-009": "the page `mur trace view --html` writes cannot be written",
 }
 
 RESERVED: dict[str, str] = {
@@ -352,6 +362,15 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-CMP-001": "rebuild the component against the interface versions `mur doctor` lists as served here",
     "E-CMP-002": "build the file as a component of its world (e.g. with `wasm-tools component new`), exporting what spec/components.md names",
     "E-CMP-004": "rebuild the component against its own world's interfaces (spec/components.md lists what each world offers)",
+    "E-TRC-001": "list what is recorded with `mur ps --tree --all`, or give a trace.jsonl path",
+    "E-TRC-002": "give more of the id (one of the candidates listed), or the session's trace.jsonl path",
+    "E-TRC-003": "check the path: a session's trace is its records directory's trace.jsonl",
+    "E-TRC-004": "give a session's trace.jsonl (one JSON record per line, written by `mur run`)",
+    "E-TRC-005": "run a session first (`mur run ...`); `mur trace diff` needs two",
+    "E-TRC-006": "give one of the formation's sessions (`mur ps --tree` lists them), or use --tree",
+    "E-TRC-007": "name a directory holding trace.jsonl files (a records directory or its parent)",
+    "E-TRC-008": "write it as http://host:port or https://host:port (the collector's OTLP/HTTP address)",
+    "E-TRC-009": "give --html a path in a writable directory",
     "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
 """What to change, for a refusal whose call gives no hint of its own (issue 32: a hint on every

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import trio
 
-from murmur import procs, timing
+from murmur import procs, timing, tracectx
 from murmur.errors import MurmurError
 from murmur.grants import denied_reason, grant_entry
 from murmur.manifest import Manifest
@@ -235,7 +235,8 @@ async def run_shell(
 ) -> ShellResult:
     """Run one allowlisted command in its own process group and capture what it did.
 
-    The command runs with exactly ``env`` (build it with :func:`baseline_env`), in ``cwd``,
+    The command runs with exactly ``env`` (build it with :func:`baseline_env`) and
+    ``TRACEPARENT`` naming the calling work's span (:mod:`murmur.tracectx`), in ``cwd``,
     with stdin from ``stdin`` (``/dev/null`` when ``None``). When its main process exits,
     the rest of its group is killed so no background grandchild outlives it; when the
     calling task is cancelled, the whole group is killed with ``SIGKILL`` and the main
@@ -275,7 +276,7 @@ async def run_shell(
         confinement = box.confinement()
     try:
         done = await procs.run_process(
-            argv, env=env, cwd=cwd, executable=executable, stdin=stdin, cap=output_cap,
+            argv, env=tracectx.with_env(env), cwd=cwd, executable=executable, stdin=stdin, cap=output_cap,
             confinement=confinement, task_status=task_status,
         )
     except OSError as exc:

@@ -192,9 +192,11 @@ class TestPrepare:
 
     def test_contributor_order(self) -> None:
         """The formation side runs before the tree (which reads its fields), the tree before the
-        delegation side (which reads the lineage)."""
+        delegation side (which reads the lineage); span export last (its after-end hook runs
+        after the journal's)."""
         assert (
             contributors.formation_member, contributors.process_tree, contributors.delegated_child,
+            contributors.span_export,
         ) == contributors.CONTRIBUTORS
 
 

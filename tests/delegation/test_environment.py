@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from murmur import tracectx
 from murmur.delegation.environment import child_environment
 
 PARENT = {
@@ -31,8 +32,11 @@ def build(parent: dict[str, str] = PARENT, parent_allow: tuple[str, ...] = ("SHA
 
 class TestChildEnvironment:
     def test_exactly_the_table(self) -> None:
-        """PATH, HOME, MURMUR_HOME, the runtime's three, and the names both lists hold."""
-        assert build() == {
+        """PATH, HOME, MURMUR_HOME, the runtime's three, TRACEPARENT (the delegating work's
+        span: here, outside any, a fresh root), and the names both lists hold."""
+        env = build()
+        assert tracectx.parse(env.pop("TRACEPARENT")) is not None
+        assert env == {
             "SHARED": "shared-value",
             "MURMUR_HOME": "/tmp/mh",
             "PATH": "/usr/bin:/bin",
@@ -61,3 +65,15 @@ class TestChildEnvironment:
         env = child_environment({"MURMUR_HOME": " "}, parent_allow=(), child_allow=(), roost_url="u",
                                 spawner="s", lifeline_fd=3, home_fallback="/fallback")
         assert "MURMUR_HOME" not in env and env["HOME"] == "/fallback" and env["PATH"]
+
+
+def test_child_joins_the_delegating_span() -> None:
+    """The child's TRACEPARENT names the span of the work that delegated (spec/trace.md)."""
+    span = tracectx.SpanContext("5" * 32, "6" * 16)
+    token = tracectx.CURRENT.set(span)
+    try:
+        assert build()["TRACEPARENT"] == span.traceparent
+        assert build(parent={**PARENT, "TRACEPARENT": "00-" + "7" * 32 + "-" + "8" * 16 + "-01"},
+                     parent_allow=("TRACEPARENT",), child_allow=("TRACEPARENT",))["TRACEPARENT"] == span.traceparent
+    finally:
+        tracectx.CURRENT.reset(token)

@@ -21,7 +21,7 @@ import trio
 import trio.testing
 
 from agent.scripted import Reply, ScriptedServer
-from murmur import containment
+from murmur import containment, tracectx
 from murmur.containment.host import pid_cgroup
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
@@ -157,6 +157,7 @@ class TestStarted:
         assert spawner == {"url": r.door.url, "session_id": "ses_" + "0" * 32, "context_id": "ctx_p",
                            "trust": "trusted", "delegation_id": result["delegation_id"]}
         env.pop("MURMUR_SPAWNER_LIFELINE")
+        assert tracectx.parse(env.pop("TRACEPARENT")) is not None  # the child joins a trace (spec/trace.md)
         unit = env.pop("MURMUR_CONTAINMENT_UNIT", None)
         if containment.here().class_name == "cgroup":  # the child runs in the unit it is told
             assert unit is not None and pid_cgroup(info["pid"]) == unit

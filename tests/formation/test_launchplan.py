@@ -43,12 +43,19 @@ class TestArgv:
 
 class TestEnv:
     def test_formation_variables(self) -> None:
-        """Members get the formation id and the host-warnings flag; stale ones are dropped."""
+        """Members get the formation id, the host-warnings flag and the formation's span (a new
+        trace: the formation id's hex); stale ones are dropped."""
         frm = ids.new_id("frm")
         env = member_env({"PATH": "/bin", "MURMUR_FORMATION_CHANNEL": "9",
                           "MURMUR_SPAWNER": "{}", "MURMUR_FORMATION_ID": "frm_old"}, frm)
         assert env == {"PATH": "/bin", "MURMUR_FORMATION_ID": frm,
-                       "MURMUR_HOST_WARNINGS_REPORTED": "1"}
+                       "MURMUR_HOST_WARNINGS_REPORTED": "1", "TRACEPARENT": f"00-{frm[4:]}-{frm[-16:]}-01"}
+
+    def test_formation_joins_the_launchers_trace(self) -> None:
+        """A launcher started with a TRACEPARENT puts its members in that trace."""
+        frm = ids.new_id("frm")
+        env = member_env({"TRACEPARENT": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}, frm)
+        assert env["TRACEPARENT"] == f"00-{'a' * 32}-{frm[-16:]}-01"
 
 
 class TestBuild:

@@ -171,10 +171,26 @@ def test_capsule_runtime_and_execution() -> None:
 def test_inert_keys_never_reach_the_model() -> None:
     """A manifest full of inert keys equals the same manifest without them."""
     text = ("name: t\nversion: 0.1.0\nplan: plan.yaml\ncontext: {max_tokens: 10}\n"
-            "observability: {otel_endpoint: 'http://localhost:4318'}\ntrace: {capture: content}\n"
+            "observability: {eval: {scorers: []}}\ntrace: {capture: content}\n"
             "lifecycle: {shell_grace_secs: 0}\n")
     warnings: list[Diagnostic] = []
     with_keys = parse_manifest(text, path="m.yaml", warnings=warnings)
-    bare = parse_manifest("name: t\nversion: 0.1.0\nplan: plan.yaml\ncontext: {}\ntrace: {}\nlifecycle: {}\n", path="m.yaml")
+    bare = parse_manifest("name: t\nversion: 0.1.0\nplan: plan.yaml\ncontext: {}\nobservability: {}\ntrace: {}\nlifecycle: {}\n",
+                          path="m.yaml")
     assert with_keys == bare
     assert [w.location.line for w in warnings if w.location] == [4, 5, 6, 7]
+
+
+def test_otel_endpoint_is_honoured() -> None:
+    """`observability.otel_endpoint` reaches the model (spec/trace.md "OpenTelemetry export"), with no
+    warning; a value that is not an http(s) URL is E-TRC-008."""
+    warnings: list[Diagnostic] = []
+    m = parse_manifest("name: t\nversion: 0.1.0\nplan: plan.yaml\nobservability: {otel_endpoint: 'http://127.0.0.1:4318'}\n",
+                       path="m.yaml", warnings=warnings)
+    assert m.observability is not None and m.observability.otel_endpoint == "http://127.0.0.1:4318"
+    assert warnings == []
+    for bad in ("localhost:4318", "ftp://h/x", "http://", "http://h:port"):
+        with pytest.raises(DiagnosticError) as info:
+            parse_manifest(f"name: t\nversion: 0.1.0\nplan: plan.yaml\nobservability: {{otel_endpoint: '{bad}'}}\n",
+                           path="m.yaml")
+        assert info.value.diagnostics[0].code == "E-TRC-008", bad

@@ -28,7 +28,7 @@ from types import TracebackType
 import httpx
 import trio
 
-from murmur import timing
+from murmur import timing, tracectx
 from murmur.a2a.replies import Reply
 
 
@@ -110,7 +110,8 @@ class A2AClient:
         bound = self.timeout if timeout is None else timeout
         with trio.move_on_after(bound):
             try:
-                resp = await self._http.request(method, url, content=body, headers=dict(headers), timeout=bound)
+                sent = tracectx.inject(dict(headers))  # the calling work's span, unless given
+                resp = await self._http.request(method, url, content=body, headers=sent, timeout=bound)
             except httpx.HTTPError:
                 return None
             return Reply(resp.status_code, resp.content)

@@ -12,6 +12,7 @@ session's environment, and adds its watchers, hooks, verifiers and services, in 
    delegate (:func:`murmur.links.install_links`, the capability socket);
 4. the sandbox (:func:`murmur.assembly.sandboxing.contribute`), last, once the command environment
    is known; under advisory nothing is imported.
+5. OpenTelemetry export at the end (:func:`span_export`), when a collector is configured.
 
 The formation, delegation and links sides are imported only when their gate says they have work to
 do, so a plain session loads neither (nor the transports, roost client and cryptography they
@@ -100,7 +101,30 @@ def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     sandbox_contribute(setup, environ)
 
 
-CONTRIBUTORS: tuple[Contributor, ...] = (formation_member, process_tree, delegated_child, sandboxed)
+def span_export(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+    """OpenTelemetry export at the session's end, when ``observability.otel_endpoint`` or the
+    standard ``OTEL_EXPORTER_OTLP_*ENDPOINT`` names a collector (spec/trace.md); the exporter
+    is imported only then."""
+    configured = setup.manifest.observability.otel_endpoint if setup.manifest.observability else None
+    if not (configured or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+            or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()):
+        return
+    from murmur.observe import otlp
+
+    url = otlp.endpoint(configured, environ)
+    if url is None:
+        return
+    trace, log, bound = setup.records.trace, setup.records.logs / "otel.log", otlp.timeout(environ)
+
+    def after_end(_summary: object) -> None:
+        otlp.export_session(trace, url, log=log, timeout=bound)
+
+    setup.after_end.append(after_end)
+
+
+CONTRIBUTORS: tuple[Contributor, ...] = (
+    formation_member, process_tree, delegated_child, sandboxed, span_export,
+)
 """Every session contributor, in the order they run."""
 
 

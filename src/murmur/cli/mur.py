@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("cmd_stop", "stop a running formation (or session)"),
     "demo": ("cmd_demo", "run the example audit formation end to end"),
     "agent": ("cmd_agent", "ask about capsules as agents: `mur agent who` (who can run what)"),
+    "trace": ("cmd_trace", "read what sessions recorded: show (--tree), diff, report, view --html"),
+    "watch": ("cmd_watch", "stream a running session's events (--tree: its whole tree)"),
     "context": ("cmd_context", "print how a capsule delegates by running a capsule's name (links)"),
 }
 

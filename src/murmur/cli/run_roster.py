@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from murmur import containment, ids
+from murmur import containment, ids, tracectx
 from murmur.assembly.checks import refuse_unknown_containment
 from murmur.cli._common import emit
 from murmur.diagnostics import error
@@ -42,6 +42,7 @@ from murmur.formation import (
     retention_pass,
     warm_starter,
 )
+from murmur.manifest import Manifest
 from murmur.session import EarlySignals, counted, on_trio_clock, parse_deadline, rfc3339
 
 
@@ -166,12 +167,37 @@ async def _launch_main(
                 verify=verify,
                 json_mode=options.json,
             )
+            started_ms = int(time.time() * 1000)
             result = await launch.run(counted(signals, early if isinstance(early, EarlySignals) else None))
         del key  # step 7: the signing key is dropped with the formation
+        _export_formation(entry.manifest, layout, started_ms, result.exit_status)
         for d in result.diagnostics:
             emit(d)
         retention_pass(project_dir, formation_id, retain)
         return result.exit_status
+
+
+def _export_formation(manifest: Manifest, layout: FormationLayout, started_ms: int, exit_status: int) -> None:
+    """The formation's own span, when OpenTelemetry export is configured (the entry member's
+    ``observability.otel_endpoint`` or ``OTEL_EXPORTER_OTLP_*ENDPOINT``; spec/trace.md): its
+    members' session spans hang from it. A failure is one line in the formation's ``otel.log``."""
+    configured = manifest.observability.otel_endpoint if manifest.observability else None
+    if not (configured or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()):
+        return
+    from murmur.formation.launchplan import formation_span
+    from murmur.observe import otlp
+
+    url = otlp.endpoint(configured, os.environ)
+    if url is None:
+        return
+    span = formation_span(os.environ, layout.formation_id)
+    joined = tracectx.from_env(os.environ)
+    spec = otlp.formation_span(layout.formation_id, span.trace_id, joined.span_id if joined else None,
+                               name=layout.project_dir.name, start_ms=started_ms, end_ms=int(time.time() * 1000),
+                               exit_status=exit_status)
+    otlp.export_logged([spec], url, service=layout.project_dir.name, version="", log=layout.formation_dir / "otel.log",
+                       timeout=otlp.timeout(os.environ))
 
 
 def roster_options(args: object) -> tuple[str | None, RosterOptions, str | None]:

@@ -13,6 +13,9 @@ any other name                 it appears in both the child's and the parent's
                                ``capabilities.env.allow`` and the parent holds it
 ``MURMUR_CONTAINMENT``         when the parent holds it (forces the process-group class,
                                spec/session.md "Containment"; it narrows, it grants nothing)
+``OTEL_EXPORTER_OTLP_ENDPOINT`` when the parent holds them: where the runtime exports the
+``…_TRACES_ENDPOINT``          child's spans (spec/trace.md); the child's capsule is given
+                               no network by them (never ``…_HEADERS``, which may hold a token)
 ``MURMUR_CONTAINMENT_UNIT``    the unit the child was started in (added by the launcher)
 ``MURMUR_ROOST_URL``           always, the daemon the parent asked
 ``MURMUR_SPAWNER``             the spawner handle (compact JSON)
@@ -20,6 +23,8 @@ any other name                 it appears in both the child's and the parent's
 ``MURMUR_LINEAGE``             the child's lineage (spec/tree.md), set by the launcher after
                                this function; ``MURMUR_SPAWN`` is never forwarded (the
                                parent's set travels inside the lineage)
+``TRACEPARENT``                the delegating work's span (spec/trace.md "Trace ids"): the
+                               child joins its parent's trace
 =============================  ==========================================================
 
 The runtime's names are applied last, so a child listing one of them under
@@ -31,12 +36,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from murmur import tracectx
 from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.roost import ROOST_URL_ENV
 
-PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT")
+PASSTHROUGH = ("MURMUR_HOME", "MURMUR_CONTAINMENT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 TREE_NAMES = ("MURMUR_LINEAGE", "MURMUR_SPAWN")  # runtime-owned (spec/tree.md): never forwarded by env.allow
-RUNTIME_NAMES = ("PATH", "HOME", ROOST_URL_ENV, SPAWNER_ENV, SPAWNER_LIFELINE_ENV, *PASSTHROUGH, *TREE_NAMES)
+RUNTIME_NAMES = (
+    "PATH", "HOME", ROOST_URL_ENV, SPAWNER_ENV, SPAWNER_LIFELINE_ENV, tracectx.ENV, *PASSTHROUGH, *TREE_NAMES
+)
 
 
 def child_environment(
@@ -79,4 +87,5 @@ def child_environment(
     env[ROOST_URL_ENV] = roost_url
     env[SPAWNER_ENV] = spawner
     env[SPAWNER_LIFELINE_ENV] = str(lifeline_fd)
+    env[tracectx.ENV] = tracectx.outgoing()
     return env

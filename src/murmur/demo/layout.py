@@ -121,6 +121,8 @@ class DemoOutcome:
             ``audit-desk``, ``audit-pycheck``).
         child_dir (Path | None): the delegated child's directory (its records, completion.json).
         pids (dict[str, int]): process ids the demo started, by role (for tests).
+        page (Path | None): the run's trace page (``trace.html`` in a kept demo directory;
+            spec/trace.md "The page").
     """
 
     status: int
@@ -132,6 +134,7 @@ class DemoOutcome:
     sessions: dict[str, str] = attrs.field(factory=dict)
     child_dir: Path | None = None
     pids: dict[str, int] = attrs.field(factory=dict)
+    page: Path | None = None
 
     def summary(self) -> dict[str, object]:
         """The ``--json`` line's object: the report's text always; the paths only when the
@@ -151,6 +154,7 @@ class DemoOutcome:
             "home": kept_path(self.layout.home),
             "base": kept_path(self.layout.base),
             "kept": self.kept,
+            "page": kept_path(self.page),
         }
 
 

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 import trio
 
-from murmur import procs
+from murmur import procs, tracectx
 from murmur.demo.commands import (
     child_environment,
     desk_command,
@@ -82,6 +82,10 @@ class DemoRun:
         self.err = err
         self.say = Say(err)
         self.env = child_environment(environ, layout, Path(sys.executable).parent)
+        # one trace for the whole run: the check desk, the formation and the child join it
+        joined = tracectx.from_env(environ)
+        self.trace = tracectx.SpanContext(joined.trace_id if joined else tracectx.new_trace_id(), tracectx.new_span_id())
+        self.env[tracectx.ENV] = self.trace.traceparent
         self.mur = mur_binary()
         self.children: list[Child] = []
         self.outcome = DemoOutcome(status=1, layout=layout)
@@ -406,6 +410,8 @@ async def demo(options: DemoOptions, *, out: TextIO, err: TextIO,
         if run.signum is not None:
             run.outcome.status = 128 + run.signum
         run.outcome.kept = keep
+        if keep:
+            _write_page(run)
         _finish(run, time.monotonic() - t0)
         if keep and not options.json:
             run.say(f"kept {layout.base}; to run it again by hand:")
@@ -443,7 +449,26 @@ def _finish(run: DemoRun, elapsed: float) -> None:
         say(f"report: {path}" + ("" if outcome.kept else " (removed with the demo directory; --keep leaves it)"))
     elif run.signum is None:
         say("no report was written")
+    if outcome.page is not None:
+        say(f"trace page: {outcome.page.resolve().as_uri()} (the tree, its timeline and a summary)")
+    elif not outcome.kept:
+        say("trace page: --keep writes one (mur trace view)")
     say(f"status {outcome.status} after {elapsed:.1f}s")
+
+
+def _write_page(run: DemoRun) -> None:
+    """The run's trace page in the kept demo directory (spec/trace.md "The page"); a page that
+    cannot be made is one line, never a failed demo."""
+    frm = run.outcome.formation_id
+    if frm is None:
+        return
+    from murmur.observe import views
+
+    try:
+        run.outcome.page = views.write_page(frm, run.layout.home / "tree" / "journal.jsonl",
+                                            run.layout.base / "trace.html")
+    except (DiagnosticError, OSError) as exc:
+        run.say(f"no trace page: {exc}")
 
 
 def run_demo(options: DemoOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -7,7 +7,6 @@ answers).
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterable, Mapping
 
 from murmur import timing
@@ -89,7 +88,3 @@ def scrub(text: str, secrets_: Iterable[tuple[str, str]]) -> str:
             text = text.replace(secret, replacement)
     return text
 
-
-def traceparent() -> str:
-    """A fresh W3C ``traceparent`` value (version 00, sampled)."""
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"

@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
-from murmur import timing
+from murmur import timing, tracectx
 from murmur.a2a import requests
 from murmur.errors import MurmurError
 from murmur.formation.addresses import AddressBook, virtual_address
@@ -65,7 +65,6 @@ from murmur.formation.call_policy import (
     deadline_ending,
     no_door,
     scrub,
-    traceparent,
 )
 from murmur.formation.offers import NO_ANSWER, Offer, Poll, SendReply, classify_get, classify_send
 from murmur.formation.reach import reaches_door
@@ -510,7 +509,7 @@ class CallEngine:
     async def _send(self, call: MemberCall, url: str) -> SendReply:
         message_id = f"msg_{call.call_id}"
         body = requests.send_message(call.text, message_id=message_id, rpc_id=self._next_id())
-        tp = traceparent()
+        tp = tracectx.outgoing()
         reply = NO_ANSWER  # also when the call's scope cuts the request short
         try:
             got = await self._post(call, url, body, tp)
@@ -532,7 +531,7 @@ class CallEngine:
     async def _get(self, call: MemberCall, url: str) -> Poll:
         assert call.member_task_id is not None
         body = requests.get_task(call.member_task_id, history_length=0, rpc_id=self._next_id())
-        got = await self._post(call, url, body, traceparent())
+        got = await self._post(call, url, body, tracectx.outgoing())
         return Poll(False) if got is None else classify_get(*got)
 
     async def _cancel_late_take(self, call: MemberCall) -> None:
@@ -542,7 +541,7 @@ class CallEngine:
         if url is None:
             return
         with trio.CancelScope(shield=True), trio.move_on_after(self._request_timeout):
-            await self._post(call, url, body, traceparent())
+            await self._post(call, url, body, tracectx.outgoing())
 
     # -- bookkeeping -----------------------------------------------------------------------
 

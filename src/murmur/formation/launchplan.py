@@ -30,6 +30,7 @@ from pathlib import Path
 
 import attrs
 
+from murmur import tracectx
 from murmur.formation import channel
 from murmur.formation.admission import AdmittedMember, AdmittedRoster
 from murmur.formation.supervise import MemberSpec
@@ -109,7 +110,8 @@ class LaunchPlan:
 
 
 def member_env(base: Mapping[str, str], formation_id: str) -> dict[str, str]:
-    """A member's environment: ``base`` minus formation/spawner variables, plus its own.
+    """A member's environment: ``base`` minus formation/spawner variables, plus its own
+    (``TRACEPARENT`` naming :func:`formation_span`).
 
     Args:
         base (Mapping[str, str]): the launcher's environment.
@@ -118,7 +120,17 @@ def member_env(base: Mapping[str, str], formation_id: str) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _STRIPPED}
     env["MURMUR_FORMATION_ID"] = formation_id
     env["MURMUR_HOST_WARNINGS_REPORTED"] = "1"
+    env[tracectx.ENV] = formation_span(base, formation_id).traceparent
     return env
+
+
+def formation_span(base: Mapping[str, str], formation_id: str) -> tracectx.SpanContext:
+    """The formation's span (spec/trace.md "Trace ids"): the trace of the launcher's own
+    ``TRACEPARENT`` when it has one, else the formation id's 32 hex digits; the span id is
+    the formation id's last 16 hex digits. Every member's ``session_start`` names it."""
+    joined = tracectx.from_env(base)
+    trace_id = joined.trace_id if joined is not None else formation_id[-32:]
+    return tracectx.SpanContext(trace_id, tracectx.span_of(formation_id))
 
 
 def member_argv(

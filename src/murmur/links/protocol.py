@@ -52,6 +52,7 @@ class LinkRequest:
         version (str | None): ``--capsule-version`` (None: the only installed one).
         task (str): the task text.
         json (bool): print the completion record instead of the result text.
+        traceparent (str | None): the calling command's ``TRACEPARENT`` (``link`` only).
     """
 
     op: str
@@ -59,6 +60,7 @@ class LinkRequest:
     version: str | None = None
     task: str = ""
     json: bool = False
+    traceparent: str | None = None
 
 
 @attrs.frozen
@@ -102,7 +104,8 @@ def parse_request(raw: bytes) -> LinkRequest:
     if not task.strip():
         raise BadRequest(f"the task for {name} is empty; nothing was started",
                          hint=f'give the task as arguments (`{name} "what to do"`) or on stdin')
-    return LinkRequest("link", name, version or None, task, bool(data.get("json")))
+    tp = data.get("traceparent")
+    return LinkRequest("link", name, version or None, task, bool(data.get("json")), tp if isinstance(tp, str) else None)
 
 
 def pick_version(name: str, asked: str | None, installed: list[str]) -> tuple[str | None, str | None]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from murmur import containment, paths, procstat
+from murmur import containment, paths, procstat, tracectx
 from murmur.delegation import read_completion
 from murmur.ids import new_id
 from murmur.links import protocol as p
@@ -213,8 +213,12 @@ class LinkService:
         context_id = task.context_id if task is not None else new_id("ctx")
         trust = task.trust if task is not None else "trusted"
         began = time.monotonic()
-        result = await self.runtime.delegate_call(name, version, req.task, True, context_id=context_id, trust=trust,
-                                                  caller=caller)
+        token = tracectx.CURRENT.set(tracectx.parse(req.traceparent) or tracectx.CURRENT.get())
+        try:  # the child and its first task name the calling command's span as their parent
+            result = await self.runtime.delegate_call(name, version, req.task, True, context_id=context_id,
+                                                      trust=trust, caller=caller)
+        finally:
+            tracectx.CURRENT.reset(token)
         launcher = self.runtime.launcher
         settled = req.json or result.get("status") != "completed"  # crashed / terminated need the record
         if settled and isinstance(result.get("delegation_id"), str) and launcher is not None:

@@ -77,7 +77,10 @@ def _request(argv):
         return None
     else:
         task = sys.stdin.read()
-    return {"op": "link", "name": NAME, "version": version, "task": task, "json": as_json}
+    req = {"op": "link", "name": NAME, "version": version, "task": task, "json": as_json}
+    if os.environ.get("TRACEPARENT"):  # the calling command's span: the child joins its trace
+        req["traceparent"] = os.environ["TRACEPARENT"][:128]
+    return req
 def main():
     req = _request(sys.argv[1:])
     if req == "help":

@@ -308,6 +308,13 @@ class Trace:
 
 
 @attrs.frozen
+class Observability:
+    """``observability``: ``otel_endpoint`` the OTLP/HTTP base URL (spec/trace.md)."""
+
+    otel_endpoint: str | None = None
+
+
+@attrs.frozen
 class Manifest:
     """A validated ``murmur.yaml``.
 
@@ -331,6 +338,7 @@ class Manifest:
     context: ContextBlock | None = None
     network: Network | None = None
     trace: Trace | None = None
+    observability: Observability | None = None
 
     @property
     def driver_entry(self) -> ArtifactRef | None:

@@ -191,7 +191,9 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("trace.retain.max_age", _H, "oldest session kept"),
     KeyRule("trace.capture", _I, "trace records here always hold the same fields (no content capture, no blobs)"),
     KeyRule("trace.include_tool_output", _I, "trace records here always hold the same fields (no raw tool output)"),
-    KeyRule("observability", _I, "no OpenTelemetry spans are exported and no eval scorers run; trace.jsonl is the record"),
+    KeyRule("observability", _H, "OpenTelemetry export (spec/trace.md \"OpenTelemetry export\")"),
+    KeyRule("observability.otel_endpoint", _H, "spans of every session go to this OTLP/HTTP endpoint at its end; an export that fails never fails a task"),
+    KeyRule("observability.eval", _I, "no eval scorers run here; trace.jsonl is the record"),
 )
 """Every upstream key and this runtime's answer (``plan`` is this runtime's own key)."""
 

@@ -113,7 +113,7 @@ def check_rules(root: YMap) -> list[Fault]:
     """Every value-rule fault in a manifest's located tree (order not significant)."""
     faults: list[Fault] = []
     for check in (_identity, _artifacts, _gateways, _capabilities, _inference, _workload,
-                  _lifecycle, _authentication, _network, _trace):
+                  _lifecycle, _authentication, _network, _trace, _observability):
         faults += check(root)
     return faults
 
@@ -512,3 +512,23 @@ def _trace(root: YMap) -> list[Fault]:
             out.append(Fault("E-MAN-003", "`trace.retain.max_age` must be longer than 0",
                              path=("trace", "retain", "max_age")))
     return out
+
+
+def _observability(root: YMap) -> list[Fault]:
+    """``observability.otel_endpoint``: an ``http``/``https`` URL with a host (spec/trace.md)."""
+    block = root.get("observability")
+    url = _text(block.get("otel_endpoint")) if isinstance(block, YMap) else None
+    if url is None:
+        return []
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:  # a port that is not a number
+        ok = False
+    if ok:
+        return []
+    return [Fault("E-TRC-008", f"`observability.otel_endpoint` `{url}` is not an http(s) URL",
+                  hint="give the collector's OTLP/HTTP base URL, e.g. `http://localhost:4318` (spans go to /v1/traces)",
+                  path=("observability", "otel_endpoint"))]

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 import httpx
 
+from murmur import tracectx
 from murmur.a2a import loopback_client
 from murmur.errors import MurmurError
 
@@ -172,7 +173,8 @@ class RoostClient:
         self, method: str, path: str, *, json: object = None, headers: Mapping[str, str] | None = None
     ) -> tuple[int, dict[str, Any]]:
         try:
-            r = await self._http.request(method, path, json=json, headers=headers)
+            sent = tracectx.inject(dict(headers or {}))  # the approval path carries the caller's span
+            r = await self._http.request(method, path, json=json, headers=sent)
         except httpx.HTTPError as exc:
             raise RoostUnreachable(
                 f"mur-roost at {self.base_url} did not answer ({type(exc).__name__})"

@@ -139,6 +139,8 @@ class SessionBackend:
             fields["caller_member"] = principal.member
         if cls.delegation_id is not None:
             fields["delegation_id"] = cls.delegation_id
+        task.traceparent = cls.traceparent
+        fields["traceparent_from_caller"] = cls.traceparent
         self._trace.emit("a2a_task_received", **fields)
         self._intake.settle(task, admission)
         return task

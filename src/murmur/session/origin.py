@@ -33,6 +33,7 @@ class Classification:
         completion_session (str | None): ``x-murmur-completion-session`` (completion only).
         forget_session (bool): ``x-murmur-forget-session: true``: start the message's context
             in a new agent CLI session (process transport; spec/conversations.md).
+        traceparent (str | None): the W3C ``traceparent`` header as sent (any origin).
     """
 
     origin: str
@@ -41,6 +42,7 @@ class Classification:
     delegation_id: str | None = None
     completion_session: str | None = None
     forget_session: bool = False
+    traceparent: str | None = None
 
 
 LOCAL_USER = Classification(origin="user", trust="trusted", lane="user")
@@ -60,6 +62,13 @@ def forget_requested(headers: Mapping[str, str]) -> bool:
 
 
 def classify(headers: Mapping[str, str]) -> Classification:
+    """:func:`classify_origin`, with the request's ``traceparent`` header kept."""
+    cls = classify_origin(headers)
+    tp = headers.get("traceparent")
+    return cls if tp is None else attrs.evolve(cls, traceparent=tp[:128])
+
+
+def classify_origin(headers: Mapping[str, str]) -> Classification:
     """Classify an inbound door request.
 
     Args:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import trio
 
+from murmur import tracectx
 from murmur.errors import DiagnosticError
 from murmur.session.asking import Asking
 from murmur.session.intake import Intake
@@ -144,6 +145,7 @@ class Runner:
                 return
             task.start_event_id = self._trace.emit(
                 "task_start",
+                joins=tracectx.parse(task.traceparent),
                 task_id=task.id,
                 context_id=task.context_id,
                 source=task.source,
@@ -153,6 +155,9 @@ class Runner:
                 message_parts_bytes=len(task.text.encode("utf-8")),
             )
             self._results.task_text(task.text)
+            # hops made for this task name its task_start as their parent span
+            span = self._trace.writer.span(task.start_event_id) if task.start_event_id else tracectx.CURRENT.get()
+            token = tracectx.CURRENT.set(span)
             try:
                 ctx = self._context(task, task.start_event_id or "")
                 outcome = await self._setup.workload.run_task(ctx)
@@ -161,6 +166,8 @@ class Runner:
             except Exception as exc:  # a workload bug must not take the session down
                 self._log.error("workload failed on %s:\n%s", task.id, traceback.format_exc())
                 outcome = TaskOutcome("failed", f"internal error: {type(exc).__name__}: {exc}")
+            finally:
+                tracectx.CURRENT.reset(token)
         task.scope = None
         if outcome is None and task.state is TaskState.FAILED:  # failed by the session (input-timeout)
             outcome = TaskOutcome("failed", task.status_message or "failed")

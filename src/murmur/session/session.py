@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 import trio
 
+from murmur import tracectx
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.session.auth import BearerDoor, PublicDoor, make_authenticator
@@ -78,7 +79,9 @@ class Session:
         self._launch_untaken = setup.task_text is not None  # until the launch task is taken
         self.policy = setup.policy
         self.book = TaskBook()
-        self.trace = TraceWriter(setup.records.trace, setup.session_id, on_failure=self._trace_failed)
+        self.trace = TraceWriter(
+            setup.records.trace, setup.session_id, on_failure=self._trace_failed, joins=tracectx.from_env(setup.parent_env)
+        )
         self.auth: PublicDoor | BearerDoor = make_authenticator(
             setup.manifest.name,
             setup.manifest.authentication.credentials if setup.manifest.authentication else None,
@@ -214,6 +217,7 @@ class Session:
         refusal: Diagnostic | None = None
         try:
             self._events.start_id = self.trace.emit("session_start", parent_id=None, **session_start_fields(self.setup))
+            tracectx.CURRENT.set(self.trace.span(self._events.start_id))
         except TraceWriteError as exc:
             refusal = exc.diagnostics[0]
         ctl = WindDownControl(self)

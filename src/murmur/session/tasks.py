@@ -94,6 +94,8 @@ class Task:
         prompt (str | None): the question of a task in ``input-required`` (its ``prompt``
             artifact); None otherwise.
         reply (InputSlot | None): where the answer to that question is delivered.
+        traceparent (str | None): the caller's W3C ``traceparent`` header (a door task);
+            its ``task_start`` joins that trace (spec/trace.md "Trace ids").
     """
 
     id: str
@@ -120,6 +122,7 @@ class Task:
     held_bytes: int = 0
     prompt: str | None = None
     reply: InputSlot | None = None
+    traceparent: str | None = None
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property

@@ -2,7 +2,8 @@
 
 Every line starts with ``event_type``, ``event_id`` (``evt_…``), ``parent_id`` (null only on
 ``session_start``), ``session_id`` and ``timestamp`` (Unix milliseconds), in that order, then
-the event's own fields. Callers omit optional fields that do not apply rather than passing
+``trace_id``, ``span_id`` and ``parent_span_id`` (absent on a root span; spec/trace.md "Trace
+ids", :mod:`murmur.tracectx`), then the event's own fields. Callers omit optional fields that do not apply rather than passing
 ``None``. A failed write is fatal to the session (``E-RUN-007``): :class:`TraceWriter` raises
 :class:`TraceWriteError` and calls its ``on_failure`` callback once.
 """
@@ -19,8 +20,11 @@ from typing import IO
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
+from murmur.tracectx import SpanContext, new_trace_id, span_of
 
-_RESERVED = frozenset({"event_type", "event_id", "parent_id", "session_id", "timestamp"})
+_RESERVED = frozenset(
+    {"event_type", "event_id", "parent_id", "session_id", "timestamp", "trace_id", "span_id", "parent_span_id"}
+)
 
 
 def wall_ms() -> int:
@@ -75,14 +79,17 @@ class SessionTrace:
         self.writer = writer
         self.start_id: str | None = None
 
-    def emit(self, event_type: str, /, *, parent: str | None = None, **fields: object) -> str | None:
-        """Write one record (its ``parent_id`` is ``parent``, else ``session_start``'s).
+    def emit(
+        self, event_type: str, /, *, parent: str | None = None, joins: SpanContext | None = None, **fields: object
+    ) -> str | None:
+        """Write one record (its ``parent_id`` is ``parent``, else ``session_start``'s;
+        ``joins`` as :meth:`TraceWriter.emit` takes it).
 
         Returns:
             str | None: the record's ``evt_`` id; None when the trace could not be written.
         """
         try:
-            return self.writer.emit(event_type, parent_id=parent or self.start_id, **fields)
+            return self.writer.emit(event_type, parent_id=parent or self.start_id, joins=joins, **fields)
         except TraceWriteError:
             return None
 
@@ -96,6 +103,13 @@ class TraceWriter:
         now_ms (Callable[[], int]): clock in Unix milliseconds (injectable for tests).
         on_failure (Callable[[TraceWriteError], None] | None): called once, on the first
             failed write, before the error is raised.
+        joins (SpanContext | None): the span this session was started under (its
+            ``TRACEPARENT``): the session joins that trace and ``session_start`` names that
+            span as its parent. None: a new trace, ``session_start`` a root span.
+
+    Attributes:
+        trace_id (str): the session's trace (32 hex); a task a caller's ``traceparent``
+            joined to another trace writes that trace's id on its own records.
     """
 
     def __init__(
@@ -105,8 +119,12 @@ class TraceWriter:
         *,
         now_ms: Callable[[], int] = wall_ms,
         on_failure: Callable[[TraceWriteError], None] | None = None,
+        joins: SpanContext | None = None,
     ) -> None:
         self.path = path
+        self.trace_id = joins.trace_id if joins is not None else new_trace_id()
+        self._root_parent = joins.span_id if joins is not None else None
+        self._other_trace: dict[str, str] = {}  # evt_ id -> trace id, where not self.trace_id
         self.session_id = session_id
         self._now_ms = now_ms
         self._on_failure = on_failure
@@ -120,22 +138,39 @@ class TraceWriter:
         """The first write failure, if any."""
         return self._failed
 
+    def span(self, event_id: str) -> SpanContext:
+        """The span of the record ``event_id`` (written by this writer)."""
+        return SpanContext(self._other_trace.get(event_id, self.trace_id), span_of(event_id))
+
     def emit(self, event_type: str, /, *, parent_id: str | None, **fields: object) -> str:
-        """Append one record and flush it.
+        """Append one record and flush it (the one way records are written, so a wrapper of it
+        sees every record).
+
+        Every record is a span: ``span_id`` from its ``event_id``; ``parent_span_id`` the
+        span of ``parent_id`` (or of ``joins``; absent on a root span); ``trace_id`` that of
+        its parent, so a task's records stay in the trace the task joined.
 
         Args:
             event_type (str): e.g. ``task_start``.
             parent_id (str | None): the parent record's ``evt_`` id (None only for
                 ``session_start``).
             **fields: the event's payload, in the order given (JSON-serialisable values).
+                ``joins`` (a :class:`~murmur.tracectx.SpanContext`, or None) is not written: it
+                names a span in another process this record continues (a caller's
+                ``traceparent``), whose trace and parent span it takes instead of
+                ``parent_id``'s (``parent_id`` is still written as given).
 
         Returns:
             str: the new record's ``evt_`` id.
 
         Raises:
             TraceWriteError: the line could not be written (also after any earlier failure).
-            ValueError: a payload field reuses one of the five header names.
+            ValueError: a payload field reuses one of the header names.
+            TypeError: ``joins`` is not a span.
         """
+        joins = fields.pop("joins", None)
+        if joins is not None and not isinstance(joins, SpanContext):
+            raise TypeError("joins must be a SpanContext")
         if clash := _RESERVED.intersection(fields):
             raise ValueError(f"trace fields reuse header names: {sorted(clash)}")
         if self._failed is not None:
@@ -148,6 +183,19 @@ class TraceWriter:
             "session_id": self.session_id,
             "timestamp": self._now_ms(),
         }
+        parent_span: str | None
+        if joins is not None:
+            trace_id, parent_span = joins.trace_id, joins.span_id
+        elif parent_id is None:
+            trace_id, parent_span = self.trace_id, self._root_parent
+        else:
+            trace_id, parent_span = self._other_trace.get(parent_id, self.trace_id), span_of(parent_id)
+        if trace_id != self.trace_id:
+            self._other_trace[event_id] = trace_id
+        record["trace_id"] = trace_id
+        record["span_id"] = span_of(event_id)
+        if parent_span is not None:
+            record["parent_span_id"] = parent_span
         record.update(fields)
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
         try:

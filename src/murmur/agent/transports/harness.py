@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 import trio
 
-from murmur import procs, timing
+from murmur import procs, timing, tracectx
 from murmur.agent.config import AgentConfig
 from murmur.agent.harness.protocol import (
     Answer,
@@ -387,7 +387,7 @@ async def _run_cli(
     err = bytearray()
     try:
         proc = await procs.open_process(
-            [executable, *inv.argv[1:]], label="cmd", env=env, cwd=ctx.workdir, executable=executable,
+            [executable, *inv.argv[1:]], label="cmd", env=tracectx.with_env(env), cwd=ctx.workdir, executable=executable,
             stdin=procs.PIPE, confinement=confinement,
         )
     except OSError as exc:

@@ -30,6 +30,7 @@ import attrs
 import httpx
 import trio
 
+from murmur import tracectx
 from murmur.agent.transports import InferenceError
 from murmur.manifest import is_loopback_host
 
@@ -224,7 +225,8 @@ async def post_json(
     Args:
         client (httpx.AsyncClient): the task's client.
         url (str): the full request URL.
-        headers (Mapping[str, str]): request headers (the key header included).
+        headers (Mapping[str, str]): request headers (the key header included); the
+            calling work's ``traceparent`` is added (spec/trace.md "Trace ids").
         body (Mapping[str, object]): the JSON body.
         secret (str | None): the provider key, redacted from any quoted provider text.
         policy (RetryPolicy | None): attempt budget and backoff (default: RetryPolicy()).
@@ -245,7 +247,7 @@ async def post_json(
     while True:
         retry_after: float | None = None
         try:
-            resp = await client.post(url, json=dict(body), headers=dict(headers))
+            resp = await client.post(url, json=dict(body), headers=tracectx.inject(dict(headers)))
         except httpx.TransportError as exc:
             failure = f"{type(exc).__name__} reaching {url}"
         except httpx.RequestError as exc:  # e.g. an undecodable body: not worth retrying
