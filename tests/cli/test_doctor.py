@@ -15,6 +15,11 @@ from murmur.containment.host import detect
 
 MUR = str(Path(sys.executable).parent / "mur")
 
+def _lines(stdout: str) -> list[str]:
+    """The report without its sandbox lines (tests/e2e/sandbox checks those)."""
+    return [line for line in stdout.splitlines() if not line.startswith("sandbox: ")]
+
+
 
 def mur(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MUR, *args], cwd=cwd, env=dict(env or os.environ), text=True,
@@ -60,7 +65,7 @@ class TestScaffoldAdmitted:
         """The `mur new --roster` roster is admitted after build + install, with its report."""
         project, env = demo
         proc = ok(mur("doctor", "--roster", "demo", cwd=project.parent, env=env))
-        assert proc.stdout.splitlines() == [
+        assert _lines(proc.stdout) == [
             "roster: demo/roster.yaml",
             "  lead local/demo-lead@0.1.0 entry refuses peers authenticated door",
             "  worker local/demo-worker@0.1.0 serves peers authenticated door",
@@ -74,7 +79,7 @@ class TestScaffoldAdmitted:
         """The teardown class is named, in text and JSON, and the groups class says its limit."""
         project, env = demo
         forced = ok(mur("doctor", "--roster", cwd=project, env={**env, "MURMUR_CONTAINMENT": "groups"}))
-        assert forced.stdout.splitlines()[-1].startswith(
+        assert _lines(forced.stdout)[-1].startswith(
             "teardown: process groups (a process that leaves its group can outlive a SIGKILLed session"
         )
         report = json.loads(ok(mur("doctor", "--roster", "--json", cwd=project, env=env)).stdout)
@@ -82,7 +87,7 @@ class TestScaffoldAdmitted:
         assert report["teardown"] == {"class": host.name, "detail": host.why}
         if host.name == "cgroup":
             plain = ok(mur("doctor", "--roster", cwd=project, env=env))
-            assert plain.stdout.splitlines()[-1] == (
+            assert _lines(plain.stdout)[-1] == (
                 "teardown: cgroup v2 (every process a session starts is contained)"
             )
 
@@ -103,13 +108,13 @@ class TestScaffoldAdmitted:
         """`mur doctor` with no flags admits ./roster.yaml."""
         project, env = demo
         proc = ok(mur("doctor", cwd=project, env=env))
-        assert proc.stdout.splitlines()[0] == "roster: roster.yaml"
+        assert _lines(proc.stdout)[0] == "roster: roster.yaml"
 
     def test_capsule_only(self, demo: tuple[Path, dict[str, str]]) -> None:
         """In a capsule directory, doctor loads murmur.yaml and reports it."""
         project, env = demo
         proc = ok(mur("doctor", cwd=project / "worker", env=env))
-        assert proc.stdout.splitlines() == [
+        assert _lines(proc.stdout) == [
             "capsule: murmur.yaml", "  ✓ demo-worker 0.1.0 serves peers authenticated door",
             detect(probe=True).doctor_line()]
 
@@ -127,7 +132,7 @@ class TestRefusals:
             "reachability:\n  - from: a\n    to: [ghost]\n")
         proc = mur("doctor", "--roster", ".", cwd=tmp_path)
         assert proc.returncode == 1
-        assert proc.stdout.splitlines()[1].startswith("  ✗ error[E-ROS-004]: roster.yaml: ")
+        assert _lines(proc.stdout)[1].startswith("  ✗ error[E-ROS-004]: roster.yaml: ")
         assert "  --> roster.yaml:6" in proc.stderr
         assert "Traceback" not in proc.stderr
 
@@ -207,7 +212,7 @@ class TestPlans:
         proc = mur("doctor", "--roster", ".", cwd=tmp_path, env=env)
         assert proc.returncode == 1, proc.stdout
         assert "  ✗ solo: error[E-PLN-006]" in proc.stdout
-        assert proc.stdout.splitlines()[-2].startswith("  ✗ admitted, but 1 member plan")
+        assert _lines(proc.stdout)[-2].startswith("  ✗ admitted, but 1 member plan")
 
 
 class TestWarning:
@@ -234,10 +239,10 @@ class TestWarning:
                    "arriving while it is busy is rejected; lifecycle.task_acceptance: queue with "
                    "lifecycle.queue_depth: 1 would hold them all "
                    "(https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)")
-        assert warning in proc.stdout.splitlines()
+        assert warning in _lines(proc.stdout)
         assert "    Fix: target (local/target@1.0.0): set lifecycle.task_acceptance: queue" in proc.stdout
         assert ("  reachability: a → b, a → target, b → a, b → target, target → a, target → b"
-                in proc.stdout.splitlines())
+                in _lines(proc.stdout))
 
 
 class TestContainmentVariable:

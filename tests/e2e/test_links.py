@@ -58,8 +58,9 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                                                           'output: "slept"\n'),
         plan_capsule(src, "greedy", shell=["grep"], plan='steps:\n  - id: s\n    shell: [grep, -c, x, /dev/null]\n'
                                                          'output: "g"\n'),
-        plan_capsule(src, "gated", shell=["sh"], plan=GATED_PLAN),
-        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper", "greedy", "gated"],
+        plan_capsule(src, "gated", shell=["sh", "sleep"], plan=GATED_PLAN),
+        plan_capsule(src, "boss", shell=["sh", "echo", "sleep", "python3", "setsid", "cat", "env"],  # not grep: greedy must hold more
+                     spawn=["kid", "napper", "greedy", "gated"],
                      plan=SHELL_PLAN),
     ]
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):

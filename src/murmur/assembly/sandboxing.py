@@ -15,6 +15,8 @@ import os
 import re
 from collections.abc import Mapping
 
+import attrs
+
 from murmur.errors import DiagnosticError
 from murmur.manifest import Containment
 from murmur.sandbox import compiled
@@ -52,6 +54,12 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     policy = from_manifest(setup.manifest, klass, workdir=setup.workdir, env=env,
                            loopback_ports=granted_loopback_ports(environ),
                            links=setup.links_bin is not None)
+    if setup.links_bin is not None:
+        # The capsule links are granted programs: one per spawn.allow name, and `mur`
+        # (spec/links.md); their directory (and the capability socket in it) is readable.
+        names = [n.rsplit("/", 1)[-1] for n in setup.manifest.spawn_allow] + ["mur"]
+        policy = attrs.evolve(policy, allow=tuple(dict.fromkeys([*policy.allow, *names])),
+                              ro=(*policy.ro, str(setup.links_bin.parent)))
     try:
         box = compiled.compile(policy)
     except compiled.SandboxError as exc:

@@ -16,7 +16,8 @@ the owner writes is one JSON object:
 * ``{"drop": K}`` — the owner cleaned that unit itself;
 * ``{"bound": SECONDS}`` — how long a unit's process may still wind down after the owner is gone.
 
-EOF on stdin means the owner is gone (or finished: it drops everything first). Then, for each
+EOF on stdin means the owner is gone (or finished: it drops everything first). Lines are read
+at most every :data:`COALESCE` seconds (a burst of them costs one wake-up). Then, for each
 unit left: as soon as its process has ended, or ``bound`` seconds after the EOF, whichever is
 first, everything in the unit is killed and the unit removed. The janitor exits when no unit is
 left, and in any case ``bound + 5`` seconds after the EOF: it never outlives its formation's

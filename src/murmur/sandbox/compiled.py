@@ -196,15 +196,20 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
         if policy.sealed:
             files: list[str] = []
             links: list[tuple[str, str]] = []
+            trees: list[str] = []
             for path in policy.binaries().values():
                 c = elf.start_closure(path, policy.search_path)
                 files += [*c.executables, *c.libraries]
+                trees += [t for t in pol.interpreter_trees(c.executables) if _outside_trees([t + "/"])]
+                for tree in trees:
+                    files += pol.extension_libraries(tree)
                 hop = path
                 while os.path.islink(hop) and len(links) < 64:
                     links.append((hop, os.readlink(hop)))
                     hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
             plan = namespaces.RootPlan(
-                rw=(policy.workdir, *policy.rw), files=_outside_trees(files), ro_dirs=policy.ro,
+                rw=(policy.workdir, *policy.rw), files=_outside_trees(files),
+                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees])),
                 links=tuple(lk for lk in links if _outside_trees([lk[0]])),
                 workdir_exec=policy.workdir_exec, uid=os.getuid(),
                 home=policy.rw[0] if policy.rw else policy.workdir)

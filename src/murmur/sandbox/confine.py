@@ -5,7 +5,9 @@ by :func:`murmur.sandbox.compile` in the parent; :meth:`Confined.child_setup` re
 that runs in the child after ``fork`` (after the containment-unit join, before ``exec``) and
 makes a fixed short list of calls:
 
-0. join the session's ``pids`` group, when it has one (:class:`~murmur.sandbox.limits.PidsGroup`);
+0. join the session's ``pids`` group, when it has one (:class:`~murmur.sandbox.limits.PidsGroup`),
+   and write ``memory.max``/``pids.max`` into the command's own cgroup v2 unit where it has
+   those controllers;
 1. ``setns`` into the session's user and network namespaces (and, sealed, its mount namespace,
    then ``chdir`` back to the working directory, which is bound at the same path);
 2. the command rlimits (:class:`murmur.sandbox.limits.Limits`);
@@ -109,6 +111,7 @@ def _setup(ruleset: int, bpf: bytes, userns: int | None, netns: int | None, mntn
         if pids is not None:
             with open(pids, "w") as f:
                 f.write(str(os.getpid()))
+        limits.write_own_unit()
         if userns is not None:
             cwd = os.getcwd() if mntns is not None else None
             kernel.setns(userns, kernel.CLONE_NEWUSER)

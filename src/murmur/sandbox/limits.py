@@ -67,6 +67,24 @@ class Limits:
                 value = min(value, hard)
             resource.setrlimit(which, (value, value))
 
+    def write_own_unit(self) -> None:
+        """In a command's child, after it joined its unit: write ``memory.max``/``pids.max`` into
+        the cgroup v2 unit it is in, where that unit has the controllers (else nothing)."""
+        if self.cgroup_memory_bytes is None and self.cgroup_pids_max is None:
+            return
+        try:
+            with open("/proc/self/cgroup", encoding="ascii") as f:
+                rel = next((ln[3:].strip() for ln in f if ln.startswith("0::")), None)
+        except OSError:
+            return
+        if not rel or rel == "/":
+            return
+        for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            unit = Path(mount + rel)
+            if (unit / "cgroup.procs").exists():
+                self.write_unit(unit)
+                return
+
     def write_unit(self, unit: Path) -> list[str]:
         """Write the cgroup figures into unit directory ``unit``; returns the files written."""
         done: list[str] = []
