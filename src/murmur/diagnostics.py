@@ -373,7 +373,7 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-TRC-009": "give --html a path in a writable directory",
     "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
-"""What to change, for a refusal whose call gives no hint of its own (issue 32: a hint on every
+"""What to change, for a refusal whose call gives no hint of its own (spec/diagnostics.md: a hint on every
 refusal). :func:`error` uses it; a hint given at the call is always the more specific one.
 ``tests/test_diagnostics.py`` requires an entry for every catalogued ``E-`` code but the
 reserved ones."""

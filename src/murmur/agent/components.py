@@ -196,7 +196,7 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
 def formation_peers(callees: Sequence[str]) -> str | None:
     """``MURMUR_FORMATION_PEERS``: ``name=http://<name>.formation.invalid`` per member this
     member may call, space-separated in roster order; None (the variable absent, never empty)
-    when it may call nobody (seed 004, "What a member's components are handed")."""
+    when it may call nobody (spec/components.md, "Formation peers")."""
     if not callees:
         return None
     return " ".join(f"{name}=http://{name}.formation.invalid" for name in callees)

@@ -1,4 +1,4 @@
-"""Formation peers for components: virtual ``<name>.formation.invalid`` addresses (seed 004).
+"""Formation peers for components: virtual ``<name>.formation.invalid`` addresses (spec/components.md, "Formation peers").
 
 A member's WASM components call a member they may call at ``http://<name>.formation.invalid``.
 The HTTP check (:mod:`murmur.components.http`) hands such a request here:

@@ -1,4 +1,4 @@
-"""The one place where a process starts (issue 25): placement, pipes, first line, end.
+"""The one place where a process starts: placement, pipes, first line, end.
 
 Specification: ``spec/architecture.md`` "Where a process starts". No module outside this
 package starts a process (``tests/test_one_primitive.py`` holds the code to it). Every start —

@@ -1,6 +1,6 @@
 """The sandbox hook: what a confinement contributes to one start, and its wire form.
 
-Specification: ``spec/architecture.md`` "Where a process starts" (issue 25). A sandbox builds
+Specification: ``spec/architecture.md`` "Where a process starts". A sandbox builds
 a :class:`Confinement` for a start; :mod:`murmur.procs` applies it and nowhere else applies
 one. ``None`` means advisory (as before the sandbox): nothing is added.
 
@@ -29,7 +29,7 @@ __all__ = ["Confinement", "Loader", "from_wire", "register_loader"]
 
 @runtime_checkable
 class Confinement(Protocol):
-    """What a sandbox contributes to one start (issue 25). None = advisory (as today)."""
+    """What a sandbox contributes to one start. None = advisory (as today)."""
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         """The command as it starts (usually ``list(argv)``)."""
