@@ -114,6 +114,29 @@ async def test_skill_is_a_zero_argument_tool_or_the_system_prompt(project: Path)
     assert workload.components == {} and "Short words." in (workload.config.system_prompt or "")
 
 
+async def test_a_tool_component_asks_the_tasks_user(project: Path) -> None:
+    """A tool's request-input import reaches TaskContext.request_input (the door's
+    input-required seam, spec/conversations.md); with nobody to answer it fails as upstream."""
+    import attrs
+
+    _install(project, "asking", "name: asking\nversion: 0.1.0\nruntime: tool\nrequires_files: [tool.wasm]\n",
+             {"tool.wasm": component("asking")})
+    manifest, root = _capsule(project, "  - {name: asking, version: 0.1.0, runtime: tool}")
+    [tool] = load_component_tools(manifest, root)  # type: ignore[arg-type]
+    asked: list[str] = []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return "Ada"
+
+    ctx = attrs.evolve(task_context(manifest, project, FakeTrace()), ask=ask)  # type: ignore[arg-type]
+    text, is_error = await call_component_tool(tool, ctx, {}, "your name?")
+    assert asked == ["your name?"] and "Ada" in text and not is_error
+    # negative control: a --task run (no A2A task) cannot be asked
+    text, is_error = await call_component_tool(tool, task_context(manifest, project, FakeTrace()), {}, "x")  # type: ignore[arg-type]
+    assert is_error and "Ada" not in text
+
+
 NATIVE = b"""#!/bin/sh
 input=$(cat)
 printf '{"status":"passed","summary":"ok","data":{"home":"%s","murmur":"%s","input":%s}}' \\

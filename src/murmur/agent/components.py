@@ -297,9 +297,10 @@ async def _wasm(tool: ComponentTool, ctx: TaskContext, data: str) -> tuple[str, 
     chunks: list[int] = []
     grant = Grant(env=component_env(ctx), preopen=preopen_for(tool.entry, ctx.workdir),
                   limits=_limits(ctx), http=http_policy(ctx, tool.entry))
-    # the seams other work fills: streaming chunks to the A2A task, and request-input
+    # streaming chunks to the A2A task is a seam other work fills; request-input asks the
+    # task's user through TaskContext.request_input (spec/conversations.md), where one can answer
     emit = getattr(ctx.services, "emit_chunk", None)
-    ask = getattr(ctx.services, "request_input", None)
+    ask = ctx.request_input if ctx.ask is not None else None
 
     def on_chunk(text: str, thinking: bool) -> None:
         chunks.append(len(text))
