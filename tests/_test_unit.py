@@ -1,7 +1,7 @@
 """The test session's own containment unit: nothing a test starts outlives pytest (issue 32).
 
 On a host with cgroup v2 (the cgroup class), pytest moves itself into a cgroup of its own,
-``<its cgroup>/murmur-tests-<pid>-<hex>``, before any test runs, so every process a test
+``<its cgroup>/pytest-unit-<pid>-<hex>`` (not ``murmur-*``: the kill suite takes the top ``murmur-*`` cgroup of a process for its unit), before any test runs, so every process a test
 starts (and everything those start: sessions, members, children, commands) is beneath it.
 A janitor process outside that cgroup holds the read end of a pipe only pytest writes to.
 When the pipe closes -- pytest exits, or is SIGKILLed -- the janitor kills everything in the
@@ -82,7 +82,7 @@ def enter() -> None:
     base = _v2_mount()
     if base is None:
         return
-    unit = base / f"murmur-tests-{os.getpid()}-{secrets.token_hex(3)}"
+    unit = base / f"pytest-unit-{os.getpid()}-{secrets.token_hex(3)}"
     try:
         unit.mkdir()
     except OSError:

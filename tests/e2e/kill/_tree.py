@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from murmur.containment import cgroup
-from murmur.containment.host import cgroup2_mount, v2_path
+from murmur.containment.host import cgroup2_mount, own_cgroup, v2_path
 
 _MOUNT = cgroup2_mount(Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace"))
 
@@ -136,6 +136,14 @@ def descendants(roots: Iterable[int]) -> set[int]:
                 found.add(pid)
                 grew = True
     return found
+
+
+def formation_unit(formation_id: str) -> str:
+    """A formation's unit as ``/proc/<pid>/cgroup`` names it: ``murmur-<id>`` beneath the cgroup
+    this test process runs in (the launcher starts in it; tests/_test_unit.py puts pytest in a
+    unit of its own)."""
+    own = (own_cgroup() or "/").rstrip("/")
+    return f"{own}/murmur-{formation_id}"
 
 
 def unit_dir(unit: str) -> Path:

@@ -27,7 +27,7 @@ import trio
 
 from ._busy import MUR, VARIANTS, formation_project
 from ._rig import START_PATHS, Rig, Started, escaped
-from ._tree import Proc
+from ._tree import Proc, formation_unit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("start_path", START_PATHS, indirect=True)]
 
@@ -72,7 +72,7 @@ async def launch_busy(rig: Rig, variants: tuple[str, ...] = tuple(VARIANTS)) -> 
     f = Formation(rig, launcher, pids, str(formation["formation_id"]))
     _janitor(f)  # recorded with the launcher's tree: every case waits for it to be gone too
     if rig.klass == "cgroup":
-        assert rig.census.units == {f"/murmur-{formation['formation_id']}"}, rig.census.units
+        assert rig.census.units == {formation_unit(formation["formation_id"])}, rig.census.units
     return f
 
 

@@ -30,7 +30,7 @@ import trio
 
 from ._busy import MUR, formation_project
 from ._rig import START_PATHS, Rig, Started
-from ._tree import unit_dir
+from ._tree import formation_unit, unit_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("start_path", START_PATHS, indirect=True)]
 
@@ -105,7 +105,7 @@ async def _one(rig: Rig, proj: Path, when: float | str, loop: int) -> tuple[Phas
     killed = time.monotonic()
     launcher.signal(signal.SIGKILL)
     for frm in set(formations.glob("frm_*")) - before:  # made before the first member starts
-        unit = f"/murmur-{frm.name}"
+        unit = formation_unit(frm.name)
         if rig.klass == "cgroup" and unit_dir(unit).exists():
             rig.census.add_unit(unit)
     with trio.fail_after(30):
