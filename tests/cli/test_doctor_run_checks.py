@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -55,11 +56,12 @@ def test_doctor_refuses_what_run_refuses(tmp_path: Path, monkeypatch: pytest.Mon
                                          capsys: pytest.CaptureFixture[str], kwargs: dict[str, str], code: str) -> None:
     """Whatever `mur run` refuses before its door, `mur doctor` reports with the same code."""
     monkeypatch.setenv("DOCTOR_TEST_KEY", "k")
+    monkeypatch.setenv("MURMUR_SANDBOX_HOST", "no-mountns")  # a host that cannot back sealed
     d = _capsule(tmp_path, **kwargs)
     rc, report = _doctor(d, monkeypatch, capsys)
     assert rc == 1 and [x["code"] for x in report["diagnostics"]] == [code]  # type: ignore[index]
     with pytest.raises(DiagnosticError) as info:
-        prepare(RunOptions(), cwd=d)
+        prepare(RunOptions(), environ=dict(os.environ), cwd=d)
     assert info.value.code == code
 
 

@@ -163,10 +163,10 @@ class TestPrepare:
             prepare(opts, environ={}, cwd=capsule)
 
     def test_containment_floor(self, capsule: Path) -> None:
-        """A floor above advisory is refused with E-CAP-003."""
+        """A floor the host cannot back is refused with E-CAP-003 naming what it lacks."""
         with pytest.raises(DiagnosticError) as info:
-            prepare(RunOptions(containment="scoped"), environ={}, cwd=capsule)
-        assert info.value.code == "E-CAP-003"
+            prepare(RunOptions(containment="scoped"), environ={"MURMUR_SANDBOX_HOST": "no-landlock"}, cwd=capsule)
+        assert info.value.code == "E-CAP-003" and "Landlock" in info.value.diagnostics[0].message
 
     def test_no_workload(self, tmp_path: Path) -> None:
         """A manifest with neither plan nor inference is E-MAN-005 (it would need a component)."""
@@ -196,7 +196,7 @@ class TestPrepare:
         after the journal's)."""
         assert (
             contributors.formation_member, contributors.process_tree, contributors.delegated_child,
-            contributors.span_export,
+            contributors.sandboxed, contributors.span_export,
         ) == contributors.CONTRIBUTORS
 
 

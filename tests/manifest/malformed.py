@@ -54,7 +54,6 @@ CASES: list[Case] = [
     Case("unknown-lifecycle-key", HEAD + "lifecycle:\n  conversaton: stateless\n", "E-MAN-003", 4),
     Case("unknown-conversation", HEAD + "lifecycle:\n  conversation: forked\n", "E-MAN-003", 4),
     Case("record-not-on-off", HEAD + "context:\n  record: sometimes\n", "E-MAN-003", 4),
-    Case("upstream-artifact-manifest", HEAD + "runtime: wasm\n", "E-MAN-003", 3),
     # --- capabilities -------------------------------------------------------------------
     Case("allow-ftp", HEAD + "capabilities:\n  network:\n    allow:\n      - ftp://example.com\n",
          "E-CAP-001", 6),
