@@ -320,9 +320,7 @@ class DelegationRuntime:
         spawn_set = tuple(session_lineage(self.setup).spawn)
         refusal = self._refusal(capsule, spawn_set)
         if refusal is not None:
-            self.book.call_ended(capsule, version, "refused", reason=refusal, duration_ms=0)
-            self._count("refused")
-            return {"capsule": capsule, "version": version, "status": "refused", "output": refusal}
+            return self.refuse(capsule, version, refusal)
         result = await launcher.delegate(capsule, version, text, wait, context_id=context_id, trust=trust,
                                          caller=caller)
         if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
@@ -330,6 +328,20 @@ class DelegationRuntime:
             if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
                 self._restarted()
         return result
+
+    def refuse(self, capsule: str, version: str, reason: str) -> dict[str, Any]:
+        """The one place a delegation refused before mur-roost is asked is recorded: a
+        ``delegation`` trace record (``outcome: refused``, ``reason``) and the session's
+        ``refused`` count (running record, ``session_end``, ``mur ps --tree``; spec/tree.md
+        "Counts"). The spawn set, a winding-down session, a restart, a terminal on a link and
+        the tree caps all refuse through it, from ``delegate-task`` or a capsule link.
+
+        Returns:
+            dict[str, Any]: the call's ``refused`` result (``output`` is ``reason``).
+        """
+        self.book.call_ended(capsule, version, "refused", reason=reason, duration_ms=0)
+        self._count("refused")
+        return {"capsule": capsule, "version": version, "status": "refused", "output": reason}
 
     # -- the process tree (spec/tree.md) ------------------------------------------------------
 

@@ -1,0 +1,98 @@
+"""Seed 002 to the letter, end to end (issue 30): an empty spawn set keeps the socket and the
+links, every refusal is counted and traced, and a link with a terminal attached is refused.
+
+A real mur-roost, a real `mur run`; the parent's one plan step is `sh -c TASK; echo rc=$?`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from murmur.registry import install
+
+from ._delegation import Procs, of, plan_capsule, send_task, trace, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SHELL_PLAN = ('steps:\n  - id: s\n    shell: [sh, -c, "{{ task }}\\necho rc=$?"]\n'
+              'output: "{{ steps.s.stdout }}"\n')
+# A link run with a pseudo-terminal as its stdout (the pty module's openpty), stdin closed.
+ON_A_PTY = ("python3 -c 'import os, subprocess; m, s = os.openpty(); "
+            "r = subprocess.run([\"kid\", \"x\"], stdin=subprocess.DEVNULL, stdout=s, stderr=subprocess.PIPE); "
+            "print(r.returncode, r.stderr.decode())'")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("seed-links-home")
+    src = tmp_path_factory.mktemp("seed-links-src")
+    dirs = [
+        plan_capsule(src, "kid", shell=["echo"], plan='steps:\n  - id: s\n    shell: [echo, "kid {{ task }}"]\n'
+                                                      'output: "{{ steps.s.stdout }}"\n'),
+        plan_capsule(src, "boss", shell=["sh", "echo"], spawn=["kid"], plan=SHELL_PLAN),
+    ]
+    with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
+        for d in dirs:
+            install(d, global_=True)
+    yield home
+
+
+@pytest.fixture
+def procs(tmp_path: Path, home: Path) -> Iterator[Procs]:
+    env = dict(os.environ)
+    env["MURMUR_HOME"] = str(home)
+    for name in ("MURMUR_ROOST_URL", "MURMUR_SPAWNER", "MURMUR_SPAWNER_LIFELINE", "MURMUR_LINEAGE", "MURMUR_SPAWN"):
+        env.pop(name, None)
+    p = Procs(tmp_path, env)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def answer(url: str, script: str) -> str:
+    task = send_task(url, script)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    return "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []))
+
+
+def test_no_spawn_keeps_the_links_and_every_refusal_is_counted_and_traced(procs: Procs, tmp_path: Path,
+                                                                          home: Path) -> None:
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url, "--no-spawn")
+    ready, door = b.ready, b.ready["url"]
+    records = Path(ready["records_dir"])
+    out = answer(door, "kid hello 2>&1")
+    assert out.rstrip().endswith("rc=126") and "not in this session's spawn set" in out, out
+    out = answer(door, "command -v mur; command -v kid")
+    assert out.splitlines()[:2] == [str(records / "links" / "bin" / "mur"), str(records / "links" / "bin" / "kid")], out
+    inside = json.loads(answer(door, "mur ps --tree --json").splitlines()[0])
+    assert [r["id"] for r in inside["roots"]] == [ready["session_id"]], inside  # the session's own mur
+    assert inside["roots"][0]["refused"] == 1, inside
+    refused = [r for r in of(trace(records), "delegation") if r.get("outcome") == "refused"]
+    assert len(refused) == 1 and "spawn set" in refused[0]["reason"], refused
+    # `mur ps --tree --json` from outside sees the same count, and session_end records it
+    b.kill(15)
+    wait_until(lambda: of(trace(records), "session_end") or None, timeout=30, what="session_end")
+    end = of(trace(records), "session_end")[0]
+    assert end["delegations"]["refused"] == 1, end
+
+
+def test_a_link_with_a_terminal_attached_is_refused_with_the_seed_sentence(procs: Procs, tmp_path: Path) -> None:
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    out = answer(b.ready["url"], ON_A_PTY)
+    assert out.startswith("125 "), out
+    assert "interactive delegated children are not supported yet: kid has a terminal on stdin or stdout" in out, out
+    assert "`\\kid ... </dev/null | cat`" in out, out
+    # negative control: the same call with neither attached reaches the child
+    out = answer(b.ready["url"], "kid x </dev/null | cat")
+    assert "kid x" in out and out.rstrip().endswith("rc=0"), out
+    refused = [r for r in of(trace(b.ready["records_dir"]), "delegation") if r.get("outcome") == "refused"]
+    assert len(refused) == 1 and "terminal" in refused[0]["reason"], refused
