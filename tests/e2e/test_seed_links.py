@@ -96,3 +96,27 @@ def test_a_link_with_a_terminal_attached_is_refused_with_the_seed_sentence(procs
     assert "kid x" in out and out.rstrip().endswith("rc=0"), out
     refused = [r for r in of(trace(b.ready["records_dir"]), "delegation") if r.get("outcome") == "refused"]
     assert len(refused) == 1 and "terminal" in refused[0]["reason"], refused
+
+
+def test_who_reads_the_allow_list_from_a_running_roost_and_writes_an_accepted_line(procs: Procs,
+                                                                                 tmp_path: Path) -> None:
+    import subprocess
+
+    from ._delegation import MUR
+
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    env = {**procs.env, "MURMUR_ROOST_URL": url}
+    r = subprocess.run([*MUR, "agent", "who", "--can", "echo", "--as", "boss", "--json"], env=env,
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    doc = json.loads(r.stdout)
+    blocked = {b["target"]: b for b in doc["routes"]["blocked"]}
+    assert blocked["kid"]["reason"] == "mur-roost's --spawn-allow does not list 'kid'", doc["routes"]
+    line = blocked["kid"]["authorize"]
+    assert line == "restart mur-roost with `--spawn-allow boss --spawn-allow kid`", line
+    # the line's form is one mur-roost accepts: started with it, it allows both
+    flags = line.split("`")[1].split()
+    _again, url2 = procs.roost(*flags)
+    r = subprocess.run([*MUR, "agent", "who", "--can", "echo", "--as", "boss", "--json"],
+                       env={**procs.env, "MURMUR_ROOST_URL": url2}, capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    assert "kid" in {x["target"] for x in json.loads(r.stdout)["routes"]["ready"]}, r.stdout

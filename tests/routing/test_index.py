@@ -170,7 +170,7 @@ class TestDelegationRoutes:
         cat = catalog(None, parent, RUSTSMITH, roost=("other",))
         _, blocked = routes(cat, "parent", "cargo")
         assert blocked[0][2] == "mur-roost's --spawn-allow does not list 'rustsmith'"
-        assert blocked[0][3] == "restart mur-roost with `--spawn-allow other,rustsmith`"
+        assert blocked[0][3] == "restart mur-roost with `--spawn-allow other --spawn-allow rustsmith`"
         assert routes(catalog(None, parent, RUSTSMITH, roost=("rustsmith",)), "parent", "cargo")[0] == [
             ("delegate-task", "rustsmith", "rustsmith")]
 

@@ -48,6 +48,12 @@ Job = Callable[[Capsule, Member | None], bool]
 """Whether a capsule (as a member, when it is one) can do the job asked about."""
 
 
+def spawn_allow_flags(names: Sequence[str]) -> str:
+    """mur-roost's allow list as it accepts it: one ``--spawn-allow NAME`` per name, never a
+    comma list (which mur-roost refuses with ``E-RST-001``; spec/roost.md) (pure)."""
+    return " ".join(f"--spawn-allow {n}" for n in dict.fromkeys(names))
+
+
 def holds(binary: str) -> Job:
     """The hard test: ``binary`` is in ``capabilities.shell.allow``."""
 
@@ -313,7 +319,7 @@ def _delegate_block(catalog: Catalog, asker: Asker, target: Capsule, parent: Env
     if roost is not None and target.name not in roost and target.ref not in roost:
         return (
             f"mur-roost's --spawn-allow does not list '{target.name}'",
-            f"restart mur-roost with `--spawn-allow {','.join([*roost, target.name])}`",
+            f"restart mur-roost with `{spawn_allow_flags([*roost, target.name])}`",
         )
     return _budget_block(asker, target, target.name, "restart the session")
 
