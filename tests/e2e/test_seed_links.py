@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
 
 from murmur.registry import install
 
-from ._delegation import Procs, of, plan_capsule, send_task, trace, wait_until
+from ._delegation import MUR, Procs, of, plan_capsule, send_task, submit_task, trace, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,7 +37,9 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     dirs = [
         plan_capsule(src, "kid", shell=["echo"], plan='steps:\n  - id: s\n    shell: [echo, "kid {{ task }}"]\n'
                                                       'output: "{{ steps.s.stdout }}"\n'),
-        plan_capsule(src, "boss", shell=["sh", "echo"], spawn=["kid"], plan=SHELL_PLAN),
+        plan_capsule(src, "napper", shell=["sleep"], plan='steps:\n  - id: s\n    shell: [sleep, "{{ task }}"]\n'
+                                                          'output: "slept"\n'),
+        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper"], plan=SHELL_PLAN),
     ]
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
         for d in dirs:
@@ -100,10 +104,6 @@ def test_a_link_with_a_terminal_attached_is_refused_with_the_seed_sentence(procs
 
 def test_who_reads_the_allow_list_from_a_running_roost_and_writes_an_accepted_line(procs: Procs,
                                                                                  tmp_path: Path) -> None:
-    import subprocess
-
-    from ._delegation import MUR
-
     _roost, url = procs.roost("--spawn-allow", "boss")
     env = {**procs.env, "MURMUR_ROOST_URL": url}
     r = subprocess.run([*MUR, "agent", "who", "--can", "echo", "--as", "boss", "--json"], env=env,
@@ -120,3 +120,35 @@ def test_who_reads_the_allow_list_from_a_running_roost_and_writes_an_accepted_li
                        env={**procs.env, "MURMUR_ROOST_URL": url2}, capture_output=True, text=True, timeout=60,
                        cwd=tmp_path)
     assert "kid" in {x["target"] for x in json.loads(r.stdout)["routes"]["ready"]}, r.stdout
+
+
+def _mur(procs: Procs, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*MUR, *args], env=procs.env, capture_output=True, text=True, timeout=90)
+
+
+def test_mur_stop_names_a_delegation_and_an_ended_node_refuses_in_json(procs: Procs, tmp_path: Path) -> None:
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    submit_task(b.ready["url"], "napper 60")
+
+    def child() -> dict[str, Any] | None:
+        doc = json.loads(_mur(procs, "ps", "--tree", "--json").stdout)
+        for root in doc["roots"]:
+            if root["id"] == b.ready["session_id"]:
+                kids = [c for c in root["children"] if c["state"] == "running"]
+                return kids[0] if kids else None
+        return None
+
+    try:
+        kid = wait_until(child, timeout=30, what="the napper child running")
+    except AssertionError:
+        raise AssertionError(_mur(procs, "ps", "--tree", "--json").stdout + b.stderr) from None
+    dlg = kid["lineage"]["delegation_id"]
+    r = _mur(procs, "stop", dlg, "--json", "--timeout", "10")
+    assert r.returncode == 0, r.stderr
+    done = json.loads(r.stdout)
+    assert done["stopped"] == kid["id"] and done["sessions"] == [kid["id"]], done
+    r = _mur(procs, "stop", dlg, "--json")
+    assert r.returncode != 0
+    refusal = json.loads(r.stdout)
+    assert refusal["ok"] is False and refusal["diagnostics"][0]["code"] == "E-RUN-022", r.stdout

@@ -246,14 +246,21 @@ def resolve(roots: Iterable[Node], text: str) -> list[Node]:
     at least 4 characters (case-insensitive). More than one means ambiguous."""
     wanted = text.strip().lower()
     every = [n for r in roots for n in r.walk()]
-    exact = [n for n in every if n.id == wanted]
+    exact = [n for n in every if wanted in _names(n)]
     if exact:
         return exact
     tail = wanted.split("…", 1)[1] if "…" in wanted else wanted
     prefix = wanted.split("_", 1)[0] + "_" if "…" in wanted else ""
     if len(tail) < 4:
         return []
-    return [n for n in every if n.id.endswith(tail) and n.id.startswith(prefix)]
+    return [n for n in every if any(i.endswith(tail) and i.startswith(prefix) for i in _names(n))]
+
+
+def _names(node: Node) -> tuple[str, ...]:
+    """The ids that name ``node``: its own, and for a delegated child its ``dlg_`` id (so
+    ``mur stop dlg_…`` stops the delegation's subtree; spec/tree.md "Cascade")."""
+    dlg = (node.lineage or {}).get("delegation_id")
+    return (node.id, dlg.lower()) if isinstance(dlg, str) and dlg else (node.id,)
 
 
 # -- text and JSON ------------------------------------------------------------------------------
