@@ -227,3 +227,35 @@ class TestAsker:
                                     holds("cargo"), binary="cargo")
         assert ready == () and blocked == ()
         assert answer(Catalog((running,)), can="cargo").holders[0].capsule.state is State.RUNNING
+
+
+class TestIndirect:
+    """Issue 30 item 12: under advisory a shell/interpreter grant is a grant of everything."""
+
+    def test_advisory_shell_grant_is_listed_indirect_with_why_and_exact(self) -> None:
+        shelly = capsule("shelly", shell=("echo", "sh"))
+        pyish = capsule("pyish", shell=("python3.11",))
+        ans = answer(catalog(None, shelly, pyish, WORKER), can="ls")
+        assert ans.holders == ()
+        assert [(i.holder.label, i.via) for i in ans.indirect] == [("pyish", ("python3.11",)), ("shelly", ("sh",))]
+        assert "advisory containment" in ans.indirect[1].why and "`sh -c 'ls …'`" in ans.indirect[1].why
+        assert ans.indirect[1].exact.startswith("set `capabilities.containment: scoped` in shelly's murmur.yaml")
+
+    def test_scoped_or_sealed_lists_explicit_holders_only(self) -> None:
+        import attrs
+
+        from murmur.manifest.model import Containment
+
+        for klass in (Containment.SCOPED, Containment.SEALED):
+            shelly = capsule("shelly", shell=("echo", "sh"))
+            m = shelly.manifest
+            sealed = attrs.evolve(shelly, manifest=attrs.evolve(
+                m, capabilities=attrs.evolve(m.capabilities, containment=klass)))
+            assert answer(catalog(None, sealed), can="ls").indirect == ()
+        # negative control: the same capsule without the floor is listed
+        assert len(answer(catalog(None, capsule("shelly", shell=("echo", "sh"))), can="ls").indirect) == 1
+
+    def test_an_explicit_holder_is_not_indirect(self) -> None:
+        both = capsule("both", shell=("sh", "ls"))
+        ans = answer(catalog(None, both), can="ls")
+        assert [h.label for h in ans.holders] == ["both"] and ans.indirect == ()

@@ -84,7 +84,7 @@ def who(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(to_text(ans, can=args.can, skill=args.skill, edited=got.edited_why))
-    return 0 if ans.holders else 1
+    return 0 if ans.holders or ans.indirect else 1
 
 
 def _with_roost_allow(catalog: Catalog) -> Catalog:

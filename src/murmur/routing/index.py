@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from murmur.grants import grant_entry
 from murmur.roost import Envelope, lower, referee
@@ -360,14 +361,24 @@ def answer(catalog: Catalog, *, can: str | None = None, skill: str | None = None
     """
     job = holds(can) if can else matches_label(skill) if skill else None
     rows = holders(catalog, job)
+    indirect = _indirect(catalog, can)
     if asking is None and catalog.formation is not None and job is not None:
         asking = next((m.name for m in catalog.formation.members if m.entry), None)
     if asking is None or job is None:
         if asking is not None and resolve_asker(catalog, asking) is None:
             raise KeyError(asking)
-        return Answer(rows, asking)
+        return Answer(rows, asking, indirect=indirect)
     asker = resolve_asker(catalog, asking)
     if asker is None:
         raise KeyError(asking)
     ready, blocked = routes_for(catalog, asker, job, binary=can)
-    return Answer(rows, asker.label, ready, blocked, job(asker.capsule, asker.member))
+    return Answer(rows, asker.label, ready, blocked, job(asker.capsule, asker.member), indirect)
+
+
+def _indirect(catalog: Catalog, binary: str | None) -> tuple[Any, ...]:
+    """The indirect holders of ``binary`` (spec/routing.md "Indirect grants")."""
+    if not binary:
+        return ()
+    from murmur.routing.indirect import indirect_holders
+
+    return indirect_holders(holders(catalog, None), binary)

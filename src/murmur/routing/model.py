@@ -7,6 +7,7 @@ asked; nothing here is declared anywhere else.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
@@ -233,3 +234,4 @@ class Answer:
     ready: tuple[Route, ...] = ()
     blocked: tuple[Route, ...] = ()
     holds_itself: bool = False
+    indirect: tuple[Any, ...] = ()  # murmur.routing.indirect.Indirect rows (--can under advisory)

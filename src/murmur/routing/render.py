@@ -86,6 +86,14 @@ def to_text(answer: Answer, *, can: str | None, skill: str | None,
         out += _holder_lines(h, edited)
     if not answer.holders:
         out.append("  (none)")
+    if can and answer.indirect:
+        out.append("")
+        out.append(f"Capsules and members that can run `{can}` indirectly (advisory containment):")
+        for ind in answer.indirect:
+            out.append(f"  {ind.holder.label} ({ind.holder.capsule.name}@{ind.holder.capsule.version}) "
+                       f"via {', '.join(ind.via)}")
+            out.append(f"      why    {ind.why}")
+            out.append(f"      exact  {ind.exact}")
     if answer.asking is not None and (can or skill):
         out.append("")
         out.append(f"Dispatch routes for '{answer.asking}', best first:")
@@ -193,6 +201,8 @@ def to_json(answer: Answer, *, can: str | None, skill: str | None, asking: str |
         "query": {"can": can, "skill": skill, "as": asking, "roster": roster},
         "holders": [holder_json(h, edited) for h in answer.holders],
         "routes": routes,
+        "indirect": [{"label": i.holder.label, "capsule": i.holder.capsule.name, "version": i.holder.capsule.version,
+                      "via": list(i.via), "why": i.why, "exact": i.exact} for i in answer.indirect],
         "problems": problems or [],
     }
 
