@@ -39,11 +39,15 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                                                       'output: "{{ steps.s.stdout }}"\n'),
         plan_capsule(src, "napper", shell=["sleep"], plan='steps:\n  - id: s\n    shell: [sleep, "{{ task }}"]\n'
                                                           'output: "slept"\n'),
-        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper"], plan=SHELL_PLAN),
+        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper", "projkid"],
+                     plan=SHELL_PLAN),
     ]
+    projkid = plan_capsule(src, "projkid", shell=["echo"], plan='steps:\n  - id: s\n    shell: [echo, p]\n'
+                                                                'output: "p"\n')
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
         for d in dirs:
             install(d, global_=True)
+        install(projkid, global_=False, project_dir=home / "project")  # the project store only
     yield home
 
 
@@ -152,3 +156,26 @@ def test_mur_stop_names_a_delegation_and_an_ended_node_refuses_in_json(procs: Pr
     assert r.returncode != 0
     refusal = json.loads(r.stdout)
     assert refusal["ok"] is False and refusal["diagnostics"][0]["code"] == "E-RUN-022", r.stdout
+
+
+def _routes(procs: Procs, home: Path, binary: str) -> dict[str, Any]:
+    r = _mur(procs, "agent", "who", "--can", binary, "--as", "boss", "--project", str(home / "project"), "--json")
+    doc = json.loads(r.stdout)
+    routes: dict[str, Any] = doc["routes"]
+    return routes
+
+
+def test_a_ready_route_is_one_a_child_would_resolve_under_the_effective_spawn_set(procs: Procs, tmp_path: Path,
+                                                                                   home: Path) -> None:
+    routes = _routes(procs, home, "echo")
+    blocked = {b["target"]: b for b in routes["blocked"]}
+    assert "projkid" not in {r["target"] for r in routes["ready"]}, routes
+    assert "not in the global store, where a delegated child resolves from" in blocked["projkid"]["reason"], routes
+    assert "kid" in {r["target"] for r in routes["ready"]}, routes  # negative control: in the global store
+    # the asker's effective spawn set: a running boss narrowed to `kid` cannot reach napper
+    assert "napper" in {r["target"] for r in _routes(procs, home, "sleep")["ready"]}
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    procs.mur_run("boss", tmp_path / "work", url, "--spawn", "kid")
+    routes = _routes(procs, home, "sleep")
+    blocked = {b["target"]: b for b in routes["blocked"]}
+    assert "napper" in blocked and "narrowed out of boss's effective spawn set" in blocked["napper"]["reason"], routes

@@ -316,6 +316,17 @@ def _delegate_block(catalog: Catalog, asker: Asker, target: Capsule, parent: Env
             f"(`{grant_entry('capabilities.spawn.allow', allow, target.name)}`), reinstall, "
             "and restart the session",
         )
+    effective = (catalog.effective_spawn or {}).get(me)
+    if effective is not None and target.name not in effective and target.ref not in effective:
+        return (
+            f"'{target.name}' is narrowed out of {me}'s effective spawn set (--spawn, MURMUR_SPAWN or its parent's set)",
+            f"restart {me}'s session without that narrowing, or with `--spawn` naming `{target.name}`",
+        )
+    if catalog.global_store is not None and (target.name, target.version) not in catalog.global_store:
+        return (
+            f"'{target.name}' {target.version} is not in the global store, where a delegated child resolves from",
+            f"install it there: `mur install -g <{target.name}'s capsule directory>`",
+        )
     roost = catalog.roost_spawn_allow
     if roost is not None and target.name not in roost and target.ref not in roost:
         return (
