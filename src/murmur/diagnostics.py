@@ -221,6 +221,7 @@ CATALOGUE: dict[str, str] = {
     "E-TRE-001": "MURMUR_LINEAGE is unreadable, or disagrees with MURMUR_SPAWNER",
     "E-TRE-002": "a --spawn or MURMUR_SPAWN value cannot be read",
     "E-TRE-003": "the id given to `mur stop` names no node of the tree, or more than one",
+    "E-TRE-004": "MURMUR_TREE_CAPS (the tree caps a delegating runtime hands down) cannot be read",
     "W-TRE-001": "a spawn-set narrowing names a capsule outside the manifest (or the parent's set)",
 }
 

@@ -37,6 +37,8 @@ class RunOptions:
     system_prompt: str | None = None
     spawn: str | None = None
     no_spawn: bool = False
+    max_tree_total: int | None = None
+    max_same_capsule_chain: int | None = None
 
 
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024

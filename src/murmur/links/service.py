@@ -126,6 +126,8 @@ class LinkService:
             depth=lineage.depth,
             watch_secs=launcher.bound if launcher is not None else 0,
             connections=CONNECTIONS,
+            tree_total=self.runtime.caps.total,
+            same_chain=self.runtime.caps.same_chain,
         )
         return context_text(facts)
 
