@@ -179,3 +179,23 @@ def test_a_ready_route_is_one_a_child_would_resolve_under_the_effective_spawn_se
     routes = _routes(procs, home, "sleep")
     blocked = {b["target"]: b for b in routes["blocked"]}
     assert "napper" in blocked and "narrowed out of boss's effective spawn set" in blocked["napper"]["reason"], routes
+
+
+def test_a_sigkilled_child_shows_crashed_in_the_tree(procs: Procs, tmp_path: Path) -> None:
+    import signal
+
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    submit_task(b.ready["url"], "napper 60")
+
+    def kids() -> list[dict[str, Any]]:
+        doc = json.loads(_mur(procs, "ps", "--tree", "--json").stdout)
+        return next(r["children"] for r in doc["roots"] if r["id"] == b.ready["session_id"])
+
+    kid = wait_until(lambda: next((k for k in kids() if k["state"] == "running" and k.get("pid")), None),
+                     timeout=60, what="the napper child running")
+    os.kill(int(kid["pid"]), signal.SIGKILL)
+    # until its parent's launcher journals the end, the gone process is `uncertain`; then `crashed`
+    ended = wait_until(lambda: next((k for k in kids() if k["id"] == kid["id"] and k["state"] == "ended"), None),
+                       timeout=30, what="the killed child recorded as ended")
+    assert ended["status"] == "crashed", ended

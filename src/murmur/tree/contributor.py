@@ -190,3 +190,13 @@ def mark_uncertain(session_id: str, reason: str) -> None:
         journal.append("uncertain", session_id, _now_ms(), {"reason": reason})
     except OSError as exc:
         _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+
+
+def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) -> None:
+    """Journal the ``end`` of a child that ended without recording one (SIGKILLed, crashed),
+    as its parent's launcher saw it: ``crashed`` rather than ``uncertain`` for ever. The
+    journal keeps a session's first ``end``, so a child that recorded its own keeps it."""
+    try:
+        journal.append("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
+    except OSError as exc:
+        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
