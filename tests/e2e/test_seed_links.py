@@ -197,5 +197,18 @@ def test_a_sigkilled_child_shows_crashed_in_the_tree(procs: Procs, tmp_path: Pat
     os.kill(int(kid["pid"]), signal.SIGKILL)
     # until its parent's launcher journals the end, the gone process is `uncertain`; then `crashed`
     ended = wait_until(lambda: next((k for k in kids() if k["id"] == kid["id"] and k["state"] == "ended"), None),
-                       timeout=30, what="the killed child recorded as ended")
+                       timeout=90, what="the killed child recorded as ended")
     assert ended["status"] == "crashed", ended
+
+
+def test_mur_agent_who_inside_a_session_answers_its_own_ready_routes(procs: Procs, tmp_path: Path) -> None:
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url, "--spawn", "kid,projkid")
+    out = answer(b.ready["url"], "mur agent who --can echo --json")
+    assert out.rstrip().endswith("rc=0"), out
+    doc = json.loads(out.splitlines()[0])
+    assert doc["routes"]["as"] == "boss" and doc["routes"]["blocked"] == [], doc["routes"]  # never a blocked route
+    assert [r["target"] for r in doc["routes"]["ready"]] == ["kid"], doc["routes"]  # projkid: not global
+    text = answer(b.ready["url"], "mur agent who --can sleep")
+    assert "Dispatch routes for 'boss'" in text and "napper" not in text.split("ready:")[1], text  # narrowed out
+    assert "blocked" not in text, text

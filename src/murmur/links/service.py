@@ -192,6 +192,9 @@ class LinkService:
             return p.Answer(p.EXIT_OK, stdout=self.context())
         if req.op == "ps":
             return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text, req.json))
+        if req.op == "who":
+            code, text = await trio.to_thread.run_sync(self._who, req.name or None, req.json)
+            return p.Answer(code, stdout=text)
         outcome: list[p.Answer] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on_eof, stream, nursery.cancel_scope)
@@ -262,6 +265,13 @@ class LinkService:
             return json.dumps(to_json(nodes)) + "\n"
         now = int(time.time() * 1000)
         return render_text(Scoped(nodes, 0), now) + "\n"
+
+    def _who(self, can: str | None, as_json: bool) -> tuple[int, str]:
+        """``mur agent who`` asked from inside: this session's own routes, ready ones only
+        (a capsule is never shown a blocked route; spec/routing.md), under its effective spawn set."""
+        from murmur.links.who import session_who
+
+        return session_who(self.setup.manifest.name, self.spawn, can, as_json, project_dir=self.setup.workdir)
 
     def _trace(self, peer: Peer, args: list[str], name: str | None, code: int, outcome: str, detail: str) -> None:
         session = self.runtime.session
