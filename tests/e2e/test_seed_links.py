@@ -212,3 +212,28 @@ def test_mur_agent_who_inside_a_session_answers_its_own_ready_routes(procs: Proc
     text = answer(b.ready["url"], "mur agent who --can sleep")
     assert "Dispatch routes for 'boss'" in text and "napper" not in text.split("ready:")[1], text  # narrowed out
     assert "blocked" not in text, text
+
+
+def test_roost_killed_mid_tree_and_restarted_leaves_uncertain_and_no_replay(procs: Procs, tmp_path: Path) -> None:
+    import signal
+
+    from ._delegation import free_port
+
+    port = free_port()
+    roost, url = procs.roost("--spawn-allow", "boss", port=port)
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    out = answer(b.ready["url"], "kid before")
+    assert "kid before" in out and out.rstrip().endswith("rc=0"), out
+    roost.kill(signal.SIGKILL)
+    _again, url2 = procs.roost("--spawn-allow", "boss", port=port)
+    assert url2 == url
+    out = answer(b.ready["url"], "kid after 2>&1; kid again 2>&1")
+    # the first call meets mur-roost's identity refusal (how the runtime notices); from then on
+    # the runtime refuses before asking, with the restart sentence
+    first, second = out.split("kid: refused:")[1:3]
+    assert "not authorised" in first and "mur-roost restarted while this session ran, so it delegates nothing more" in second, out
+    doc = json.loads(_mur(procs, "ps", "--tree", "--json").stdout)
+    node = next(r for r in doc["roots"] if r["id"] == b.ready["session_id"])
+    assert node["state"] == "uncertain" and "mur-roost restarted" in node["reason"], node
+    assert len(node["children"]) == 1 and node["children"][0]["state"] == "ended", node  # nothing replayed
+    assert (node["started"], node["refused"]) == (1, 2), node
