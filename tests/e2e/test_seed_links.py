@@ -39,7 +39,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                                                       'output: "{{ steps.s.stdout }}"\n'),
         plan_capsule(src, "napper", shell=["sleep"], plan='steps:\n  - id: s\n    shell: [sleep, "{{ task }}"]\n'
                                                           'output: "slept"\n'),
-        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper", "projkid"],
+        plan_capsule(src, "mid", shell=["sh", "echo", "sleep"], spawn=["kid", "napper"], plan=SHELL_PLAN),
+        plan_capsule(src, "boss", shell=["sh", "echo", "sleep"], spawn=["kid", "napper", "projkid", "mid"],
                      plan=SHELL_PLAN),
     ]
     projkid = plan_capsule(src, "projkid", shell=["echo"], plan='steps:\n  - id: s\n    shell: [echo, p]\n'
@@ -237,3 +238,26 @@ def test_roost_killed_mid_tree_and_restarted_leaves_uncertain_and_no_replay(proc
     assert node["state"] == "uncertain" and "mur-roost restarted" in node["reason"], node
     assert len(node["children"]) == 1 and node["children"][0]["state"] == "ended", node  # nothing replayed
     assert (node["started"], node["refused"]) == (1, 2), node
+
+
+def test_a_child_cannot_widen_its_spawn_set_through_real_links(procs: Procs, tmp_path: Path) -> None:
+    _roost, url = procs.roost("--spawn-allow", "boss")
+    b = procs.mur_run("boss", tmp_path / "work", url, "--spawn", "mid,kid")
+    inner = 'kid k 2>&1; echo inner=$?; MURMUR_SPAWN=napper napper 1 2>&1; echo inner=$?'
+    out = answer(b.ready["url"], f"mid '{inner}' 2>&1")
+    assert "kid k" in out and "inner=0" in out, out  # the child reaches what its parent's set holds
+    assert "inner=126" in out and "'napper' is not in this session's spawn set" in out, out  # never more
+
+
+def test_fan_out_self_replication_is_stopped_by_the_concurrency_bound(procs: Procs, tmp_path: Path) -> None:
+    _roost, url = procs.roost("--spawn-allow", "boss", "--max-concurrent", "2")
+    b = procs.mur_run("boss", tmp_path / "work", url)
+    out = answer(b.ready["url"], "pids=; for i in 1 2 3 4 5; do napper 2 >/dev/null 2>&1 & pids=\"$pids $!\"; done; "
+                                 "ok=0; bad=0; for j in $pids; do if wait $j; then ok=$((ok+1)); "
+                                 "else bad=$((bad+1)); fi; done; echo ok=$ok bad=$bad")
+    line = next(x for x in out.splitlines() if x.startswith("ok="))
+    ok, bad = (int(w.split("=")[1]) for w in line.split())
+    assert ok <= 2 and ok + bad == 5 and bad >= 3, out
+    doc = json.loads(_mur(procs, "ps", "--tree", "--json").stdout)
+    node = next(r for r in doc["roots"] if r["id"] == b.ready["session_id"])
+    assert node["refused"] >= 3 and node["started"] <= 2, node
