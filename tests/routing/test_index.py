@@ -259,3 +259,30 @@ class TestIndirect:
         both = capsule("both", shell=("sh", "ls"))
         ans = answer(catalog(None, both), can="ls")
         assert [h.label for h in ans.holders] == ["both"] and ans.indirect == ()
+
+
+class TestCodexNote:
+    """Issue 30 item 10: a Codex capsule's shell grant is held by its sandbox, not per program."""
+
+    def _codex(self, klass: object = None) -> Capsule:
+        import attrs
+
+        c = capsule("cx", shell=("git",), agent=True, budget=100)
+        m = c.manifest
+        assert m.inference is not None
+        m = attrs.evolve(m, inference=attrs.evolve(m.inference, protocol="codex"))
+        if klass is not None:
+            m = attrs.evolve(m, capabilities=attrs.evolve(m.capabilities, containment=klass))
+        return attrs.evolve(c, manifest=m)
+
+    def test_who_says_codex_shell_grant_is_enforced_by_the_sandbox(self) -> None:
+        from murmur.manifest.model import Containment
+        from murmur.routing.render import to_text
+
+        text = to_text(answer(catalog(None, self._codex(Containment.SCOPED)), can="git"), can="git", skill=None)
+        assert "enforced by the scoped sandbox" in text and "not per program" in text, text
+        text = to_text(answer(catalog(None, self._codex()), can="git"), can="git", skill=None)
+        assert "under advisory containment its shell.allow is not enforced" in text, text
+        # negative control: a claude-code agent gets no such line
+        plain = capsule("cc", shell=("git",), agent=True, budget=100)
+        assert "Codex" not in to_text(answer(catalog(None, plain), can="git"), can="git", skill=None)

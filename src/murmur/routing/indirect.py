@@ -76,3 +76,29 @@ def indirect_holders(candidates: Sequence[Holder], binary: str) -> tuple[Indirec
                    f"capabilities.shell.allow; reinstall and restart"),
         ))
     return tuple(out)
+
+
+def is_codex(capsule: Capsule) -> bool:
+    """Whether the capsule's agent speaks the Codex CLI (``inference.protocol: codex``, or no
+    protocol and a command whose base name is ``codex``; spec/agent.md)."""
+    inf = capsule.manifest.inference
+    if inf is None:
+        return False
+    if inf.protocol is not None:
+        return inf.protocol == "codex"
+    command = inf.command or ""
+    return bool(command) and command.split()[0].rsplit("/", 1)[-1] == "codex"
+
+
+def codex_note(capsule: Capsule) -> str | None:
+    """How a Codex capsule's shell grant is held (None for any other capsule): Codex runs
+    commands itself and cannot be limited by program, so ``shell.allow`` binds it only through
+    the containment class (scoped/sealed Execute) — not per program."""
+    if not is_codex(capsule):
+        return None
+    klass = containment_floor(capsule)
+    if klass is Containment.ADVISORY:
+        return ("Codex runs its own commands and cannot be limited per program: under advisory containment its "
+                "shell.allow is not enforced; set `capabilities.containment: scoped` to make the sandbox hold it")
+    return (f"Codex runs its own commands and cannot be limited per program: its shell.allow is enforced by the "
+            f"{klass.value} sandbox (Execute limited to these binaries), not per program")

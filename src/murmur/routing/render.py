@@ -49,6 +49,11 @@ def _holder_lines(h: Holder, edited: Mapping[str, str]) -> list[str]:
         lines.append(f"      skills {', '.join(skills)}")
     if m.inference is not None and m.inference.model:
         lines.append(f"      model  {m.inference.model}")
+    from murmur.routing.indirect import codex_note
+
+    note = codex_note(c)
+    if note is not None:
+        lines.append(f"      shell  {note}")
     for sid in c.edited:
         why = edited.get(sid)
         lines.append(f"      {sid}: {why}; restart it before relying on this row" if why else
