@@ -80,15 +80,19 @@ def test_without_caps_a_self_naming_capsule_runs_to_roost_depth(procs: Procs, tm
     levels = _run(procs, tmp_path)
     assert len(levels) == 4, levels  # four levels under --max-depth 3 (seed 000)
     assert [n["refused"] for n in levels] == [0, 0, 0, 1]  # the fourth is refused by mur-roost
+    assert all("caps" not in n for n in levels)  # unbounded and off: nothing to show
 
 
 def test_same_capsule_chain_cap_refuses_before_roost(procs: Procs, tmp_path: Path) -> None:
     levels = _run(procs, tmp_path, "--max-same-capsule-chain", "1")
     assert len(levels) == 2, levels  # root -> child is 1 step; the child's own step would be 2
     assert [n["refused"] for n in levels] == [0, 1], levels
+    caps = {"max_tree_total": None, "max_same_capsule_chain": 1}
+    assert [n.get("caps") for n in levels] == [caps, caps], levels  # shown by `mur ps --tree --json`
 
 
 def test_tree_total_counts_every_attempt_and_refuses_past_it(procs: Procs, tmp_path: Path) -> None:
     levels = _run(procs, tmp_path, "--max-tree-total", "2")
     assert len(levels) == 3, levels  # two delegations started; the third attempt is refused
     assert [n["refused"] for n in levels] == [0, 0, 1], levels
+    assert levels[0]["caps"] == {"max_tree_total": 2, "max_same_capsule_chain": None}, levels[0]

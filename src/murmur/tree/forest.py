@@ -46,6 +46,7 @@ class Node:
     pid: int | None = None
     start_time: int | None = None
     reason: str | None = None
+    caps: dict[str, Any] | None = None  # the tree caps from its journal start (spec/tree.md "Caps")
     order: int = 0
     children: list[Node] = attrs.field(factory=list)
 
@@ -85,6 +86,7 @@ def _session_nodes(
                 capsule=ev.get("capsule") if isinstance(ev.get("capsule"), str) else None,
                 pid=ev.get("pid") if isinstance(ev.get("pid"), int) else None,
                 start_time=ev.get("start_time") if isinstance(ev.get("start_time"), int) else None,
+                caps=ev.get("caps") if isinstance(ev.get("caps"), dict) else None,
                 order=i,
             )
         elif kind == "winding_down":
@@ -393,6 +395,8 @@ def node_json(node: Node) -> dict[str, Any]:
         out["pid"] = node.pid
     if node.reason is not None:
         out["reason"] = node.reason
+    if node.caps is not None:
+        out["caps"] = node.caps
     out["children"] = [node_json(c) for c in node.children]
     return out
 
