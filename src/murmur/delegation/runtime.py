@@ -373,7 +373,7 @@ class DelegationRuntime:
 
     def _cap_refusal(self, capsule: str, version: str) -> str | None:
         """The tree caps, before anything else: every attempt counts toward the tree's total
-        (refused ones included, seed 002), then the same-capsule chain."""
+        (refused ones included, spec/tree.md "Caps"), then the same-capsule chain."""
         caps = self.caps
         if caps.total is not None:
             try:

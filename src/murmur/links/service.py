@@ -2,7 +2,7 @@
 
 :func:`install_links` is called by the assembly (``capsule_links``) for a session whose manifest names
 ``capabilities.spawn.allow`` — also when its effective spawn set is empty (``--no-spawn``): the
-socket and the links stay, and every name answers 126 (seed 002, job.json). It writes the links
+socket and the links stay, and every name answers 126 (spec/links.md). It writes the links
 directory (:mod:`murmur.links.stub`), puts its ``bin/`` first on the ``PATH`` of every command
 (``SessionSetup.links_bin``), and adds the watcher
 :meth:`LinkService.serve`, which listens on ``links/cap.sock`` for the session's life.

@@ -1,6 +1,6 @@
 """No terminal children: a link whose stdin or stdout is a terminal is refused (spec/links.md).
 
-A delegated child gets no terminal (seed 002, "No TTY children"), so a link run with a
+A delegated child gets no terminal (spec/links.md "No terminal children"), so a link run with a
 terminal on standard input or output would hang on, or scribble over, the operator's screen.
 The runtime reads what the kernel says the link's descriptors are (``/proc/<pid>/fd/0`` and
 ``/1`` of the peer ``SO_PEERCRED`` names), never what the caller claims.
@@ -32,6 +32,6 @@ def terminal_on(pid: int) -> str | None:
 
 
 def tty_refusal(command: str) -> str:
-    """The refusal sentence for a link with a terminal attached (seed 002, adapted to capsules)."""
+    """The refusal sentence for a link with a terminal attached (spec/links.md "No terminal children")."""
     return (f"interactive delegated children are not supported yet: {command} has a terminal on stdin or "
             f"stdout; run it non-interactively with neither attached, e.g. `\\{command} ... </dev/null | cat`")

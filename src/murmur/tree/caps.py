@@ -1,6 +1,6 @@
 """Tree caps: a per-tree total of delegations and a same-capsule chain cap (spec/tree.md "Caps").
 
-Seed 002 bounds a tree with six caps; mur-roost keeps depth, concurrency and the machine
+A tree has six caps (spec/tree.md "Caps"); mur-roost keeps depth, concurrency and the machine
 ceiling, and the runtime adds the two below, both checked before mur-roost is asked:
 
 * **total** (``mur run --max-tree-total N``): delegations attempted under one root, refused
@@ -9,7 +9,7 @@ ceiling, and the runtime adds the two below, both checked before mur-roost is as
   so every session of the tree, in any process, takes from one count.
 * **same-capsule chain** (``mur run --max-same-capsule-chain N``): consecutive parent → child
   steps whose capsule identity (name and installed bytes: the archive's sha256) is equal, at
-  most ``N``. Off unless set (seed 000 lets a self-naming capsule run to mur-roost's depth).
+  most ``N``. Off unless set (a self-naming capsule may run to mur-roost's depth; spec/tree.md "Caps").
 
 The caps travel down the tree in ``MURMUR_TREE_CAPS``, a runtime-owned variable (applied after
 everything else in a child's environment, like ``MURMUR_LINEAGE``): compact JSON
