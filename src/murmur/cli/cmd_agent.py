@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from murmur.routing import Formation
-    from murmur.routing.model import Catalog
+    from murmur.routing import Catalog, Formation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +93,7 @@ def _with_roost_allow(catalog: Catalog) -> Catalog:
 
     import attrs
 
-    from murmur.routing.roost_allow import read_spawn_allow
+    from murmur.routing import read_spawn_allow
 
     allow = read_spawn_allow(os.environ.get("MURMUR_ROOST_URL"))
     return catalog if allow is None else attrs.evolve(catalog, roost_spawn_allow=allow)

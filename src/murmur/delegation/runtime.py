@@ -42,8 +42,16 @@ from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost import IDENTITY_MESSAGE, RoostClient, RoostError, RoostRefused
 from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError, lifeline_wind_down
-from murmur.tree import LINEAGE_ENV, refusal_sentence, session_lineage
-from murmur.tree.caps import CAPS_ENV, chain_refusal, parse_caps, take_one, total_refusal
+from murmur.tree import (
+    CAPS_ENV,
+    LINEAGE_ENV,
+    chain_refusal,
+    parse_caps,
+    refusal_sentence,
+    session_lineage,
+    take_one,
+    total_refusal,
+)
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:

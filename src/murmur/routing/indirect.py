@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from murmur.manifest.model import Containment
+from murmur.manifest import Containment
 from murmur.routing.model import Capsule, Holder
 
 # programs that run a program named in their arguments or their input
