@@ -26,3 +26,13 @@ def test_with_context_appends_after_the_system_prompt() -> None:
     assert with_context(None, "CTX") == "CTX"
     assert with_context("Be terse.", None) == "Be terse."
     assert with_context(None, None) is None
+
+
+def test_context_states_the_tree_caps() -> None:
+    """Issue 30 item 3: `mur context` shows the per-tree total and the same-capsule chain cap."""
+    text = context_text(ContextFacts("boss", [("kid", "")], depth=1, watch_secs=600, connections=8,
+                                     tree_total=10, same_chain=2))
+    assert "This tree may ask for 10 delegations in all (refused ones count)" in text, text
+    assert "at most 2 times in a row" in text, text
+    unset = context_text(ContextFacts("boss", [("kid", "")], depth=1, watch_secs=600, connections=8))
+    assert "any number of delegations" in unset and "without a chain cap" in unset, unset

@@ -245,6 +245,7 @@ CATALOGUE: dict[str, str] = {
     "E-TRE-001": "MURMUR_LINEAGE is unreadable, or disagrees with MURMUR_SPAWNER",
     "E-TRE-002": "a --spawn or MURMUR_SPAWN value cannot be read",
     "E-TRE-003": "the id given to `mur stop` names no node of the tree, or more than one",
+    "E-TRE-004": "MURMUR_TREE_CAPS (the tree caps a delegating runtime hands down) cannot be read",
     "W-TRE-001": "a spawn-set narrowing names a capsule outside the manifest (or the parent's set)",
     # --- reading traces (spec/trace.md) ------------------------------------------------
     "E-TRC-001": "the address given to `mur trace` or `mur watch` names no session or formation recorded here",
@@ -371,6 +372,7 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-TRC-007": "name a directory holding trace.jsonl files (a records directory or its parent)",
     "E-TRC-008": "write it as http://host:port or https://host:port (the collector's OTLP/HTTP address)",
     "E-TRC-009": "give --html a path in a writable directory",
+    "E-TRE-004": "start the session the way its parent does; MURMUR_TREE_CAPS is the runtime's own",
     "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
 """What to change, for a refusal whose call gives no hint of its own (spec/diagnostics.md: a hint on every

@@ -23,10 +23,10 @@ def assert_identity(r: httpx.Response) -> None:
 
 class TestHealth:
     async def test_health(self, start_roost: StartRoost) -> None:
-        """GET /health answers 200 {} once listening."""
+        """GET /health answers 200 with the top-level allow list once listening."""
         roost = await start_roost()
         r = await roost.client.get("/health")
-        assert (r.status_code, r.json()) == (200, {})
+        assert (r.status_code, r.json()) == (200, {"spawn_allow": ["loop", "orch", "worker-a"]})
         assert r.headers["content-type"] == "application/json"
 
     async def test_unknown_route_and_method(self, start_roost: StartRoost) -> None:

@@ -170,7 +170,7 @@ class TestDelegationRoutes:
         cat = catalog(None, parent, RUSTSMITH, roost=("other",))
         _, blocked = routes(cat, "parent", "cargo")
         assert blocked[0][2] == "mur-roost's --spawn-allow does not list 'rustsmith'"
-        assert blocked[0][3] == "restart mur-roost with `--spawn-allow other,rustsmith`"
+        assert blocked[0][3] == "restart mur-roost with `--spawn-allow other --spawn-allow rustsmith`"
         assert routes(catalog(None, parent, RUSTSMITH, roost=("rustsmith",)), "parent", "cargo")[0] == [
             ("delegate-task", "rustsmith", "rustsmith")]
 
@@ -227,3 +227,62 @@ class TestAsker:
                                     holds("cargo"), binary="cargo")
         assert ready == () and blocked == ()
         assert answer(Catalog((running,)), can="cargo").holders[0].capsule.state is State.RUNNING
+
+
+class TestIndirect:
+    """Issue 30 item 12: under advisory a shell/interpreter grant is a grant of everything."""
+
+    def test_advisory_shell_grant_is_listed_indirect_with_why_and_exact(self) -> None:
+        shelly = capsule("shelly", shell=("echo", "sh"))
+        pyish = capsule("pyish", shell=("python3.11",))
+        ans = answer(catalog(None, shelly, pyish, WORKER), can="ls")
+        assert ans.holders == ()
+        assert [(i.holder.label, i.via) for i in ans.indirect] == [("pyish", ("python3.11",)), ("shelly", ("sh",))]
+        assert "advisory containment" in ans.indirect[1].why and "`sh -c 'ls …'`" in ans.indirect[1].why
+        assert ans.indirect[1].exact.startswith("set `capabilities.containment: scoped` in shelly's murmur.yaml")
+
+    def test_scoped_or_sealed_lists_explicit_holders_only(self) -> None:
+        import attrs
+
+        from murmur.manifest.model import Containment
+
+        for klass in (Containment.SCOPED, Containment.SEALED):
+            shelly = capsule("shelly", shell=("echo", "sh"))
+            m = shelly.manifest
+            sealed = attrs.evolve(shelly, manifest=attrs.evolve(
+                m, capabilities=attrs.evolve(m.capabilities, containment=klass)))
+            assert answer(catalog(None, sealed), can="ls").indirect == ()
+        # negative control: the same capsule without the floor is listed
+        assert len(answer(catalog(None, capsule("shelly", shell=("echo", "sh"))), can="ls").indirect) == 1
+
+    def test_an_explicit_holder_is_not_indirect(self) -> None:
+        both = capsule("both", shell=("sh", "ls"))
+        ans = answer(catalog(None, both), can="ls")
+        assert [h.label for h in ans.holders] == ["both"] and ans.indirect == ()
+
+
+class TestCodexNote:
+    """Issue 30 item 10: a Codex capsule's shell grant is held by its sandbox, not per program."""
+
+    def _codex(self, klass: object = None) -> Capsule:
+        import attrs
+
+        c = capsule("cx", shell=("git",), agent=True, budget=100)
+        m = c.manifest
+        assert m.inference is not None
+        m = attrs.evolve(m, inference=attrs.evolve(m.inference, protocol="codex"))
+        if klass is not None:
+            m = attrs.evolve(m, capabilities=attrs.evolve(m.capabilities, containment=klass))
+        return attrs.evolve(c, manifest=m)
+
+    def test_who_says_codex_shell_grant_is_enforced_by_the_sandbox(self) -> None:
+        from murmur.manifest.model import Containment
+        from murmur.routing.render import to_text
+
+        text = to_text(answer(catalog(None, self._codex(Containment.SCOPED)), can="git"), can="git", skill=None)
+        assert "enforced by the scoped sandbox" in text and "not per program" in text, text
+        text = to_text(answer(catalog(None, self._codex()), can="git"), can="git", skill=None)
+        assert "under advisory containment its shell.allow is not enforced" in text, text
+        # negative control: a claude-code agent gets no such line
+        plain = capsule("cc", shell=("git",), agent=True, budget=100)
+        assert "Codex" not in to_text(answer(catalog(None, plain), can="git"), can="git", skill=None)

@@ -78,6 +78,11 @@ def prepare(
     if opts.spawn is not None and opts.no_spawn:
         raise usage_error("--spawn and --no-spawn contradict each other; give one of them")
     narrowed = narrowings(spawn_flag=opts.spawn, no_spawn=opts.no_spawn, environ=env)
+    if opts.max_tree_total is not None or opts.max_same_capsule_chain is not None:
+        from murmur.tree import CAPS_ENV, parse_caps, tighten
+
+        env[CAPS_ENV] = tighten(parse_caps(env), total=opts.max_tree_total,
+                                same_chain=opts.max_same_capsule_chain).to_env()
     manifest, root, _where = resolve_capsule(opts, env, cwd)
     klass = check_containment(manifest, opts.containment, env)
     version_warning = mur_version_warning(manifest)

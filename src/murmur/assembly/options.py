@@ -41,6 +41,8 @@ class RunOptions:
     resume: str | None = None
     resume_mode: str = "full"
     forget_session: bool = False
+    max_tree_total: int | None = None
+    max_same_capsule_chain: int | None = None
 
 
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024

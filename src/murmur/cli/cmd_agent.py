@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from murmur.routing import Formation
+    from murmur.routing import Catalog, Formation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,8 +74,9 @@ def who(args: argparse.Namespace) -> int:
     got = gather_catalog(project_dir=project, formation=formation)
     for d in got.problems:
         emit(d)
+    catalog = _with_roost_allow(got.catalog)
     try:
-        ans = answer(got.catalog, can=args.can, skill=args.skill, asking=args.as_)
+        ans = answer(catalog, can=args.can, skill=args.skill, asking=args.as_)
     except KeyError:
         where = "a member of the roster or an installed capsule" if roster else "an installed or running capsule"
         emit(error("E-CLI-001", f"--as {args.as_}: no such capsule or member",
@@ -88,7 +89,20 @@ def who(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(to_text(ans, can=args.can, skill=args.skill, edited=got.edited_why))
-    return 0 if ans.holders else 1
+    return 0 if ans.holders or ans.indirect else 1
+
+
+def _with_roost_allow(catalog: Catalog) -> Catalog:
+    """``catalog`` with mur-roost's ``--spawn-allow`` read from the daemon at ``MURMUR_ROOST_URL``
+    (its ``/health``), when one answers (spec/routing.md "The index")."""
+    import os
+
+    import attrs
+
+    from murmur.routing import read_spawn_allow
+
+    allow = read_spawn_allow(os.environ.get("MURMUR_ROOST_URL"))
+    return catalog if allow is None else attrs.evolve(catalog, roost_spawn_allow=allow)
 
 
 def _roster_formation(roster: Path, shown: str) -> Formation:

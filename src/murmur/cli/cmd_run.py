@@ -34,6 +34,15 @@ first; a formation's SIGTERM).
 """
 
 
+def _count(text: str) -> int:
+    """A cap's value: a whole number of 0 or more (argparse type)."""
+    import argparse
+
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``mur run`` (``spec/session.md`` "Starting a session")."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -74,6 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="full (default): reload the record verbatim; compact: summarise it first (needs an on-compaction hook)")
     parser.add_argument("--forget-session", action="store_true",
                         help="transport process: drop the agent CLI session --context names and start it afresh")
+    parser.add_argument("--max-tree-total", type=_count, metavar="N",
+                        help="at most N delegations under this tree's root, refused ones included (default: unbounded)")
+    parser.add_argument("--max-same-capsule-chain", type=_count, metavar="N",
+                        help="at most N consecutive parent->child steps of the same capsule (default: off)")
     parser.add_argument(
         "--roster", nargs="?", const="", default=None, metavar="PATH", help="launch a formation (default ./roster.yaml)"
     )
@@ -105,7 +118,8 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
                   "to continue one member's conversation, run `mur run --resume SESSION` for that member alone")
         )
     defaults = {"json": False, "verbose": False, "no_env_file": False, "no_spawn": False,
-                "resume_mode": "full", "forget_session": False}
+                "resume_mode": "full", "forget_session": False,
+                "max_tree_total": None, "max_same_capsule_chain": None}
     extra = sorted(
         "--" + k.replace("_", "-")
         for k, v in vars(args).items()
@@ -180,6 +194,8 @@ def _run_session(args: argparse.Namespace, early: EarlySignals, *, when_ready: C
         resume=args.resume,
         resume_mode=args.resume_mode,
         forget_session=args.forget_session,
+        max_tree_total=args.max_tree_total,
+        max_same_capsule_chain=args.max_same_capsule_chain,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early, when_ready=when_ready)

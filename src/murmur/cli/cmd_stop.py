@@ -92,11 +92,11 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print("\n".join(report.lines), flush=True)
             return 0
-    except DiagnosticError as exc:
+        done = stop_node(node, kill_after=timing.LAUNCHER_KILL if args.timeout is None else args.timeout)
+    except DiagnosticError as exc:  # also an ended node's E-RUN-022: --json prints it too
         if args.json:
             print(json.dumps({"ok": False, "diagnostics": [d.to_json() for d in exc.diagnostics]}), flush=True)
         raise
-    done = stop_node(node, kill_after=timing.LAUNCHER_KILL if args.timeout is None else args.timeout)
     if args.json:
         print(json.dumps({"ok": not done.left, **done.to_json()}), flush=True)
     else:

@@ -128,6 +128,10 @@ class Reporter:
             report = launcher_report(Ending.EXITED, returncode=child.returncode,
                                      stderr_tail=list(child.stderr), bound=self.bound)
             if self._claim(child, report):
+                if child.ready is not None:  # its parent's launcher knows how it ended (spec/tree.md)
+                    from murmur.tree import mark_ended_by_parent
+
+                    mark_ended_by_parent(child.ready.session_id, report.status, child.returncode)
                 await self._post(child, self._completion(child, report.status, report.detail), "launcher")
                 return
             data = comp.read_completion(child.dir)

@@ -42,7 +42,16 @@ from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost import IDENTITY_MESSAGE, RoostClient, RoostError, RoostRefused
 from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError, lifeline_wind_down
-from murmur.tree import LINEAGE_ENV, refusal_sentence, session_lineage
+from murmur.tree import (
+    CAPS_ENV,
+    LINEAGE_ENV,
+    chain_refusal,
+    parse_caps,
+    refusal_sentence,
+    session_lineage,
+    take_one,
+    total_refusal,
+)
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
@@ -96,6 +105,7 @@ class DelegationRuntime:
         self._started_ids: set[str] = set()
         self.restart_noticed = False  # mur-roost answered the identity refusal (spec/tree.md)
         self.current_task: Task | None = None  # the latest task given services (links use it)
+        self.caps = parse_caps(environ)  # the tree caps (spec/tree.md "Caps"); E-TRE-004 refuses the launch
         if self.can_delegate:
             assert roost_url is not None
             self.launcher = Launcher(
@@ -318,11 +328,9 @@ class DelegationRuntime:
         launcher = self.launcher
         assert launcher is not None
         spawn_set = tuple(session_lineage(self.setup).spawn)
-        refusal = self._refusal(capsule, spawn_set)
+        refusal = self._cap_refusal(capsule, version) or self._refusal(capsule, spawn_set)
         if refusal is not None:
-            self.book.call_ended(capsule, version, "refused", reason=refusal, duration_ms=0)
-            self._count("refused")
-            return {"capsule": capsule, "version": version, "status": "refused", "output": refusal}
+            return self.refuse(capsule, version, refusal)
         result = await launcher.delegate(capsule, version, text, wait, context_id=context_id, trust=trust,
                                          caller=caller)
         if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
@@ -330,6 +338,20 @@ class DelegationRuntime:
             if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
                 self._restarted()
         return result
+
+    def refuse(self, capsule: str, version: str, reason: str) -> dict[str, Any]:
+        """The one place a delegation refused before mur-roost is asked is recorded: a
+        ``delegation`` trace record (``outcome: refused``, ``reason``) and the session's
+        ``refused`` count (running record, ``session_end``, ``mur ps --tree``; spec/tree.md
+        "Counts"). The spawn set, a winding-down session, a restart, a terminal on a link and
+        the tree caps all refuse through it, from ``delegate-task`` or a capsule link.
+
+        Returns:
+            dict[str, Any]: the call's ``refused`` result (``output`` is ``reason``).
+        """
+        self.book.call_ended(capsule, version, "refused", reason=reason, duration_ms=0)
+        self._count("refused")
+        return {"capsule": capsule, "version": version, "status": "refused", "output": reason}
 
     # -- the process tree (spec/tree.md) ------------------------------------------------------
 
@@ -340,9 +362,37 @@ class DelegationRuntime:
         entry = self.book.get(delegation_id)
         caller = entry.caller if entry is not None else None
         env = {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id, caller=caller)}
+        same = entry is not None and self._same_identity(entry.capsule, entry.version)
+        env[CAPS_ENV] = self.caps.hand_down(same)
         if self.setup.containment.rank > 0:
             env["MURMUR_SANDBOX_FLOOR"] = self.setup.containment.value
         return env
+
+    def _same_identity(self, capsule: str, version: str) -> bool:
+        """Whether ``capsule@version`` as a child resolves it (the global store) is this
+        session's own capsule: the same name and the same installed bytes (archive sha256)."""
+        from murmur.delegation.launcher import resolve_global
+
+        own = self.setup.running_fields.get("artifact_sha256")
+        if capsule != self.manifest.name or not own:
+            return False
+        found = resolve_global(capsule, version)
+        return found is not None and found.sha256 == own
+
+    def _cap_refusal(self, capsule: str, version: str) -> str | None:
+        """The tree caps, before anything else: every attempt counts toward the tree's total
+        (refused ones included, spec/tree.md "Caps"), then the same-capsule chain."""
+        caps = self.caps
+        if caps.total is not None:
+            try:
+                taken = take_one(session_lineage(self.setup).root)
+            except OSError as exc:
+                return f"spawn refused: the tree's delegation count cannot be kept ({exc}); a cap it cannot keep is no cap"
+            if taken > caps.total:
+                return total_refusal(caps.total, taken)
+        if caps.same_chain is not None:
+            return chain_refusal(caps, capsule, self._same_identity(capsule, version))
+        return None
 
     def _refusal(self, capsule: str, spawn_set: tuple[str, ...]) -> str | None:
         """Why the runtime refuses ``capsule`` before mur-roost is asked, or None."""

@@ -38,6 +38,8 @@ class ContextFacts:
     depth: int
     watch_secs: int
     connections: int
+    tree_total: int | None = None  # --max-tree-total (None: unbounded)
+    same_chain: int | None = None  # --max-same-capsule-chain (None: off)
 
 
 _HOW = """\
@@ -77,6 +79,9 @@ def context_text(facts: ContextFacts) -> str:
               f"Bounds: this session is at depth {facts.depth} of its tree (mur-roost's --max-depth refuses deeper);",
               f"a child that runs longer than {facts.watch_secs}s is ended (124); at most "
               f"{facts.connections} link requests may be open at once.",
+              f"This tree may ask for {facts.tree_total if facts.tree_total is not None else 'any number of'} "
+              f"delegations in all (refused ones count); a capsule may delegate to itself "
+              f"{f'at most {facts.same_chain} times in a row' if facts.same_chain is not None else 'without a chain cap'}.",
               "`mur ps --tree` shows this session's children.", "", _WHEN_NOT]
     return "\n".join(lines) + "\n"
 

@@ -92,6 +92,11 @@ def parse_request(raw: bytes) -> LinkRequest:
     op = data.get("op")
     if op in ("context", "ps"):
         return LinkRequest(op, json=op == "ps" and bool(data.get("json")))
+    if op == "who":  # `mur agent who [--can X] [--json]` from the `mur` link: this session's own routes
+        can = data.get("can")
+        if can is not None and (not isinstance(can, str) or not can.strip()):
+            raise BadRequest("the field `can` is not a binary name")
+        return LinkRequest("who", can or "", None, "", bool(data.get("json")))
     if op != "link":
         raise BadRequest(f"unknown request {op!r}")
     name, version, task = data.get("name"), data.get("version"), data.get("task")

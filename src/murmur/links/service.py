@@ -1,8 +1,10 @@
 """The capability socket a session serves to its links (spec/links.md).
 
-:func:`install_links` is called by the assembly (``capsule_links``) for a session whose effective spawn
-set is non-empty: it writes the links directory (:mod:`murmur.links.stub`), puts its ``bin/``
-first on the ``PATH`` of every command (``SessionSetup.links_bin``), and adds the watcher
+:func:`install_links` is called by the assembly (``capsule_links``) for a session whose manifest names
+``capabilities.spawn.allow`` — also when its effective spawn set is empty (``--no-spawn``): the
+socket and the links stay, and every name answers 126 (spec/links.md). It writes the links
+directory (:mod:`murmur.links.stub`), puts its ``bin/`` first on the ``PATH`` of every command
+(``SessionSetup.links_bin``), and adds the watcher
 :meth:`LinkService.serve`, which listens on ``links/cap.sock`` for the session's life.
 
 One connection = one request. The peer is checked first (:mod:`murmur.links.peer`); then the
@@ -31,7 +33,8 @@ from murmur.ids import new_id
 from murmur.links import protocol as p
 from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
 from murmur.links.peer import Peer, check, peer_of
-from murmur.links.stub import write_links
+from murmur.links.stub import command_name, write_links
+from murmur.links.terminal import terminal_on, tty_refusal
 from murmur.session import TraceWriteError
 from murmur.tree import cut_caller, refusal_sentence, session_lineage
 
@@ -52,8 +55,8 @@ def install_links(setup: SessionSetup, runtime: DelegationRuntime) -> LinkServic
         OSError: the links directory cannot be written.
     """
     spawn = tuple(session_lineage(setup).spawn)
-    if not spawn or runtime.launcher is None:
-        return None
+    if runtime.launcher is None:
+        return None  # the capsule names no capability to delegate (no capabilities.spawn.allow)
     service = LinkService(setup, runtime, spawn)
     setup.links_bin = write_links(service.links, setup.manifest.spawn_allow)
     context_file = service.links / CONTEXT_FILE
@@ -123,6 +126,8 @@ class LinkService:
             depth=lineage.depth,
             watch_secs=launcher.bound if launcher is not None else 0,
             connections=CONNECTIONS,
+            tree_total=self.runtime.caps.total,
+            same_chain=self.runtime.caps.same_chain,
         )
         return context_text(facts)
 
@@ -189,10 +194,13 @@ class LinkService:
             return p.Answer(p.EXIT_OK, stdout=self.context())
         if req.op == "ps":
             return p.Answer(p.EXIT_OK, stdout=await trio.to_thread.run_sync(self._tree_text, req.json))
+        if req.op == "who":
+            code, text = await trio.to_thread.run_sync(self._who, req.name or None, req.json)
+            return p.Answer(code, stdout=text)
         outcome: list[p.Answer] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on_eof, stream, nursery.cancel_scope)
-            outcome.append(await self._link(req, args))
+            outcome.append(await self._link(req, args, peer.pid))
             nursery.cancel_scope.cancel()
         if not outcome:  # the caller went away: the call was cancelled, its child ended
             self._trace(peer, args, req.name, p.EXIT_INTERRUPTED, "interrupted", "the link was interrupted")
@@ -202,10 +210,16 @@ class LinkService:
                     answer.stderr.strip())
         return answer
 
-    async def _link(self, req: p.LinkRequest, caller: list[str]) -> p.Answer:
+    async def _link(self, req: p.LinkRequest, caller: list[str], peer_pid: int) -> p.Answer:
         name = req.name
         if name not in self.spawn:
+            self.runtime.refuse(name, req.version or "", refusal_sentence(name))
             return p.Answer(p.EXIT_OUTSIDE, stderr=f"{name}: murmur: {refusal_sentence(name)}\n")
+        terminal = terminal_on(peer_pid)
+        if terminal is not None:
+            sentence = tty_refusal(command_name(name))
+            self.runtime.refuse(name, req.version or "", sentence)
+            return p.Answer(p.EXIT_REFUSED, stderr=f"{command_name(name)}: murmur: {sentence}\n")
         version, refusal = p.pick_version(name, req.version, installed_versions(name))
         if refusal is not None or version is None:
             return p.Answer(p.EXIT_REFUSED, stderr=f"{name}: refused: {refusal}\n")
@@ -257,6 +271,13 @@ class LinkService:
             return json.dumps(to_json(nodes)) + "\n"
         now = int(time.time() * 1000)
         return render_text(Scoped(nodes, 0), now) + "\n"
+
+    def _who(self, can: str | None, as_json: bool) -> tuple[int, str]:
+        """``mur agent who`` asked from inside: this session's own routes, ready ones only
+        (a capsule is never shown a blocked route; spec/routing.md), under its effective spawn set."""
+        from murmur.links.who import session_who
+
+        return session_who(self.setup.manifest.name, self.spawn, can, as_json, project_dir=self.setup.workdir)
 
     def _trace(self, peer: Peer, args: list[str], name: str | None, code: int, outcome: str, detail: str) -> None:
         session = self.runtime.session

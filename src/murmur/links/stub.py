@@ -39,7 +39,7 @@ def _stop(signum, frame):
     raise KeyboardInterrupt
 def _usage(code):
     if NAME == "mur":
-        sys.stderr.write("usage: mur context | mur ps --tree [--json]   (inside a capsule session)\n")
+        sys.stderr.write("usage: mur context | mur ps --tree [--json] | mur agent who [--can BINARY] [--json]   (inside a capsule session)\n")
     else:
         sys.stderr.write("usage: %%s [--capsule-version V] [--json] [TASK...]   (TASK from stdin when no arguments)\n" %% NAME)
     return code
@@ -52,6 +52,14 @@ def _request(argv):
             return {"op": "context"}
         if argv[:1] == ["ps"]:
             return {"op": "ps", "json": "--json" in argv}
+        if argv[:2] == ["agent", "who"]:
+            rest, can = argv[2:], None
+            for i, word in enumerate(rest):
+                if word == "--can" and i + 1 < len(rest):
+                    can = rest[i + 1]
+                elif word.startswith("--can="):
+                    can = word.split("=", 1)[1]
+            return {"op": "who", "can": can, "json": "--json" in rest}
         return None
     version, as_json = None, False
     while argv and argv[0].startswith("-"):

@@ -163,7 +163,9 @@ class _Roost:
     # --- endpoints ---------------------------------------------------------------------
 
     async def health(self) -> Response:
-        return _respond(200, {})
+        # our addition (spec/roost.md): the top-level --spawn-allow names, so `mur agent who`
+        # can tell a route mur-roost would refuse (names only; no credential, no session)
+        return _respond(200, {"spawn_allow": sorted(self.ledger.spawn_allow)})
 
     async def spawn(self) -> Response:
         claims = self.keyring.verify_credential(_one_header(CREDENTIAL_HEADER))

@@ -24,18 +24,21 @@ from murmur import lazy
 if TYPE_CHECKING:
     from murmur.routing.gather import gather_catalog, member_refusal
     from murmur.routing.index import answer
-    from murmur.routing.model import Capsule, Formation, Member
+    from murmur.routing.model import Capsule, Catalog, Formation, Member
     from murmur.routing.profile import started_profile
     from murmur.routing.render import delegate_line, to_json, to_text
+    from murmur.routing.roost_allow import read_spawn_allow
 
 __all__ = [
     "Capsule",
+    "Catalog",
     "Formation",
     "Member",
     "answer",
     "delegate_line",
     "gather_catalog",
     "member_refusal",
+    "read_spawn_allow",
     "started_profile",
     "to_json",
     "to_text",
@@ -44,7 +47,8 @@ __all__ = [
 __getattr__ = lazy.face(__name__, {
     "gather": ["gather_catalog", "member_refusal"],
     "index": ["answer"],
-    "model": ["Capsule", "Formation", "Member"],
+    "model": ["Capsule", "Catalog", "Formation", "Member"],
     "profile": ["started_profile"],
     "render": ["delegate_line", "to_json", "to_text"],
+    "roost_allow": ["read_spawn_allow"],
 })

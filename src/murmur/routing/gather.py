@@ -8,8 +8,9 @@ raised, so one bad entry does not hide the rest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -76,7 +77,24 @@ def gather_catalog(*, project_dir: Path, formation: Formation | None = None) -> 
             seen.add(key)
             capsules.append(_capsule(key[0], key[1], manifest, None, live, flagged))
     known = _known_members(formation, capsules) if formation is not None else None
-    return Gathered(Catalog(tuple(capsules), known), tuple(problems), flagged)
+    in_global = frozenset((i.name, i.version) for i in listing.items if i.scope == "global")
+    return Gathered(Catalog(tuple(capsules), known, global_store=in_global,
+                            effective_spawn=_effective_spawn(census.live)),
+                    tuple(problems), flagged)
+
+
+def _effective_spawn(live: Iterable[Any]) -> dict[str, tuple[str, ...]]:
+    """Capsule name -> the spawn set its live sessions may use (the intersection of their
+    lineage's ``spawn``, spec/tree.md): a route is ready only when it works from each."""
+    out: dict[str, tuple[str, ...]] = {}
+    for rec in live:
+        lineage = rec.lineage if isinstance(rec.lineage, dict) else None
+        spawn = lineage.get("spawn") if lineage is not None else None
+        if not isinstance(spawn, list):
+            continue
+        names = tuple(str(n) for n in spawn)
+        out[rec.name] = tuple(n for n in out[rec.name] if n in names) if rec.name in out else names
+    return out
 
 
 def _capsule(name: str, version: str, manifest: Manifest, store: str | None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from murmur.grants import grant_entry
 from murmur.roost import Envelope, lower, referee
@@ -46,6 +47,12 @@ __all__ = [
 
 Job = Callable[[Capsule, Member | None], bool]
 """Whether a capsule (as a member, when it is one) can do the job asked about."""
+
+
+def spawn_allow_flags(names: Sequence[str]) -> str:
+    """mur-roost's allow list as it accepts it: one ``--spawn-allow NAME`` per name, never a
+    comma list (which mur-roost refuses with ``E-RST-001``; spec/roost.md) (pure)."""
+    return " ".join(f"--spawn-allow {n}" for n in dict.fromkeys(names))
 
 
 def holds(binary: str) -> Job:
@@ -309,11 +316,22 @@ def _delegate_block(catalog: Catalog, asker: Asker, target: Capsule, parent: Env
             f"(`{grant_entry('capabilities.spawn.allow', allow, target.name)}`), reinstall, "
             "and restart the session",
         )
+    effective = (catalog.effective_spawn or {}).get(me)
+    if effective is not None and target.name not in effective and target.ref not in effective:
+        return (
+            f"'{target.name}' is narrowed out of {me}'s effective spawn set (--spawn, MURMUR_SPAWN or its parent's set)",
+            f"restart {me}'s session without that narrowing, or with `--spawn` naming `{target.name}`",
+        )
+    if catalog.global_store is not None and (target.name, target.version) not in catalog.global_store:
+        return (
+            f"'{target.name}' {target.version} is not in the global store, where a delegated child resolves from",
+            f"install it there: `mur install -g <{target.name}'s capsule directory>`",
+        )
     roost = catalog.roost_spawn_allow
     if roost is not None and target.name not in roost and target.ref not in roost:
         return (
             f"mur-roost's --spawn-allow does not list '{target.name}'",
-            f"restart mur-roost with `--spawn-allow {','.join([*roost, target.name])}`",
+            f"restart mur-roost with `{spawn_allow_flags([*roost, target.name])}`",
         )
     return _budget_block(asker, target, target.name, "restart the session")
 
@@ -354,14 +372,24 @@ def answer(catalog: Catalog, *, can: str | None = None, skill: str | None = None
     """
     job = holds(can) if can else matches_label(skill) if skill else None
     rows = holders(catalog, job)
+    indirect = _indirect(catalog, can)
     if asking is None and catalog.formation is not None and job is not None:
         asking = next((m.name for m in catalog.formation.members if m.entry), None)
     if asking is None or job is None:
         if asking is not None and resolve_asker(catalog, asking) is None:
             raise KeyError(asking)
-        return Answer(rows, asking)
+        return Answer(rows, asking, indirect=indirect)
     asker = resolve_asker(catalog, asking)
     if asker is None:
         raise KeyError(asking)
     ready, blocked = routes_for(catalog, asker, job, binary=can)
-    return Answer(rows, asker.label, ready, blocked, job(asker.capsule, asker.member))
+    return Answer(rows, asker.label, ready, blocked, job(asker.capsule, asker.member), indirect)
+
+
+def _indirect(catalog: Catalog, binary: str | None) -> tuple[Any, ...]:
+    """The indirect holders of ``binary`` (spec/routing.md "Indirect grants")."""
+    if not binary:
+        return ()
+    from murmur.routing.indirect import indirect_holders
+
+    return indirect_holders(holders(catalog, None), binary)

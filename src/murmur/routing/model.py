@@ -7,6 +7,8 @@ asked; nothing here is declared anywhere else.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -126,11 +128,17 @@ class Catalog:
         formation (Formation | None): the roster asked about (``--roster``), if any.
         roost_spawn_allow (tuple[str, ...] | None): mur-roost's ``--spawn-allow`` when known;
             None when not known (then only each manifest's ``spawn.allow`` decides).
+        global_store (frozenset[tuple[str, str]] | None): ``(name, version)`` installed in the
+            global store, where a delegated child resolves from; None when not read.
+        effective_spawn (Mapping[str, tuple[str, ...]] | None): capsule name -> the effective
+            spawn set of its live sessions (their lineage's ``spawn``, intersected), when any run.
     """
 
     capsules: tuple[Capsule, ...] = ()
     formation: Formation | None = None
     roost_spawn_allow: tuple[str, ...] | None = None
+    global_store: frozenset[tuple[str, str]] | None = None
+    effective_spawn: Mapping[str, tuple[str, ...]] | None = None
 
 
 @attrs.frozen
@@ -233,3 +241,4 @@ class Answer:
     ready: tuple[Route, ...] = ()
     blocked: tuple[Route, ...] = ()
     holds_itself: bool = False
+    indirect: tuple[Any, ...] = ()  # murmur.routing.indirect.Indirect rows (--can under advisory)

@@ -49,6 +49,11 @@ def _holder_lines(h: Holder, edited: Mapping[str, str]) -> list[str]:
         lines.append(f"      skills {', '.join(skills)}")
     if m.inference is not None and m.inference.model:
         lines.append(f"      model  {m.inference.model}")
+    from murmur.routing.indirect import codex_note
+
+    note = codex_note(c)
+    if note is not None:
+        lines.append(f"      shell  {note}")
     for sid in c.edited:
         why = edited.get(sid)
         lines.append(f"      {sid}: {why}; restart it before relying on this row" if why else
@@ -86,6 +91,14 @@ def to_text(answer: Answer, *, can: str | None, skill: str | None,
         out += _holder_lines(h, edited)
     if not answer.holders:
         out.append("  (none)")
+    if can and answer.indirect:
+        out.append("")
+        out.append(f"Capsules and members that can run `{can}` indirectly (advisory containment):")
+        for ind in answer.indirect:
+            out.append(f"  {ind.holder.label} ({ind.holder.capsule.name}@{ind.holder.capsule.version}) "
+                       f"via {', '.join(ind.via)}")
+            out.append(f"      why    {ind.why}")
+            out.append(f"      exact  {ind.exact}")
     if answer.asking is not None and (can or skill):
         out.append("")
         out.append(f"Dispatch routes for '{answer.asking}', best first:")
@@ -193,6 +206,8 @@ def to_json(answer: Answer, *, can: str | None, skill: str | None, asking: str |
         "query": {"can": can, "skill": skill, "as": asking, "roster": roster},
         "holders": [holder_json(h, edited) for h in answer.holders],
         "routes": routes,
+        "indirect": [{"label": i.holder.label, "capsule": i.holder.capsule.name, "version": i.holder.capsule.version,
+                      "via": list(i.via), "why": i.why, "exact": i.exact} for i in answer.indirect],
         "problems": problems or [],
     }
 

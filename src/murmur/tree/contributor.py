@@ -89,6 +89,7 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_sessi
     for w in warnings:
         _say(w.render())
     hooks = JournalHooks(setup)
+    hooks.caps = _caps_shown(environ)
     setup.start_hooks.insert(0, hooks.start)
     setup.wind_down_hooks.append(hooks.winding_down)
     setup.after_end.append(hooks.end)
@@ -114,6 +115,7 @@ class JournalHooks:
         self._started = False
         self._unregister: Any = None
         self._winding: WindDown | None = None
+        self.caps: dict[str, int | None] | None = None  # the tree caps, when set (spec/tree.md "Caps")
 
     def _append(self, event: str, fields: Mapping[str, Any]) -> None:
         try:
@@ -134,6 +136,7 @@ class JournalHooks:
                 "lineage": self.setup.lineage,
                 "workdir": str(self.setup.workdir),
                 "records_dir": str(self.setup.records.root),
+                **({"caps": self.caps} if self.caps is not None else {}),
             },
         )
         self._started = True
@@ -190,3 +193,26 @@ def mark_uncertain(session_id: str, reason: str) -> None:
         journal.append("uncertain", session_id, _now_ms(), {"reason": reason})
     except OSError as exc:
         _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+
+
+def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) -> None:
+    """Journal the ``end`` of a child that ended without recording one (SIGKILLed, crashed),
+    as its parent's launcher saw it: ``crashed`` rather than ``uncertain`` for ever. The
+    journal keeps a session's first ``end``, so a child that recorded its own keeps it."""
+    try:
+        journal.append("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
+    except OSError as exc:
+        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+
+
+def _caps_shown(environ: Mapping[str, str]) -> dict[str, int | None] | None:
+    """The tree caps this session runs under, for its journal ``start`` (None when none is
+    set; an unreadable value is refused later by the delegation runtime, ``E-TRE-004``)."""
+    from murmur.errors import DiagnosticError
+    from murmur.tree.caps import parse_caps
+
+    try:
+        caps = parse_caps(environ)
+    except DiagnosticError:
+        return None
+    return caps.to_json() if caps.total is not None or caps.same_chain is not None else None

@@ -47,6 +47,7 @@ class Node:
     pid: int | None = None
     start_time: int | None = None
     reason: str | None = None
+    caps: dict[str, Any] | None = None  # the tree caps from its journal start (spec/tree.md "Caps")
     order: int = 0
     children: list[Node] = attrs.field(factory=list)
 
@@ -86,6 +87,7 @@ def _session_nodes(
                 capsule=ev.get("capsule") if isinstance(ev.get("capsule"), str) else None,
                 pid=ev.get("pid") if isinstance(ev.get("pid"), int) else None,
                 start_time=ev.get("start_time") if isinstance(ev.get("start_time"), int) else None,
+                caps=ev.get("caps") if isinstance(ev.get("caps"), dict) else None,
                 order=i,
             )
         elif kind == "winding_down":
@@ -247,14 +249,21 @@ def resolve(roots: Iterable[Node], text: str) -> list[Node]:
     at least 4 characters (case-insensitive). More than one means ambiguous."""
     wanted = text.strip().lower()
     every = [n for r in roots for n in r.walk()]
-    exact = [n for n in every if n.id == wanted]
+    exact = [n for n in every if wanted in _names(n)]
     if exact:
         return exact
     tail = wanted.split("…", 1)[1] if "…" in wanted else wanted
     prefix = wanted.split("_", 1)[0] + "_" if "…" in wanted else ""
     if len(tail) < 4:
         return []
-    return [n for n in every if n.id.endswith(tail) and n.id.startswith(prefix)]
+    return [n for n in every if any(i.endswith(tail) and i.startswith(prefix) for i in _names(n))]
+
+
+def _names(node: Node) -> tuple[str, ...]:
+    """The ids that name ``node``: its own, and for a delegated child its ``dlg_`` id (so
+    ``mur stop dlg_…`` stops the delegation's subtree; spec/tree.md "Cascade")."""
+    dlg = (node.lineage or {}).get("delegation_id")
+    return (node.id, dlg.lower()) if isinstance(dlg, str) and dlg else (node.id,)
 
 
 # -- text and JSON ------------------------------------------------------------------------------
@@ -387,6 +396,8 @@ def node_json(node: Node) -> dict[str, Any]:
         out["pid"] = node.pid
     if node.reason is not None:
         out["reason"] = node.reason
+    if node.caps is not None:
+        out["caps"] = node.caps
     out["children"] = [node_json(c) for c in node.children]
     return out
 
