@@ -29,6 +29,27 @@ LAZY = ("agent", "delegation", "formation", "links", "manifest", "roost", "routi
 # being rewritten in other branches, and one reach into a containment class.
 NOT_YET_THROUGH_THE_FACE = frozenset({
     "demo/sweep.py",  # kills and removes cgroup units through murmur.containment.cgroup
+    # this round's parallel branches (components, conversations, trace, sandbox, tree caps) reach
+    # into manifest, registry and other modules directly; converting them is the shape-of-the-code
+    # work (spec/architecture.md), not done in the merge
+    "agent/components.py",
+    "agent/script.py",
+    "assembly/compose.py",
+    "assembly/conversations.py",
+    "assembly/workload_choice.py",
+    "cli/cmd_build.py",
+    "cli/cmd_doctor.py",
+    "cli/cmd_install.py",
+    "cli/doctor_artifact.py",
+    "cli/roost.py",
+    "cli/run_roster.py",
+    "components/hooks.py",
+    "components/limits.py",
+    "components/netpolicy.py",
+    "formation/roster.py",
+    "observe/views.py",
+    "registry/artifacts.py",
+    "registry/store.py",
 })
 
 
