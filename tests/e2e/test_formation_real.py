@@ -133,7 +133,8 @@ class TestRealMembers:
             assert f"MURMUR_FORMATION_ID={formation['formation_id']}" in shown
             assert {"MURMUR_FORMATION_CHANNEL", "MURMUR_FORMATION_LIFELINE"} <= names
             assert names <= set(env) | {"MURMUR_FORMATION_ID", "MURMUR_FORMATION_CHANNEL", "MURMUR_FORMATION_LIFELINE",
-                                        "MURMUR_HOST_WARNINGS_REPORTED", "MURMUR_CONTAINMENT_UNIT"}, names
+                                        "MURMUR_HOST_WARNINGS_REPORTED", "MURMUR_CONTAINMENT_UNIT",
+                                        "TRACEPARENT"}, names  # the formation's span (spec/trace.md)
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             assert b"run" in argv and b"--capsule" in argv, argv
             if path == "warm":

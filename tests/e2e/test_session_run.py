@@ -93,7 +93,7 @@ class TestRefusals:
         r = mur("run", "--capsule", "local/nope", "--capsule-version", "1.0.0", cwd=tmp_path, env=env)
         assert r.returncode == 1 and "error[E-REG-001]" in r.stderr
         capsule = write_capsule(tmp_path, "echo", plan=ECHO_PLAN, allow=["echo"])
-        r = mur("run", "--containment", "sealed", cwd=capsule, env=env)
+        r = mur("run", "--containment", "sealed", cwd=capsule, env={**env, "MURMUR_SANDBOX_HOST": "no-mountns"})
         assert r.returncode == 1 and "error[E-CAP-003]" in r.stderr
 
     def test_failed_task_exit_1(self, tmp_path: Path) -> None:
