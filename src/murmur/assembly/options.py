@@ -41,6 +41,7 @@ class RunOptions:
     resume: str | None = None
     resume_mode: str = "full"
     forget_session: bool = False
+    budget_tokens: int | None = None
 
 
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024

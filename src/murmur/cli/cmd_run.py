@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lifecycle-after-task", choices=("exit", "sleep"), help="override lifecycle.after_task")
     parser.add_argument("--deadline", metavar="WHEN", help="wind down at this moment (see below)")
+    parser.add_argument(
+        "--budget-tokens", type=_positive_int, metavar="N",
+        help="the tree's token budget: model calls of this session and every descendant stop at N (spec/gateway.md)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="extra start-up lines on stderr")
     parser.add_argument("--no-env-file", action="store_true", help="do not read ./.env")
     parser.add_argument(
@@ -155,6 +159,17 @@ def run(args: argparse.Namespace) -> int:
         resume_gc()
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer greater than 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the budget must be greater than 0")
+    return value
+
+
 def _run_session(args: argparse.Namespace, early: EarlySignals, *, when_ready: Callable[[], None]) -> int:
     from murmur.assembly import RunOptions, prepare  # the session side, only for a session
     from murmur.cli.run_session import run_prepared
@@ -180,6 +195,7 @@ def _run_session(args: argparse.Namespace, early: EarlySignals, *, when_ready: C
         resume=args.resume,
         resume_mode=args.resume_mode,
         forget_session=args.forget_session,
+        budget_tokens=args.budget_tokens,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early, when_ready=when_ready)

@@ -8,6 +8,8 @@ Specification: ``spec/gateway.md`` "One gateway per root". :func:`run_gateway` s
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Mapping
 
 import hypercorn.config
@@ -32,9 +34,15 @@ def child_environ(gateway_url: str) -> Mapping[str, str]:
 
 
 async def run_gateway(
-    gateway: Gateway, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    gateway: Gateway,
+    *,
+    sock: socket.socket | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``gateway`` on loopback until cancelled; ``started`` receives its URL.
+
+    ``sock``: a listening loopback socket bound already (so its URL could be handed out
+    before the serving starts); default: a new one on ``127.0.0.1:0``.
 
     Raises:
         OSError: when no loopback port can be bound.
@@ -43,7 +51,9 @@ async def run_gateway(
 
     install()
     cfg = hypercorn.config.Config()
-    cfg.bind = ["127.0.0.1:0"]
+    # hypercorn takes the descriptor it is given as its own (and closes it): give it a copy,
+    # so the caller's socket stays the caller's to close.
+    cfg.bind = [f"fd://{os.dup(sock.fileno())}"] if sock is not None else ["127.0.0.1:0"]
     cfg.accesslog = None
     cfg.errorlog = logging.getLogger("hypercorn.error")
     cfg.include_date_header = False

@@ -1,0 +1,134 @@
+"""The session side of the inference gateway (spec/gateway.md "One gateway per root").
+
+:func:`contribute`, after the other contributors:
+
+* a **root** that calls models (an ``inference`` block, or ``--budget-tokens``) and is neither
+  a delegated child nor a formation member binds a loopback socket now, names it in
+  ``MURMUR_GATEWAY_ENDPOINT`` (this process's environment, so its driver, its commands and
+  every descendant find it), and serves the gateway from a watcher for the session's life. The
+  key table holds the root's ``inference.api_key`` reference, resolved from its own
+  environment; the tree's root node is this process, with its ``network.allow`` plus its own
+  inference endpoint, and the ``--budget-tokens`` ceiling;
+* a **descendant** (``MURMUR_GATEWAY_ENDPOINT`` already set) registers itself at start, so its
+  calls are charged to its own node (its ceiling: the smaller of ``--budget-tokens`` and what
+  its parent has left).
+
+A plan session without ``--budget-tokens`` imports nothing of the gateway.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
+from murmur.formation import names_formation
+from murmur.session import SessionSetup
+
+__all__ = ["contribute", "reach_of"]
+
+_ENDPOINT_ENV = "MURMUR_GATEWAY_ENDPOINT"
+
+
+def reach_of(setup: SessionSetup) -> list[str]:
+    """The session's reach: ``network.allow`` and its own inference endpoint (scheme://host:port)."""
+    allow = list(setup.manifest.network_allow)
+    inference = setup.manifest.inference
+    if inference is not None and inference.endpoint:
+        from murmur.gateway import origin_of
+
+        origin = origin_of(inference.endpoint)
+        if origin is not None:
+            allow.append(origin)
+    return allow
+
+
+def contribute(
+    setup: SessionSetup, environ: Mapping[str, str], *, budget_tokens: int | None
+) -> None:
+    """Start (a root) or join (a descendant) the tree's gateway; nothing for a plain session."""
+    if setup.manifest.inference is None and budget_tokens is None:
+        return
+    if environ.get(_ENDPOINT_ENV):
+        setup.start_hooks.append(_registration(setup, environ[_ENDPOINT_ENV], budget_tokens))
+        return
+    if SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or names_formation(environ):
+        return
+    _root(setup, environ, budget_tokens)
+
+
+def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> None:
+    from murmur import procstat
+    from murmur.gateway import ENDPOINT_ENV, Gateway, KeyTable, Node, Tree, run_gateway
+
+    me = os.getpid()
+    ticks = procstat.start_time(me) or 0
+    tree = Tree().add(
+        Node(setup.session_id, me, ticks, None, tuple(reach_of(setup)), budget_tokens)
+    )
+    keys = KeyTable()
+    inference = setup.manifest.inference
+    if inference is not None and inference.endpoint and inference.api_key:
+        keys = keys.with_key(inference.endpoint, inference.api_key, environ)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    os.environ[ENDPOINT_ENV] = url  # the driver, the commands and every descendant read it here
+    if isinstance(setup.parent_env, dict):
+        setup.parent_env[ENDPOINT_ENV] = url
+    setup.trace_start_fields["gateway"] = {
+        "endpoint": url,
+        "keys": keys.describe(),
+        "budget_tokens": budget_tokens,
+    }
+
+    async def serve(ctl: object) -> None:
+        trace = getattr(getattr(ctl, "session", None), "trace", None)
+
+        def emit(record: dict[str, object]) -> None:
+            fields = dict(record)
+            kind = str(fields.pop("type"))
+            if trace is not None:
+                trace.emit(kind, parent_id=None, **fields)
+
+        gateway = Gateway(tree, keys, emit)
+        try:
+            await run_gateway(gateway, sock=sock)
+        finally:
+            sock.close()
+
+    setup.watchers.append(serve)
+
+
+def _registration(setup: SessionSetup, url: str, budget_tokens: int | None) -> Any:
+    async def register(session: object) -> None:
+        import httpx
+
+        body = {
+            "session": setup.session_id,
+            "network_allow": reach_of(setup),
+            "budget_tokens": budget_tokens,
+        }
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
+                reply = await client.post(url.rstrip("/") + "/_murmur/sessions", json=body)
+        except httpx.HTTPError as exc:
+            print(
+                f"murmur: the tree's inference gateway cannot be reached ({type(exc).__name__});"
+                " model calls will be refused",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        if reply.status_code != 200:
+            print(
+                f"murmur: the tree's inference gateway refused this session ({reply.status_code})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return register
