@@ -4,8 +4,8 @@
 
 * a **root** that calls models (an ``inference`` block, or ``--budget-tokens``) and is neither
   a delegated child nor a formation member binds a loopback socket now, names it in
-  ``MURMUR_GATEWAY_ENDPOINT`` (this process's environment, so its driver, its commands and
-  every descendant find it), and serves the gateway from a watcher for the session's life. The
+  ``MURMUR_GATEWAY_ENDPOINT`` of the session's environment (so its driver and every
+  delegated descendant find it), and serves the gateway from a watcher for the session's life. The
   key table holds the root's ``inference.api_key`` reference, resolved from its own
   environment; the tree's root node is this process, with its ``network.allow`` plus its own
   inference endpoint, and the ``--budget-tokens`` ceiling;
@@ -77,9 +77,10 @@ def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | 
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    os.environ[ENDPOINT_ENV] = url  # the driver, the commands and every descendant read it here
-    if isinstance(setup.parent_env, dict):
-        setup.parent_env[ENDPOINT_ENV] = url
+    if isinstance(environ, dict):
+        # The session's environment (the workload's and its children's source); never this
+        # process's own os.environ, which a test's in-process sessions share.
+        environ[ENDPOINT_ENV] = url
     setup.trace_start_fields["gateway"] = {
         "endpoint": url,
         "keys": keys.describe(),

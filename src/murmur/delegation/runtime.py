@@ -24,7 +24,6 @@ end hook            in order: end every live child (``terminated``, posted to no
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -343,7 +342,7 @@ class DelegationRuntime:
         env = {LINEAGE_ENV: session_lineage(self.setup).hand_down(self.setup.session_id, delegation_id, caller=caller)}
         if self.setup.containment.rank > 0:
             env["MURMUR_SANDBOX_FLOOR"] = self.setup.containment.value
-        gateway = os.environ.get("MURMUR_GATEWAY_ENDPOINT")
+        gateway = self.setup.parent_env.get("MURMUR_GATEWAY_ENDPOINT")
         if gateway:  # the tree's inference gateway (spec/gateway.md); it carries no key
             env["MURMUR_GATEWAY_ENDPOINT"] = gateway
         return env
