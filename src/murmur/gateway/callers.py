@@ -15,7 +15,7 @@ from pathlib import Path
 from murmur import procstat
 from murmur.roost.peer import PeerFinder
 
-__all__ = ["ancestry", "caller_ancestry"]
+__all__ = ["ancestry", "caller_ancestry", "quick_ancestry"]
 
 _MAX_DEPTH = 256
 
@@ -42,5 +42,21 @@ def caller_ancestry(
     peer = finder(client, server)
     if peer is None:
         return []
+    found = ancestry(peer.pid, finder.proc)
+    return found if found and found[0] == (peer.pid, peer.start_ticks) else []
+
+
+def quick_ancestry(
+    finder: PeerFinder, client: tuple[str, int], server: tuple[str, int]
+) -> list[tuple[int, int]] | None:
+    """As :func:`caller_ancestry` for a connection placed before (cheap: may run on the loop).
+
+    Returns None when the connection is not known cheaply (then ask :func:`caller_ancestry`
+    in a worker thread). The ancestry itself is read afresh each time (a few ``stat`` reads),
+    so a process whose parent has gone since is judged by its ancestry now.
+    """
+    peer = finder.quick(client, server)
+    if peer is None:
+        return None
     found = ancestry(peer.pid, finder.proc)
     return found if found and found[0] == (peer.pid, peer.start_ticks) else []
