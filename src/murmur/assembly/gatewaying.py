@@ -18,7 +18,6 @@ A plan session without ``--budget-tokens`` imports nothing of the gateway.
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 from collections.abc import Mapping
@@ -35,15 +34,9 @@ _ENDPOINT_ENV = "MURMUR_GATEWAY_ENDPOINT"
 
 def reach_of(setup: SessionSetup) -> list[str]:
     """The session's reach: ``network.allow`` and its own inference endpoint (scheme://host:port)."""
-    allow = list(setup.manifest.network_allow)
-    inference = setup.manifest.inference
-    if inference is not None and inference.endpoint:
-        from murmur.gateway import origin_of
+    from murmur.gateway.root import reach
 
-        origin = origin_of(inference.endpoint)
-        if origin is not None:
-            allow.append(origin)
-    return allow
+    return reach(setup.manifest)
 
 
 def contribute(
@@ -61,18 +54,10 @@ def contribute(
 
 
 def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> None:
-    from murmur import procstat
-    from murmur.gateway import ENDPOINT_ENV, Gateway, KeyTable, Node, Tree, run_gateway
+    from murmur.gateway import ENDPOINT_ENV, Gateway, run_gateway
+    from murmur.gateway.root import root_tree
 
-    me = os.getpid()
-    ticks = procstat.start_time(me) or 0
-    tree = Tree().add(
-        Node(setup.session_id, me, ticks, None, tuple(reach_of(setup)), budget_tokens)
-    )
-    keys = KeyTable()
-    inference = setup.manifest.inference
-    if inference is not None and inference.endpoint and inference.api_key:
-        keys = keys.with_key(inference.endpoint, inference.api_key, environ)
+    tree, keys = root_tree(setup.session_id, [setup.manifest], environ, budget_tokens)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
