@@ -257,6 +257,13 @@ CATALOGUE: dict[str, str] = {
     "E-TRC-007": "the directory given to `mur trace report` is missing or holds no trace",
     "E-TRC-008": "`observability.otel_endpoint` is not an http(s) URL",
     "E-TRC-009": "the page `mur trace view --html` writes cannot be written",
+    # --- the inference gateway (spec/gateway.md) ---------------------------------------
+    "E-GWY-001": "a call or a registration reached the inference gateway from a process that is not in its tree",
+    "E-GWY-002": "the calling session's network.allow does not cover the endpoint it asked the gateway for",
+    "E-GWY-003": "a gateway request's path names no upstream endpoint",
+    "E-GWY-004": "a token budget on the calling session's path to the root is spent",
+    "E-GWY-005": "a session's registration with the gateway cannot be read",
+    "E-GWY-006": "the gateway could not reach the upstream endpoint",
 }
 
 RESERVED: dict[str, str] = {
@@ -373,6 +380,12 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-TRC-008": "write it as http://host:port or https://host:port (the collector's OTLP/HTTP address)",
     "E-TRC-009": "give --html a path in a writable directory",
     "E-TRE-004": "start the session the way its parent does; MURMUR_TREE_CAPS is the runtime's own",
+    "E-GWY-001": "make model calls from a session of this tree (a process `mur run` started, or one under it); the gateway decides by process, never by a token",
+    "E-GWY-002": "add the endpoint to the session's capabilities.network.allow (its parent must hold it too)",
+    "E-GWY-003": "use the base URL the session was handed (MURMUR_GATEWAY_ENDPOINT + /up/<scheme>/<host:port>)",
+    "E-GWY-004": "raise the budget (`mur run --budget-tokens N`, or the manifest's) of the session the message names, or start a new run",
+    "E-GWY-005": 'send {"session": ID, "network_allow": [...], "budget_tokens": N or null} as JSON',
+    "E-GWY-006": "check that the endpoint is up and that inference.endpoint names it correctly",
     "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
 """What to change, for a refusal whose call gives no hint of its own (spec/diagnostics.md: a hint on every

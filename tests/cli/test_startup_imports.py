@@ -39,6 +39,7 @@ NOT_FOR_A_PLAIN_SESSION = (
     "murmur.formation.member", "murmur.formation.membership", "murmur.formation.firstline",
     "murmur.formation.verifier", "murmur.formation.tokens", "murmur.formation.channel",
     "murmur.delegation.contributor", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
+    "murmur.gateway",  # the inference gateway: only for a session that calls models (spec/gateway.md)
 )
 # Standard-library modules a plain plan session never loads: imported where they are used
 # (a did-you-mean hint, an over-long JSON integer, a shown command line) or never needed by a

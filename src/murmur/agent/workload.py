@@ -33,7 +33,13 @@ from murmur.agent.tools import Inventory, build_inventory
 from murmur.agent.transports import InferenceError, Transport
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
-from murmur.agent.transports.http import REQUEST_TIMEOUT, RetryPolicy, resolve_api_key
+from murmur.agent.transports.http import (
+    GATEWAY_PLACEHOLDER,
+    REQUEST_TIMEOUT,
+    RetryPolicy,
+    resolve_api_key,
+    via_gateway,
+)
 from murmur.agent.transports.openai import OpenAIDriver
 from murmur.agent.transports.stdio import run_stdio_task
 from murmur.manifest import Manifest
@@ -185,8 +191,15 @@ class AgentWorkload:
                 system_prompt=self.config.system_prompt,
                 shell=self.shell,
             )
+        config = self.config
+        gatewayed = via_gateway(config.endpoint, self.environ) if config.endpoint else None
         try:
-            api_key = resolve_api_key(self.config.api_key_ref, self.environ)
+            if gatewayed is not None:
+                # Under the tree's gateway the key stays with the gateway (spec/gateway.md).
+                config = attrs.evolve(config, endpoint=gatewayed)
+                api_key: str | None = GATEWAY_PLACEHOLDER
+            else:
+                api_key = resolve_api_key(config.api_key_ref, self.environ)
         except InferenceError as exc:
             ctx.trace.emit(
                 "task_failed",
@@ -208,7 +221,7 @@ class AgentWorkload:
                 transport = driver_transport(self.driver_component, ctx, self.config)
             else:
                 transport = make_transport(
-                    self.config, client, api_key, policy=self.policy, sleep=self.sleep
+                    config, client, api_key, policy=self.policy, sleep=self.sleep
                 )
             hooks = self._hook_hosts(ctx)
             if not hooks:

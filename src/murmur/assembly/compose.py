@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from murmur.assembly import contributors
+from murmur.assembly import contributors, gatewaying
 from murmur.assembly import conversations as convo
 from murmur.assembly.capsule import resolve_capsule
 from murmur.assembly.checks import (
@@ -140,6 +140,8 @@ def prepare(
     )
     convo.apply(setup, workload, staged)
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
+    # the tree's inference gateway first, so the command environment names it (spec/gateway.md)
+    gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens)
     contributors.contribute(setup, env)
     return setup
 

@@ -43,6 +43,7 @@ class RunOptions:
     forget_session: bool = False
     max_tree_total: int | None = None
     max_same_capsule_chain: int | None = None
+    budget_tokens: int | None = None
 
 
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024

@@ -61,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lifecycle-after-task", choices=("exit", "sleep"), help="override lifecycle.after_task")
     parser.add_argument("--deadline", metavar="WHEN", help="wind down at this moment (see below)")
+    parser.add_argument(
+        "--budget-tokens", type=_positive_int, metavar="N",
+        help="the tree's token budget: model calls of this session and every descendant stop at N (spec/gateway.md)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="extra start-up lines on stderr")
     parser.add_argument("--no-env-file", action="store_true", help="do not read ./.env")
     parser.add_argument(
@@ -103,7 +107,8 @@ def _pid(text: str) -> int:
 
 
 ROSTER_FLAGS_ALLOWED = frozenset(
-    {"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline", "die_with_parent"}
+    {"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline", "die_with_parent",
+     "budget_tokens"}
 )
 
 
@@ -128,7 +133,7 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     if extra:
         raise UsageError(
             error("E-CLI-001", f"--roster cannot be combined with {', '.join(extra)}",
-                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline, --die-with-parent")
+                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline, --die-with-parent, --budget-tokens")
         )
     from murmur.starter import early as warm
 
@@ -169,6 +174,17 @@ def run(args: argparse.Namespace) -> int:
         resume_gc()
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer greater than 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the budget must be greater than 0")
+    return value
+
+
 def _run_session(args: argparse.Namespace, early: EarlySignals, *, when_ready: Callable[[], None]) -> int:
     from murmur.assembly import RunOptions, prepare  # the session side, only for a session
     from murmur.cli.run_session import run_prepared
@@ -196,6 +212,7 @@ def _run_session(args: argparse.Namespace, early: EarlySignals, *, when_ready: C
         forget_session=args.forget_session,
         max_tree_total=args.max_tree_total,
         max_same_capsule_chain=args.max_same_capsule_chain,
+        budget_tokens=args.budget_tokens,
     )
     setup = prepare(opts)
     return run_prepared(setup, json_mode=opts.json, verbose=opts.verbose, early=early, when_ready=when_ready)

@@ -7,12 +7,16 @@ step by step".
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -132,6 +136,10 @@ async def _launch_main(
             retention_pass(project_dir, formation_id, retain)
             return 1
 
+        # the tree's inference gateway, when a member calls models or a budget is given
+        # (spec/gateway.md); its URL reaches every member through the launch environment
+        gateway = _formation_gateway(admitted, formation_id, layout, options.budget_tokens)
+        base_env: Mapping[str, str] = os.environ if gateway is None else {**os.environ, **gateway[2]}
         # the warm starter (started with the launcher) goes in a unit of the formation's
         spawner = ProcessSpawner(starter=warm_starter(os.environ))
         deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
@@ -143,7 +151,7 @@ async def _launch_main(
             peer_dirs=prepared.peer_dirs,
             options=options,
             mur=mur_command(),
-            base_env=os.environ,
+            base_env=base_env,
             cwd=str(cwd),
             deadline=deadline_text,
         )
@@ -157,7 +165,11 @@ async def _launch_main(
             if deadline_unix is not None
             else None
         )
-        async with HttpProbe() as probe, spawner.owning():
+        async with HttpProbe() as probe, spawner.owning(), trio.open_nursery() as serving:
+            if gateway is not None:
+                from murmur.gateway import run_gateway
+
+                await serving.start(partial(run_gateway, gateway[0], sock=gateway[1]))
             launch = FormationLaunch(
                 plan,
                 spawner=spawner,
@@ -169,12 +181,45 @@ async def _launch_main(
             )
             started_ms = int(time.time() * 1000)
             result = await launch.run(counted(signals, early if isinstance(early, EarlySignals) else None))
+            serving.cancel_scope.cancel()
+        if gateway is not None:
+            gateway[1].close()
         del key  # step 7: the signing key is dropped with the formation
         _export_formation(entry.manifest, layout, started_ms, result.exit_status)
         for d in result.diagnostics:
             emit(d)
         retention_pass(project_dir, formation_id, retain)
         return result.exit_status
+
+
+def _formation_gateway(
+    admitted: Any, formation_id: str, layout: FormationLayout, budget: int | None
+) -> tuple[Any, socket.socket, dict[str, str]] | None:
+    """(the gateway, its bound socket, the variables members get), or None when no member
+    calls models and no budget is given. The launcher is the tree's root node; its records go
+    to ``gateway.jsonl`` in the formation's directory (JSON lines, keys by reference only)."""
+    from murmur.assembly.gatewaying import wanted
+
+    if not wanted(budget, any(m.manifest.inference is not None for m in admitted.members), os.environ):
+        return None
+    from murmur.gateway import ENDPOINT_ENV, Gateway
+    from murmur.gateway.root import root_tree
+
+    tree, keys = root_tree(formation_id, [m.manifest for m in admitted.members], os.environ, budget)
+    log = layout.formation_dir / "gateway.jsonl"
+
+    def emit(record: dict[str, object]) -> None:
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)  # a formation without peers has none yet
+            with log.open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"formation_id": formation_id, **record}) + "\n")
+        except OSError:
+            pass  # the records are a view; a call is never refused for them
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    return Gateway(tree, keys, emit), sock, {ENDPOINT_ENV: f"http://127.0.0.1:{sock.getsockname()[1]}"}
 
 
 def _export_formation(manifest: Manifest, layout: FormationLayout, started_ms: int, exit_status: int) -> None:
@@ -218,6 +263,7 @@ def roster_options(args: object) -> tuple[str | None, RosterOptions, str | None]
         verbose=bool(getattr(args, "verbose", False)),
         no_env_file=bool(getattr(args, "no_env_file", False)),
         containment=getattr(args, "containment", None),
+        budget_tokens=getattr(args, "budget_tokens", None),
     )
     deadline = getattr(args, "deadline", None)
     return roster_arg, options, deadline if isinstance(deadline, str) else None

@@ -366,6 +366,9 @@ class DelegationRuntime:
         env[CAPS_ENV] = self.caps.hand_down(same)
         if self.setup.containment.rank > 0:
             env["MURMUR_SANDBOX_FLOOR"] = self.setup.containment.value
+        gateway = self.setup.parent_env.get("MURMUR_GATEWAY_ENDPOINT")
+        if gateway:  # the tree's inference gateway (spec/gateway.md); it carries no key
+            env["MURMUR_GATEWAY_ENDPOINT"] = gateway
         return env
 
     def _same_identity(self, capsule: str, version: str) -> bool:

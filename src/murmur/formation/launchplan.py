@@ -58,6 +58,8 @@ class RosterOptions:
         verbose (bool): ``--verbose`` (passed to the entry member).
         no_env_file (bool): ``--no-env-file`` (passed to every member).
         containment (str | None): ``--containment`` (passed to every member).
+        budget_tokens (int | None): ``--budget-tokens``, the formation's tree budget, held by
+            the launcher's gateway (spec/gateway.md); members are not handed it.
     """
 
     task: str | None = None
@@ -65,6 +67,7 @@ class RosterOptions:
     verbose: bool = False
     no_env_file: bool = False
     containment: str | None = None
+    budget_tokens: int | None = None
 
 
 @attrs.frozen

@@ -204,8 +204,14 @@ def find_peer(
     return placed[0] if placed is not None else None
 
 
-def _place(client: tuple[str, int], server: tuple[str, int], proc: Path) -> tuple[Peer, int] | None:
-    """(the peer, the client socket's inode), as :func:`find_peer` decides."""
+def _place(
+    client: tuple[str, int], server: tuple[str, int], proc: Path, *, include_self: bool = False
+) -> tuple[Peer, int] | None:
+    """(the peer, the client socket's inode), as :func:`find_peer` decides.
+
+    ``include_self``: this process may be the peer (the inference gateway serves the root
+    session's own calls); otherwise it is passed over.
+    """
     try:
         local = (_normal(ipaddress.ip_address(client[0])), int(client[1]))
         remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
@@ -214,7 +220,7 @@ def _place(client: tuple[str, int], server: tuple[str, int], proc: Path) -> tupl
     row = _socket(local, remote, proc)
     if row is None:
         return None
-    holders = owners_of(*row, proc=proc, skip=(os.getpid(),))
+    holders = owners_of(*row, proc=proc, skip=() if include_self else (os.getpid(),))
     return (holders[0], row[0]) if len(holders) == 1 else None
 
 
@@ -253,11 +259,15 @@ class PeerFinder:
     Args:
         proc (Path): where procfs is mounted.
         size (int): connections remembered (the oldest is forgotten first).
+        include_self (bool): this process may be the peer (see :func:`_place`).
     """
 
-    def __init__(self, proc: Path = Path("/proc"), size: int = 1024) -> None:
+    def __init__(
+        self, proc: Path = Path("/proc"), size: int = 1024, *, include_self: bool = False
+    ) -> None:
         self.proc = proc
         self.size = size
+        self.include_self = include_self
         self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
         self._fds: dict[tuple[int, int], str] = {}  # (pid, inode) -> the descriptor that held it
         self._lock = threading.Lock()
@@ -269,7 +279,8 @@ class PeerFinder:
         quick = self.quick(client, server, hint)
         if quick is not None:
             return quick
-        return self._remember(client, server, _place(client, server, self.proc))
+        placed = _place(client, server, self.proc, include_self=self.include_self)
+        return self._remember(client, server, placed)
 
     def quick(
         self, client: tuple[str, int], server: tuple[str, int], hint: int | None = None

@@ -55,7 +55,12 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.agent.harness.sessions import HarnessThread
 from murmur.agent.transports import InferenceError
-from murmur.agent.transports.http import redact, resolve_api_key
+from murmur.agent.transports.http import (
+    GATEWAY_PLACEHOLDER,
+    redact,
+    resolve_api_key,
+    via_gateway,
+)
 from murmur.lines import read_lines
 from murmur.workload import (
     TaskContext,
@@ -66,6 +71,12 @@ from murmur.workload import (
 )
 
 __all__ = ["ENV_FALLBACK", "LINE_CAP", "link_names", "run_harness_task"]
+
+_UPSTREAM: Mapping[str, str] = {
+    "claude-code": "https://api.anthropic.com",
+    "codex": "https://api.openai.com/v1",
+}
+"""Where each CLI goes when nothing names an endpoint: what the gateway reaches for it."""
 
 LINE_CAP = 8 << 20
 """A stdout line longer than this is cut (its JSON is then unreadable and ignored)."""
@@ -227,6 +238,11 @@ def _endpoint_and_key(
     """The endpoint and the resolved key (raises InferenceError for an unset ``${VAR}``)."""
     url_var, key_var = ENV_FALLBACK.get(protocol.name, ("", ""))
     endpoint = config.endpoint or (environ.get(url_var) or None if url_var else None)
+    upstream = endpoint or _UPSTREAM.get(protocol.name)
+    gatewayed = via_gateway(upstream, environ) if upstream else None
+    if gatewayed is not None:
+        # Under the tree's gateway the CLI holds a placeholder (spec/gateway.md).
+        return gatewayed, GATEWAY_PLACEHOLDER
     if config.api_key_ref is not None:
         key: str | None = resolve_api_key(config.api_key_ref, environ)
     else:

@@ -346,3 +346,34 @@ def _parse_body(resp: httpx.Response, url: str) -> Mapping[str, object]:
             status=resp.status_code,
         )
     return data
+
+
+GATEWAY_ENV = "MURMUR_GATEWAY_ENDPOINT"
+"""The tree's inference gateway (spec/gateway.md); its value carries no key."""
+GATEWAY_PLACEHOLDER = "murmur-gateway-placeholder"
+"""The key a client under the gateway sends: the gateway drops it and attaches the real one."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def via_gateway(endpoint: str, environ: Mapping[str, str]) -> str | None:
+    """``endpoint`` as reached through the tree's gateway, or None when no gateway is set.
+
+    ``https://api.anthropic.com/v1`` under ``MURMUR_GATEWAY_ENDPOINT=http://127.0.0.1:9`` is
+    ``http://127.0.0.1:9/up/https/api.anthropic.com:443/v1`` (spec/gateway.md "Addresses";
+    :func:`murmur.gateway.route.base_url` is the same rule, and a test holds them equal).
+    """
+    gateway = environ.get(GATEWAY_ENV, "").strip()
+    if not gateway:
+        return None
+    parts = urlsplit(endpoint)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    shown = f"[{host}]" if ":" in host else host
+    authority = f"{shown}:{port or _DEFAULT_PORTS[scheme]}"
+    return f"{gateway.rstrip('/')}/up/{scheme}/{authority}{parts.path.rstrip('/')}"

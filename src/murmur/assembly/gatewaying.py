@@ -1,0 +1,133 @@
+"""The session side of the inference gateway (spec/gateway.md "One gateway per root").
+
+:func:`contribute`, after the other contributors:
+
+* a **root** that calls models (an ``inference`` block, or ``--budget-tokens``) and is neither
+  a delegated child nor a formation member binds a loopback socket now, names it in
+  ``MURMUR_GATEWAY_ENDPOINT`` of the session's environment (so its driver and every
+  delegated descendant find it), and serves the gateway from a watcher for the session's life. The
+  key table holds the root's ``inference.api_key`` reference, resolved from its own
+  environment; the tree's root node is this process, with its ``network.allow`` plus its own
+  inference endpoint, and the ``--budget-tokens`` ceiling;
+* a **descendant** (``MURMUR_GATEWAY_ENDPOINT`` already set) registers itself at start, so its
+  calls are charged to its own node (its ceiling: the smaller of ``--budget-tokens`` and what
+  its parent has left).
+
+A plan session without ``--budget-tokens`` imports nothing of the gateway.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
+from murmur.formation import names_formation
+from murmur.session import SessionSetup
+
+__all__ = ["OPT_IN_ENV", "contribute", "reach_of", "wanted"]
+
+_ENDPOINT_ENV = "MURMUR_GATEWAY_ENDPOINT"
+OPT_IN_ENV = "MURMUR_GATEWAY"
+"""``on`` (or ``1``) puts a root's model calls through the gateway without a budget. Until an
+agent CLI under scoped or sealed is granted the gateway's port through the egress proxy, a root
+runs the gateway only when asked: a budget, or this (spec/gateway.md "When a root runs one")."""
+
+
+def wanted(budget_tokens: int | None, calls_models: bool, environ: Mapping[str, str]) -> bool:
+    """Whether a root runs the tree's gateway (pure): a budget was given, or the root's tree
+    calls models and :data:`OPT_IN_ENV` asks for it."""
+    if budget_tokens is not None:
+        return True
+    return calls_models and environ.get(OPT_IN_ENV, "").strip().lower() in ("1", "on", "yes")
+
+
+def reach_of(setup: SessionSetup) -> list[str]:
+    """The session's reach: ``network.allow`` and its own inference endpoint (scheme://host:port)."""
+    from murmur.gateway.root import reach
+
+    return reach(setup.manifest)
+
+
+def contribute(
+    setup: SessionSetup, environ: Mapping[str, str], *, budget_tokens: int | None
+) -> None:
+    """Start (a root) or join (a descendant) the tree's gateway; nothing for a plain session."""
+    if setup.manifest.inference is None and budget_tokens is None:
+        return
+    if environ.get(_ENDPOINT_ENV):
+        setup.start_hooks.append(_registration(setup, environ[_ENDPOINT_ENV], budget_tokens))
+        return
+    if SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or names_formation(environ):
+        return
+    if wanted(budget_tokens, setup.manifest.inference is not None, environ):
+        _root(setup, environ, budget_tokens)
+
+
+def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> None:
+    from murmur.gateway import ENDPOINT_ENV, Gateway, run_gateway
+    from murmur.gateway.root import root_tree
+
+    tree, keys = root_tree(setup.session_id, [setup.manifest], environ, budget_tokens)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    if isinstance(environ, dict):
+        # The session's environment (the workload's and its children's source); never this
+        # process's own os.environ, which a test's in-process sessions share.
+        environ[ENDPOINT_ENV] = url
+    setup.trace_start_fields["gateway"] = {
+        "endpoint": url,
+        "keys": keys.describe(),
+        "budget_tokens": budget_tokens,
+    }
+
+    async def serve(ctl: object) -> None:
+        trace = getattr(getattr(ctl, "session", None), "trace", None)
+
+        def emit(record: dict[str, object]) -> None:
+            fields = dict(record)
+            kind = str(fields.pop("type"))
+            if trace is not None:
+                trace.emit(kind, parent_id=None, **fields)
+
+        gateway = Gateway(tree, keys, emit)
+        try:
+            await run_gateway(gateway, sock=sock)
+        finally:
+            sock.close()
+
+    setup.watchers.append(serve)
+
+
+def _registration(setup: SessionSetup, url: str, budget_tokens: int | None) -> Any:
+    async def register(session: object) -> None:
+        import httpx
+
+        body = {
+            "session": setup.session_id,
+            "network_allow": reach_of(setup),
+            "budget_tokens": budget_tokens,
+        }
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
+                reply = await client.post(url.rstrip("/") + "/_murmur/sessions", json=body)
+        except httpx.HTTPError as exc:
+            print(
+                f"murmur: the tree's inference gateway cannot be reached ({type(exc).__name__});"
+                " model calls will be refused",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        if reply.status_code != 200:
+            print(
+                f"murmur: the tree's inference gateway refused this session ({reply.status_code})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return register

@@ -1,0 +1,365 @@
+"""The inference gateway's ASGI app: place the caller, check its reach and budget, pass through.
+
+Specification: ``spec/gateway.md``. One :class:`Gateway` per root (a top-level ``mur run`` or
+a formation launcher). Routes:
+
+* ``POST /_murmur/sessions`` — a session of the tree registers itself. The registrant is the
+  TCP peer's process; its parent node is the nearest registered process above it. Body
+  ``{"session", "network_allow": [..], "budget_tokens": int|null}``; reply
+  ``{"session", "parent", "budget_tokens"}`` (the ceiling it got). Outside the tree: 403.
+* ``/up/<scheme>/<authority>/<path>`` — one model request, passed through to
+  ``<scheme>://<authority>/<path>`` byte for byte (status, headers but hop-by-hop ones, body,
+  streamed as it arrives), with the endpoint's key attached here. The client's own
+  ``x-api-key`` / ``Authorization`` (a placeholder) is dropped.
+
+Every proxied call is one ``model_call`` record handed to ``emit``; a call refused for budget
+also emits ``spend_ceiling_reached`` naming the node whose budget ran out. The upstream
+transport is injectable (``transport``), as httpx's is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import httpx
+import trio
+
+from murmur.gateway.callers import caller_ancestry, quick_ancestry
+from murmur.gateway.keys import KeyTable
+from murmur.gateway.nodes import Node, Tree, reaches
+from murmur.gateway.refusal import Refusal, body_for
+from murmur.gateway.route import key_headers, parse_path
+from murmur.gateway.usage import UsageMeter
+from murmur.roost.peer import PeerFinder
+
+__all__ = ["REGISTER_PATH", "TASK_HEADER", "Gateway"]
+
+REGISTER_PATH = "/_murmur/sessions"
+TASK_HEADER = "x-murmur-task"
+"""A label a driver may send naming its task (recorded, never trusted for identity)."""
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+_DROP_UP = _HOP | {"authorization", "x-api-key", "accept-encoding", TASK_HEADER}
+_DROP_DOWN = _HOP - {"content-length"}
+# Keep as many upstream connections as a tree runs streams at once (64 measured in
+# benchmarks/gateway.py), so concurrent calls reuse connections instead of churning them.
+_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=128)
+_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+
+
+class Gateway:
+    """The ASGI 3 app of one tree's gateway.
+
+    Args:
+        tree (Tree): the tree's nodes (the root's, at least).
+        keys (KeyTable): the key per endpoint.
+        emit (Callable[[dict], None]): receives every record (``model_call``,
+            ``spend_ceiling_reached``, ``gateway_refused``, ``gateway_session``).
+        transport (httpx.AsyncBaseTransport | None): the upstream transport (tests inject).
+        finder (PeerFinder | None): places TCP peers (default: this host's ``/proc``, the
+            gateway's own process included, since the root's calls come from it).
+    """
+
+    def __init__(
+        self,
+        tree: Tree,
+        keys: KeyTable,
+        emit: Callable[[dict[str, object]], None],
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        finder: PeerFinder | None = None,
+    ) -> None:
+        self.tree = tree
+        self.keys = keys
+        self.emit = emit
+        self.finder = finder if finder is not None else PeerFinder(include_self=True)
+        self._client = httpx.AsyncClient(
+            transport=transport, timeout=_TIMEOUT, trust_env=False, limits=_LIMITS
+        )
+
+    async def aclose(self) -> None:
+        """Close the upstream connection pool."""
+        await self._client.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        path: str = scope["path"]
+        anthropic = "anthropic-version" in headers or path.rstrip("/").endswith("/messages")
+        found = await self._ancestry(scope)
+        node = self.tree.by_process(found) if found else None
+        if node is None and path != REGISTER_PATH:
+            refusal = Refusal(
+                403,
+                "E-GWY-001",
+                "this process is not in the gateway's tree (its TCP peer is no session of the"
+                " tree, nor a process under one)",
+            )
+            await self._refuse(send, refusal, anthropic, session=None, path=path)
+            return
+        body = await _read_body(receive)
+        if path == REGISTER_PATH and scope["method"] == "POST":
+            await self._register(send, body, found)
+            return
+        upstream = parse_path(path, scope.get("query_string", b""))
+        if upstream is None or node is None:
+            refusal = Refusal(
+                404, "E-GWY-003", f"no upstream endpoint in path {path!r}", "not_found_error"
+            )
+            await self._refuse(
+                send, refusal, anthropic, session=node.session if node else None, path=path
+            )
+            return
+        if not reaches(node.allow, upstream.target):
+            refusal = Refusal(
+                403,
+                "E-GWY-002",
+                f"session {node.session}'s network.allow does not cover {upstream.origin}",
+            )
+            await self._refuse(send, refusal, anthropic, session=node.session, path=path)
+            return
+        out = self.tree.spent_out(node.session)
+        if out is not None:
+            self.emit(
+                {
+                    "type": "spend_ceiling_reached",
+                    "node": out.session,
+                    "caller": node.session,
+                    "budget_tokens": out.budget,
+                    "spent_tokens": out.spent,
+                }
+            )
+            refusal = Refusal(
+                400,
+                "E-GWY-004",
+                f"the token budget of session {out.session} is spent ({out.spent} of"
+                f" {out.budget} tokens); no further model call is made in its tree",
+                "invalid_request_error",
+            )
+            await self._refuse(send, refusal, anthropic, session=node.session, path=path)
+            return
+        await self._pass(scope, send, headers, body, node, upstream.origin, upstream.url)
+
+    async def _ancestry(self, scope: Scope) -> list[tuple[int, int]]:
+        """The TCP peer's process and its ancestors (see :mod:`murmur.gateway.callers`)."""
+        client, server = scope.get("client"), scope.get("server")
+        if not client or not server:
+            return []
+        known = quick_ancestry(self.finder, tuple(client), tuple(server))
+        if known is not None:
+            return known
+        return await trio.to_thread.run_sync(
+            caller_ancestry, self.finder, tuple(client), tuple(server)
+        )
+
+    async def _register(self, send: Send, body: bytes, found: list[tuple[int, int]]) -> None:
+        parent = self.tree.by_process(found[1:]) if len(found) > 1 else None
+        again = self.tree.by_process(found[:1]) if found else None
+        try:
+            asked = json.loads(body)
+            session = str(asked["session"])
+            allow = [str(e) for e in asked.get("network_allow") or []]
+            own = asked.get("budget_tokens")
+            if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 0):
+                raise ValueError("budget_tokens")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            refusal = Refusal(
+                400,
+                "E-GWY-005",
+                "a registration needs {session, network_allow?, budget_tokens?}",
+                "invalid_request_error",
+            )
+            await self._refuse(send, refusal, False, session=None, path=REGISTER_PATH)
+            return
+        if parent is None or again is not None or session in self.tree.nodes:
+            refusal = Refusal(
+                403,
+                "E-GWY-001",
+                "this process is not under a session of the gateway's tree (or is one already)",
+            )
+            await self._refuse(send, refusal, False, session=None, path=REGISTER_PATH)
+            return
+        ceiling = self.tree.ceiling(parent.session, own)
+        self.tree = self.tree.add(
+            Node(session, found[0][0], found[0][1], parent.session, tuple(allow), ceiling)
+        )
+        node = self.tree.nodes[session]
+        self.emit(
+            {
+                "type": "gateway_session",
+                "session": session,
+                "parent": parent.session,
+                "budget_tokens": ceiling,
+                "network_allow": list(node.allow),
+            }
+        )
+        reply = {
+            "session": session,
+            "parent": parent.session,
+            "budget_tokens": ceiling,
+            "network_allow": list(node.allow),
+        }
+        await _send_json(send, 200, json.dumps(reply).encode())
+
+    async def _refuse(
+        self, send: Send, refusal: Refusal, anthropic: bool, *, session: str | None, path: str
+    ) -> None:
+        self.emit(
+            {
+                "type": "gateway_refused",
+                "session": session,
+                "code": refusal.code,
+                "status": refusal.status,
+                "path": path,
+            }
+        )
+        await _send_json(send, refusal.status, body_for(refusal, anthropic=anthropic))
+
+    async def _pass(
+        self,
+        scope: Scope,
+        send: Send,
+        headers: dict[str, str],
+        body: bytes,
+        node: Node,
+        origin: str,
+        url: str,
+    ) -> None:
+        out_headers = {k: v for k, v in headers.items() if k not in _DROP_UP}
+        out_headers["accept-encoding"] = "identity"  # usage is read from the bytes as they pass
+        entry = self.keys.key_for(origin)
+        if entry is not None:
+            out_headers.update(key_headers(scope["path"], headers, entry.value))
+        started = time.monotonic()
+        request = self._client.build_request(
+            scope["method"], url, headers=out_headers, content=body
+        )
+        record: dict[str, object] = {
+            "type": "model_call",
+            "session": node.session,
+            "task": headers.get(TASK_HEADER),
+            "endpoint": origin,
+            "path": url[len(origin) :].split("?")[0],
+            "key": entry.reference if entry is not None else None,
+        }
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            record.update(
+                status=502, latency_ms=_ms(started), tokens_in=0, tokens_out=0, model=None
+            )
+            self.emit(record)
+            refusal = Refusal(
+                502,
+                "E-GWY-006",
+                f"the upstream {origin} could not be reached ({type(exc).__name__})",
+                "api_error",
+            )
+            await _send_json(
+                send,
+                502,
+                body_for(refusal, anthropic="x-api-key" in key_headers(scope["path"], headers, "")),
+            )
+            return
+        meter = UsageMeter(
+            streamed=response.headers.get("content-type", "").startswith("text/event-stream")
+        )
+        accounted = False
+
+        def account() -> None:
+            # Once per call, before the client sees the reply end: so that the next call of
+            # the same client always meets the spend of this one.
+            nonlocal accounted
+            if accounted:
+                return
+            accounted = True
+            meter.close()
+            self.tree = self.tree.charge(node.session, meter.total)
+            record.update(
+                status=response.status_code,
+                latency_ms=_ms(started),
+                model=meter.model,
+                tokens_in=meter.tokens_in,
+                tokens_out=meter.tokens_out,
+            )
+            self.emit(record)
+
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [
+                        (k.encode("latin-1"), v.encode("latin-1"))
+                        for k, v in response.headers.multi_items()
+                        if k.lower() not in _DROP_DOWN
+                    ],
+                }
+            )
+            async for chunk in response.aiter_raw():
+                meter.feed(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            account()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            account()  # a reply cut short still counts what it reported
+            with trio.CancelScope(shield=True):
+                await response.aclose()
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000.0, 3)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
