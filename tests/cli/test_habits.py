@@ -115,6 +115,30 @@ class TestStopJson:
                 child.wait(timeout=5)
 
 
+def test_main_in_process_leaves_the_signals_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """`main([...])` called inside another process (this test run) does not leave SIGTERM,
+    SIGINT and SIGHUP ignored once `mur run`'s status is decided: an ignored signal would be
+    this process's for good, and every child it starts later would inherit it."""
+    import signal
+
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    saved = {sig: signal.getsignal(sig) for sig in sigs}
+
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    try:
+        for sig in sigs:
+            signal.signal(sig, mine)
+        rc, _, err = _run(capsys, "run", "--no-such-option")
+        assert rc == 2 and "error[" in err
+        assert all(signal.getsignal(sig) is mine for sig in sigs)
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 def test_uptime_seconds() -> None:
     """uptime_s is seconds since started_at, never negative; None when unreadable."""
     now = dt.datetime(2026, 1, 1, 0, 10, tzinfo=dt.UTC)

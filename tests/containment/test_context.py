@@ -385,11 +385,15 @@ FORCED = textwrap.dedent(
     """
     import json, os, signal, subprocess, sys, time
     from murmur import containment, procs
+    from murmur.procs import childside
     from murmur.session.winddown import forced_exit
     env = dict(os.environ)
     c = containment.here(sys.argv[1])
     u = procs.new_unit("cmd", c)
-    p = subprocess.Popen(u.command(["sleep", "300"], env), env=env, start_new_session=True)
+    # joined in the child before exec, as murmur.procs starts every command: when Popen
+    # returns the command is in its unit (a /bin/sh trampoline might not have joined yet)
+    join = childside.preexec(None if u.path is None else str(u.path), None)
+    p = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True, preexec_fn=join)
     u.started(p.pid)
     print(json.dumps({"cmd": p.pid, "janitor": c.janitor_pid}), flush=True)
     real_exit = os._exit

@@ -110,6 +110,9 @@ class FakeDoor:
             step = self.sends.pop(0)
         elif req["method"] == "GetTask":
             step = self.gets.pop(0) if len(self.gets) > 1 else self.gets[0]
+        elif "id" not in req["params"]:  # CancelTask by messageId: this fake took nothing
+            step = reply(200, json.dumps({"jsonrpc": "2.0", "id": req["id"],
+                                          "error": {"code": -32001, "message": "task was not found"}}).encode())
         else:
             step = reply(200, task_body("CANCELED", tid=req["params"]["id"]))
         got = step()

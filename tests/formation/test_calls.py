@@ -354,7 +354,8 @@ class TestCallEngine:
         assert first["status"] == "failed" and first["reason"] == "worker did not answer before the call's deadline"
         rec = sink.of("member_call")[0]
         assert (rec["status"], rec["duration_ms"], rec["delivered"]) == ("unreachable", 5000, True)
-        assert door.methods() == ["SendMessage"]
+        assert door.methods() == ["SendMessage", "CancelTask"]  # the cut offer, by its messageId
+        assert door.requests[1].params == {"metadata": {"messageId": f"msg_{first['call_id']}"}}
         (send,) = sink.of("a2a_send")  # every offer is recorded, one cut short too
         assert send["peer_url"] == "http://worker.formation.invalid" and "task_id" not in send
 
@@ -368,7 +369,8 @@ class TestCallEngine:
             assert trio.current_time() == pytest.approx(5)
         assert first["status"] == "busy" and answer["status"] == "unreachable"
         assert door.times("SendMessage") == pytest.approx([0, 1.1])
-        assert len(sink.of("a2a_send")) == 2 and "CancelTask" not in door.methods()
+        assert len(sink.of("a2a_send")) == 2 and door.methods()[-1] == "CancelTask"
+        assert door.requests[-1].params == {"metadata": {"messageId": f"msg_{first['call_id']}"}}
 
     async def test_poll_hanging_at_the_deadline_is_cut(self, autojump_clock: trio.testing.MockClock) -> None:
         """Held, with a GetTask in flight at the deadline: cut then, timed_out."""
@@ -507,7 +509,8 @@ class TestTaskEnds:
         assert sink.of("member_call_start") == []
 
     async def test_offer_in_flight_waited_at_most_six_seconds(self, autojump_clock: trio.testing.MockClock) -> None:
-        """An offer still unanswered 6 s after the task ended is given up; nothing is cancelled."""
+        """An offer still unanswered 6 s after the task ended is given up and cancelled by its
+        messageId (the member may have taken it); no task id is known to cancel."""
         door = FakeDoor([busy(), slow(9, taken("tsk_late"))])
         engine, sink = make_engine(door)
         async with engine_running(engine):
@@ -516,7 +519,8 @@ class TestTaskEnds:
             engine.task_ended("tsk_caller")
             await engine.drain()
             assert trio.current_time() == pytest.approx(7.5)
-        assert "CancelTask" not in door.methods()
+        cancels = [r.params for r in door.requests if r.method == "CancelTask"]
+        assert len(cancels) == 1 and "id" not in cancels[0] and cancels[0]["metadata"]["messageId"].startswith("msg_mcl_")
         assert sink.of("member_call")[0]["status"] == "abandoned"
 
     async def test_first_offer_in_flight_when_the_task_is_cancelled(self, autojump_clock: trio.testing.MockClock) -> None:

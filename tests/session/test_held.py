@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -179,20 +180,25 @@ class TestDoor:
     async def test_a_stream_gets_the_whole_answer_after_the_spill(self, tmp_path: Path) -> None:
         """A streaming send carries the whole answer, and the task is spilled once it is recorded."""
         setup = make_setup(tmp_path, manifest(), BigEcho(200_000), no_idle_timeout=True)
-        async with running(setup) as h, httpx.AsyncClient(base_url=h.url, timeout=30) as c:
-            with trio.fail_after(30):
+        async with running(setup) as h, httpx.AsyncClient(base_url=h.url, timeout=120) as c:
+            # The spill is handed back from the records writer's thread (run_sync_soon) once
+            # the file is written, which can be after the stream's last event: the test waits
+            # for that hand-back itself, not for a wall-clock bound.
+            book = h.session.book
+            recorded = trio.Event()
+            real = book.answer_recorded
+
+            def answer_recorded(task: Any, path: Path, nbytes: int) -> None:
+                real(task, path, nbytes)
+                recorded.set()
+
+            book.answer_recorded = answer_recorded  # type: ignore[method-assign]
+            with trio.fail_after(150):  # a hang guard only
                 body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": send_params("4")}
                 r = await c.post("/", json=body, headers={"A2A-Version": "1.0"})
-            events = sse_events(r.text)
-            arts = [e["result"]["artifactUpdate"] for e in events if "artifactUpdate" in e.get("result", {})]
-            assert arts[0]["artifact"]["parts"][0]["text"] == _answer(4, 200_000)
-            (task,) = list(h.session.book)
-            # The spill is handed back from the records writer's thread with run_sync_soon
-            # after the file is written, which can be after the stream's last event: flush,
-            # then let the loop run that callback (a bounded wait; no event marks it).
-            with trio.fail_after(10):
-                await h.session.flush_records()
-                while task.spilled is None:
-                    await trio.sleep(0.005)
-                    await h.session.flush_records()
+                events = sse_events(r.text)
+                arts = [e["result"]["artifactUpdate"] for e in events if "artifactUpdate" in e.get("result", {})]
+                assert arts[0]["artifact"]["parts"][0]["text"] == _answer(4, 200_000)
+                (task,) = list(book)
+                await recorded.wait()
             assert task.spilled is not None

@@ -460,3 +460,25 @@ class TestCancelRaces:
             assert "TASK_STATE_CANCELED" in finals
             if workload == "sleep":
                 assert finals == {"TASK_STATE_CANCELED"}  # held: only a cancel can end it
+
+
+async def test_a_cancelled_session_closes_its_door_log(tmp_path: Path) -> None:
+    """A session whose owner cancels it (a launcher cutting a member's start that was too
+    slow, in-process) still detaches and closes ``logs/door.log``: no handler left on the
+    door's logger, no unclosed file (the ResourceWarning a leaked handler gave)."""
+    import logging
+
+    from murmur.session import Session
+
+    setup = make_setup(tmp_path, manifest(), EchoWorkload(), no_idle_timeout=True)
+    door_log = setup.records.logs / "door.log"
+    logger = logging.getLogger("murmur.session.door")
+    up = trio.Event()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as n:
+            n.start_soon(Session(setup).run, lambda _ready: up.set())
+            await up.wait()
+            assert any(getattr(h, "baseFilename", None) == str(door_log) for h in logger.handlers)
+            n.cancel_scope.cancel()
+    assert door_log.exists()
+    assert not any(getattr(h, "baseFilename", None) == str(door_log) for h in logger.handlers)

@@ -63,6 +63,12 @@ def cancel_task(task_id: str, *, rpc_id: RpcId = 1) -> dict[str, Any]:
     return rpc("CancelTask", {"id": task_id}, rpc_id)
 
 
+def cancel_by_message(message_id: str, *, rpc_id: RpcId = 1) -> dict[str, Any]:
+    """A ``CancelTask`` of the task taken from message ``message_id`` (spec/door.md
+    "Cancelling by the offer's messageId": no ``id``, ``metadata.messageId``)."""
+    return rpc("CancelTask", {"metadata": {"messageId": message_id}}, rpc_id)
+
+
 def get_extended_card(*, rpc_id: RpcId = 1) -> dict[str, Any]:
     """A ``GetExtendedAgentCard`` (an authenticated door's full card)."""
     return rpc("GetExtendedAgentCard", {}, rpc_id)

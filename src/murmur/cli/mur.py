@@ -172,22 +172,27 @@ def main(argv: list[str] | None = None) -> int:
 
     if name != "run":
         return guarded(go, program="mur")
+    own = argv is None  # this process's own command line: it exits with the status
     if not launches_formation(args[1:], os.environ):
-        return _held(guarded(go, program="mur"))
+        return _held(guarded(go, program="mur"), own=own)
     from murmur.starter import early as warm
 
     warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
     try:
-        return _held(guarded(go, program="mur"))
+        return _held(guarded(go, program="mur"), own=own)
     finally:
         warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
 
 
-def _held(status: int) -> int:
-    """``mur run``'s status, decided: from here to the exit no signal changes it."""
-    from murmur.session import hold_signals_to_exit
+def _held(status: int, *, own: bool) -> int:
+    """``mur run``'s status, decided: from here to the exit no signal changes it. Only when
+    ``main`` runs this process's own command line (``own``): a caller of ``main([...])`` in
+    its own process (a test run, a script) keeps its signals, and so do its later children
+    (an ignored signal is inherited across ``exec``)."""
+    if own:
+        from murmur.session import hold_signals_to_exit
 
-    hold_signals_to_exit()
+        hold_signals_to_exit()
     return status
 
 

@@ -26,7 +26,9 @@ A call::
 made that has not ended is ``abandoned`` and every answer not delivered is recorded with
 ``delivered: false``; an offer in flight at that moment is waited for at most 6 s, and a task
 the member took in it is cancelled with ``CancelTask`` — the only case the runtime cancels a
-member's task. The call's deadline is ``lifecycle.delegation_deadline_secs``
+member's task. An offer cut before its answer came back (the deadline, the grace, a cancel) is
+cancelled by its ``messageId`` (``CancelTask`` with ``metadata.messageId``), since the member
+may have taken it without the caller learning its task id. The call's deadline is ``lifecycle.delegation_deadline_secs``
 (``MURMUR_DELEGATION_TIMEOUT_SECS`` overrides it), the deadline of the call's cancel scope:
 whatever the call is doing then is cut short, a request in flight included
 (:func:`murmur.formation.call_policy.deadline_ending` says how it ends: still busy ->
@@ -133,6 +135,7 @@ class MemberCall:
     last_busy: bool = False
     abandoning: bool = False
     taken_late: bool = False
+    cut_mid_offer: bool = False
 
 
 def _default_jitter() -> float:
@@ -366,6 +369,8 @@ class CallEngine:
                 except Exception as exc:  # a runtime bug must not take the session down
                     _log.error("call %s to %s failed inside the runtime: %s", call.call_id, call.member, type(exc).__name__)
                     self._end(call, "failed", "the call failed inside the runtime")
+            if call.cut_mid_offer and call.member_task_id is None:
+                await self._cancel_by_message(call)  # the member may have taken it: no work for nobody
             if call.status is None and not call.abandoning and call.scope.cancelled_caught:
                 self._end(call, *self._deadline_ending(call))  # only the deadline cancels it then
             if call.status is None:  # abandoned (the calling task ended)
@@ -382,13 +387,8 @@ class CallEngine:
 
     @staticmethod
     def _deadline_ending(call: MemberCall) -> tuple[str, str]:
-        return deadline_ending(
-            call.member,
-            virtual_address(call.member),
-            held=call.member_task_id is not None,
-            offered=call.offers > 0,
-            last_busy=call.last_busy,
-        )
+        return deadline_ending(call.member, virtual_address(call.member), held=call.member_task_id is not None,
+                               offered=call.offers > 0, last_busy=call.last_busy)
 
     async def _offer_and_follow(self, call: MemberCall) -> None:
         """Runs in the call's scope: its deadline cuts any step short (see ``_drive``)."""
@@ -421,6 +421,9 @@ class CallEngine:
             call.in_flight = True
             try:
                 reply = await self._send(call, url)
+            except trio.Cancelled:
+                call.cut_mid_offer = True  # no answer came back: the member may hold it
+                raise
             finally:
                 call.in_flight = False
             call.last_busy = reply.offer is Offer.BUSY
@@ -431,13 +434,8 @@ class CallEngine:
                 return False
             if reply.offer is Offer.TAKEN:
                 call.member_task_id = reply.task_id
-                self._emit(
-                    "member_call_start",
-                    task_id=call.task_id,
-                    call_id=call.call_id,
-                    member=call.member,
-                    member_task_id=reply.task_id,
-                )
+                self._emit("member_call_start", task_id=call.task_id, call_id=call.call_id,
+                           member=call.member, member_task_id=reply.task_id)
                 self._first(call, "started", task_id=reply.task_id)
                 return True
             if reply.offer is Offer.REJECTED:
@@ -448,15 +446,8 @@ class CallEngine:
                 return False
             if reply.offer is Offer.BUSY:
                 unanswered = 0
-                self._emit(
-                    "member_call_busy",
-                    task_id=call.task_id,
-                    call_id=call.call_id,
-                    member=call.member,
-                    offer=call.offers,
-                    waited_ms=self._ms_since(call.started),
-                    message=BUSY_MESSAGE,
-                )
+                self._emit("member_call_busy", task_id=call.task_id, call_id=call.call_id, member=call.member,
+                           offer=call.offers, waited_ms=self._ms_since(call.started), message=BUSY_MESSAGE)
                 self._first(call, "busy")
             else:
                 unanswered += 1
@@ -535,10 +526,15 @@ class CallEngine:
         return Poll(False) if got is None else classify_get(*got)
 
     async def _cancel_late_take(self, call: MemberCall) -> None:
-        assert call.member_task_id is not None
-        body = requests.cancel_task(call.member_task_id, rpc_id=self._next_id())
+        await self._cancel(call, requests.cancel_task(str(call.member_task_id), rpc_id=self._next_id()))
+
+    async def _cancel_by_message(self, call: MemberCall) -> None:
+        """By the cut offer's ``messageId``: a door that took nothing answers "not found"."""
+        await self._cancel(call, requests.cancel_by_message(f"msg_{call.call_id}", rpc_id=self._next_id()))
+
+    async def _cancel(self, call: MemberCall, body: dict[str, Any]) -> None:
         url = self.addresses.get(call.member)
-        if url is None:
+        if url is None or self._client is None:
             return
         with trio.CancelScope(shield=True), trio.move_on_after(self._request_timeout):
             await self._post(call, url, body, tracectx.outgoing())

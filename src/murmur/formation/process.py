@@ -58,6 +58,8 @@ def warm_starter(environ: Mapping[str, str]) -> Starter | None:
     from murmur.starter import client, early
 
     spawned = early.take()
+    if spawned is not None or starter.wanted(environ):
+        client.adopt_members()  # a member outliving its starter is ours to reap (its status)
     if spawned is not None:
         try:
             return client.Starter.adopt(spawned, procs.new_unit("starter"))

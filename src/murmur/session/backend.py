@@ -18,6 +18,7 @@ from murmur.session.intake import Intake
 from murmur.session.origin import Classification
 from murmur.session.runner import Runner
 from murmur.session.setup import SessionSetup
+from murmur.session.states import TaskState
 from murmur.session.tasks import Task, TaskBook
 from murmur.session.trace import SessionTrace
 from murmur.session.wire import RpcError
@@ -59,6 +60,7 @@ class SessionBackend:
         self._authenticated = authenticated
         self._completion = completion
         self._cards: dict[bool, dict[str, Any]] = {}
+        self._by_message: dict[tuple[str | None, str], str] = {}  # (owner, messageId) -> task id
         self.session_id = setup.session_id
         self.url: str | None = None
 
@@ -143,7 +145,15 @@ class SessionBackend:
         fields["traceparent_from_caller"] = cls.traceparent
         self._trace.emit("a2a_task_received", **fields)
         self._intake.settle(task, admission)
+        mid = msg.message.get("messageId")
+        if isinstance(mid, str) and task.state is not TaskState.REJECTED:
+            self._by_message[(task.owner, mid)] = task.id
         return task
+
+    def task_for_message(self, message_id: str, owner: str | None) -> str | None:
+        """The id of the task accepted from a message ``message_id`` sent by ``owner`` (a
+        formation credential, or None for any other caller); None when no such task was taken."""
+        return self._by_message.get((owner, message_id))
 
     def cancel(self, task: Task, reason: str) -> bool:
         """Cancel a task that has not ended (see :meth:`Runner.cancel`)."""

@@ -141,6 +141,10 @@ class DoorBackend(Protocol):
         """Cancel a task that has not ended; whether it changed."""
         ...
 
+    def task_for_message(self, message_id: str, owner: str | None) -> str | None:
+        """The task accepted from message ``message_id`` of ``owner``, or None."""
+        ...
+
     def answer(self, task: Task, text: str) -> bool:
         """Answer a task waiting in ``input-required``; whether it took the answer."""
         ...
@@ -398,7 +402,13 @@ class Door:
             listed = await self._list(wire.parse_list_params(req.params), principal)
             return self._json(wire.rpc_result(req.id, listed))
         if m == "CancelTask":
-            tid, _ = wire.parse_task_id(req.params)
+            asked, mid = wire.parse_cancel(req.params)
+            if asked is None:  # by the offer's messageId (spec/door.md)
+                owner = principal.credential if principal.is_formation_member else None
+                asked = self.backend.task_for_message(str(mid), owner)
+                if asked is None:
+                    raise _not_found(f"offered in message {mid}")
+            tid = asked
             task = _visible(self.backend.get_task(tid), principal)
             if task is None:
                 raise _not_found(tid)

@@ -208,6 +208,12 @@ class Session:
             ``DiagnosticError``, an unbindable door) ends ``failed`` with that diagnostic.
         """
         log_handler = attach_log(self._log, self.setup.records.logs / "door.log")
+        try:
+            return await self._run_logged(on_ready)
+        finally:  # a session its owner cancels (a member's start cut short) closes it too
+            detach_log(self._log, log_handler)
+
+    async def _run_logged(self, on_ready: Callable[[dict[str, Any]], None] | None) -> SessionSummary:
         def forget_record() -> None:
             remove_running(self.session_id)
 
@@ -255,7 +261,6 @@ class Session:
             except Exception:
                 self._log.error("after-end hook failed:\n%s", traceback.format_exc())
         self._winding.disarm()
-        detach_log(self._log, log_handler)
         return summary
 
     def _summary(self, status: str, diag: Diagnostic | None) -> SessionSummary:

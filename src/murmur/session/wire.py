@@ -254,6 +254,26 @@ def parse_task_id(params: object) -> tuple[str, int | None]:
     return tid, hist
 
 
+MESSAGE_ID_KEY = "messageId"
+"""The ``CancelTask`` ``params.metadata`` key naming the offer's ``messageId`` instead of a
+task id (spec/door.md "Cancelling by the offer's messageId")."""
+
+
+def parse_cancel(params: object) -> tuple[str | None, str | None]:
+    """``CancelTask`` params: ``(task id, None)``, or ``(None, messageId)`` when ``params.id``
+    is absent and ``params.metadata.messageId`` names the message the task was offered in.
+
+    Raises:
+        RpcError: ``-32602`` when neither names a task.
+    """
+    p = _params_obj(params)
+    meta = p.get("metadata")
+    mid = meta.get(MESSAGE_ID_KEY) if isinstance(meta, dict) else None
+    if p.get("id") in (None, "") and isinstance(mid, str) and mid:
+        return None, mid
+    return parse_task_id(params)[0], None
+
+
 @attrs.frozen
 class ListQuery:
     """ListTasks parameters, checked."""

@@ -39,6 +39,36 @@ UNKNOWN_STATUS = -signal.SIGKILL
 """The exit status of a member whose starter died before it could report one."""
 
 
+def reap_adopted(pidfd: int) -> int:
+    """Reap an ended process this one adopted (its starter died first); its exit status.
+
+    Args:
+        pidfd (int): the process's pidfd (readable: it has ended).
+
+    Returns:
+        int: its exit code, ``-N`` when signal ``N`` ended it, or :data:`UNKNOWN_STATUS`
+        when it is not this process's child (it went to init or another subreaper).
+    """
+    try:
+        got = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+    except (ChildProcessError, OSError):
+        return UNKNOWN_STATUS
+    if got is None:
+        return UNKNOWN_STATUS
+    if got.si_code == os.CLD_EXITED:
+        return int(got.si_status)
+    return -int(got.si_status)
+
+
+def adopt_members() -> bool:
+    """Mark this process a child subreaper, so a process the starter forked is re-parented
+    here (and its status read by :func:`reap_adopted`) if the starter dies first; False when
+    the host refuses it."""
+    from murmur.containment import groups
+
+    return groups.become_subreaper()
+
+
 class Unavailable(Exception):
     """The starter cannot start this member (start it by exec)."""
 
@@ -85,7 +115,8 @@ class WarmProcess:
         """Wait until the starter has reaped it; its exit status.
 
         If the starter dies first, waits for the process itself to end (its ``pidfd``) and
-        gives :data:`UNKNOWN_STATUS`. Several tasks may wait at once (the owner's reaper and a
+        reads its real status when this process adopted it (a child subreaper:
+        :func:`reap_adopted`), else gives :data:`UNKNOWN_STATUS`. Several tasks may wait at once (the owner's reaper and a
         stop, say): they take turns on the pidfd, and the first to see the end records it.
         """
         try:
@@ -94,6 +125,7 @@ class WarmProcess:
                 async with self._pidfd_waiter:
                     if self._pidfd is not None and self.returncode is None:
                         await trio.lowlevel.wait_readable(self._pidfd)
+                        self._starter.exits.setdefault(self.pid, reap_adopted(self._pidfd))
                     self._starter.exits.setdefault(self.pid, UNKNOWN_STATUS)
                 code = self._starter.exits[self.pid]
             return code
