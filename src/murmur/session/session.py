@@ -212,6 +212,7 @@ class Session:
             return await self._run_logged(on_ready)
         finally:  # a session its owner cancels (a member's start cut short) closes it too
             detach_log(self._log, log_handler)
+            self.trace.close()  # idempotent; a cancelled session leaves no open trace file
 
     async def _run_logged(self, on_ready: Callable[[dict[str, Any]], None] | None) -> SessionSummary:
         def forget_record() -> None:
