@@ -208,3 +208,23 @@ def test_running_session_whose_source_manifest_is_edited_is_flagged(
         assert row["profile_edited"][0]["session_id"] == ready["session_id"]
     finally:
         proc.close()
+
+
+def test_no_as_asks_as_the_capsule_in_the_current_directory(
+        project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30 item 8: with no --as (and no --roster), the seed's default asker — the capsule
+    `mur run` here would run — gets its routes, instead of holders only."""
+    monkeypatch.chdir(project / "lead")
+    code, out, err = who(capsys, "--can", "cargo", "--project", "..")
+    assert (code, err) == (0, "")
+    assert "\nDispatch routes for 'app-lead', best first:\n" in out
+    assert out.rstrip().endswith("(routes as 'app-lead', the capsule in the current directory; "
+                                 "`--as CAPSULE` asks as another)")
+    doc = json.loads(who(capsys, "--can", "cargo", "--project", "..", "--json")[1])
+    assert doc["routes"]["as"] == "app-lead"
+
+
+def test_no_as_and_no_capsule_here_says_so(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = who(capsys, "--can", "cargo", "--project", "app")
+    assert code == 0 and "Dispatch routes" not in out
+    assert "(no routes: no --as, and no murmur.yaml in the current directory" in out

@@ -75,21 +75,57 @@ def who(args: argparse.Namespace) -> int:
     for d in got.problems:
         emit(d)
     catalog = _with_roost_allow(got.catalog)
+    asking, default_note = args.as_, None
+    if asking is None and roster is None and (args.can or args.skill):
+        catalog, asking, default_note = _default_asker(catalog, Path.cwd())
     try:
-        ans = answer(catalog, can=args.can, skill=args.skill, asking=args.as_)
+        ans = answer(catalog, can=args.can, skill=args.skill, asking=asking)
     except KeyError:
         where = "a member of the roster or an installed capsule" if roster else "an installed or running capsule"
         emit(error("E-CLI-001", f"--as {args.as_}: no such capsule or member",
                    hint=f"name {where}; `mur agent who` lists them"))
         return EXIT_USAGE
     if args.json:
-        doc = to_json(ans, can=args.can, skill=args.skill, asking=args.as_,
+        doc = to_json(ans, can=args.can, skill=args.skill, asking=asking,
                       roster=str(roster) if roster else None, edited=got.edited_why,
                       problems=[{"code": d.code, "message": d.message} for d in got.problems])
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(to_text(ans, can=args.can, skill=args.skill, edited=got.edited_why))
+        if default_note is not None:
+            sys.stdout.write(default_note + "\n")
     return 0 if ans.holders or ans.indirect else 1
+
+
+def _default_asker(catalog: Catalog, cwd: Path) -> tuple[Catalog, str | None, str]:
+    """The seed's default asker (spec/routing.md "Routes"): with no ``--as`` and no
+    ``--roster``, the capsule whose ``murmur.yaml`` is in ``cwd`` (the one ``mur run`` here
+    runs: the front door), added to ``catalog`` as a source capsule when it is not installed.
+
+    Returns:
+        tuple[Catalog, str | None, str]: the catalog, the asker's name (None when ``cwd`` has
+        no readable ``murmur.yaml``), and the note line the text form ends with.
+    """
+    import attrs
+
+    from murmur.errors import DiagnosticError
+    from murmur.manifest import load_manifest
+    from murmur.routing import Capsule
+
+    path = cwd / "murmur.yaml"
+    if not path.is_file():
+        return catalog, None, ("(no routes: no --as, and no murmur.yaml in the current directory to "
+                               "ask as; `--as CAPSULE` computes the routes one capsule sees)")
+    try:
+        manifest = load_manifest(path)
+    except DiagnosticError as exc:
+        return catalog, None, (f"(no routes: the murmur.yaml here does not load ({exc.code}); "
+                               "`--as CAPSULE` computes the routes one capsule sees)")
+    if not any(c.name == manifest.name for c in catalog.capsules):
+        catalog = attrs.evolve(catalog, capsules=(*catalog.capsules,
+                                                  Capsule(manifest.name, manifest.version, manifest)))
+    return catalog, manifest.name, (f"(routes as '{manifest.name}', the capsule in the current directory; "
+                                    "`--as CAPSULE` asks as another)")
 
 
 def _with_roost_allow(catalog: Catalog) -> Catalog:
