@@ -257,6 +257,8 @@ CATALOGUE: dict[str, str] = {
     "E-TRC-007": "the directory given to `mur trace report` is missing or holds no trace",
     "E-TRC-008": "`observability.otel_endpoint` is not an http(s) URL",
     "E-TRC-009": "the page `mur trace view --html` writes cannot be written",
+    "E-TRC-010": "`mur trace diff` was given the same session twice (or one session against the newest, itself)",
+    "E-TRC-011": "`mur watch` with no address found no running session to follow",
     # --- the inference gateway (spec/gateway.md) ---------------------------------------
     "E-GWY-001": "a call or a registration reached the inference gateway from a process that is not in its tree",
     "E-GWY-002": "the calling session's network.allow does not cover the endpoint it asked the gateway for",
@@ -379,6 +381,8 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-TRC-007": "name a directory holding trace.jsonl files (a records directory or its parent)",
     "E-TRC-008": "write it as http://host:port or https://host:port (the collector's OTLP/HTTP address)",
     "E-TRC-009": "give --html a path in a writable directory",
+    "E-TRC-010": "give two different sessions: `mur trace diff @2 @1`",
+    "E-TRC-011": "`mur watch @1` replays the newest session; `mur ps --tree` lists them",
     "E-TRE-004": "start the session the way its parent does; MURMUR_TREE_CAPS is the runtime's own",
     "E-GWY-001": "make model calls from a session of this tree (a process `mur run` started, or one under it); the gateway decides by process, never by a token",
     "E-GWY-002": "add the endpoint to the session's capabilities.network.allow (its parent must hold it too)",

@@ -178,3 +178,45 @@ def test_a_torn_last_line_is_skipped(tmp_path: Path, home: Path, capsys: pytest.
         fh.write('{"event_type": "tool_ca')
     rc, out, err = mur(capsys, "trace", "show", str(path))
     assert rc == 0 and out == SHOW_A and "1 line(s)" in err
+
+
+def test_diff_of_one_session_with_itself_is_refused(tmp_path: Path, home: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 (trace bugs): `mur trace diff @1` with one session recorded compared it with itself
+    and exited 0; a session against itself is refused with a code and a hint."""
+    one_session(home, tmp_path)
+    rc, out, err = mur(capsys, "trace", "diff", "@1")
+    assert (rc, out) == (1, "")
+    assert "error[E-TRC-010]: diff compares two sessions, but @1 and @1 (the default B) are the same one" in err
+    assert "only one session is recorded here" in err and "hint: run the capsule again" in err
+    a = up.write(tmp_path / "a.jsonl", up.run_a())
+    rc, _, err = mur(capsys, "trace", "diff", str(a), str(a))
+    assert rc == 1 and "error[E-TRC-010]" in err and "hint: give two different sessions" in err
+
+
+def one_session(home: Path, tmp_path: Path) -> str:
+    """A journal holding one ended session whose records hold upstream's run A."""
+    records = tmp_path / "records" / "one"
+    up.write(records / "trace.jsonl", up.run_a())
+    sid = up.SES_A
+    (home / "tree").mkdir(parents=True, exist_ok=True)
+    start = {"v": 1, "event": "start", "id": sid, "unix_ms": 1, "pid": 1, "start_time": 1, "capsule": "my-agent@0.1.0",
+             "lineage": {"parent": None, "root": sid, "depth": 1, "spawn": []}, "workdir": str(records),
+             "records_dir": str(records)}
+    end = {"v": 1, "event": "end", "id": sid, "unix_ms": 2, "status": "ok", "exit_code": 0}
+    (home / "tree" / "journal.jsonl").write_text(json.dumps(start) + "\n" + json.dumps(end) + "\n")
+    return str(sid)
+
+
+def test_watch_with_nothing_running_says_so_and_exits_1(tmp_path: Path, home: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 (trace bugs): `mur watch` with nothing running replayed the newest ended session and
+    exited 0 as if it had followed a run; it now says nothing runs (E-TRC-011, exit 1), and
+    names how to replay; an explicit address still replays and exits 0."""
+    sid = one_session(home, tmp_path)
+    rc, out, err = mur(capsys, "watch")
+    assert (rc, out) == (1, "")
+    assert "error[E-TRC-011]: nothing is running" in err
+    assert f"hint: `mur watch @1` replays the newest session ({sid}, ended)" in err
+    rc, out, err = mur(capsys, "watch", "@1")
+    assert rc == 0 and "session started" in out.splitlines()[0]

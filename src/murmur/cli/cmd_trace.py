@@ -98,8 +98,18 @@ def _diff(args: argparse.Namespace) -> int:
                                         hint="give two sessions or two trace.jsonl paths: mur trace diff A B"))
     a_addr = args.a if args.a is not None else "@2"
     b_addr = args.b if args.b is not None else ("@1" if args.a is None else None)
-    a = records.metrics(records.load(views.session_trace(a_addr, known)).records)
-    b = records.metrics(records.load(views.session_trace(b_addr, known)).records)
+    a_path, b_path = views.session_trace(a_addr, known), views.session_trace(b_addr, known)
+    if a_path.resolve() == b_path.resolve():  # a session against itself says nothing (spec/trace.md)
+        only = len(known) == 1 and (args.a is None or args.b is None)
+        raise DiagnosticError(error(
+            "E-TRC-010",
+            f"diff compares two sessions, but {a_addr} and {b_addr or '@1 (the default B)'} are the same one"
+            + ("; only one session is recorded here" if only else ""),
+            hint=("run the capsule again, then `mur trace diff @2 @1`" if only
+                  else "give two different sessions: `mur trace diff @2 @1`, or A and B as ids or trace.jsonl paths"),
+        ))
+    a = records.metrics(records.load(a_path).records)
+    b = records.metrics(records.load(b_path).records)
     _print(json.dumps(compare.diff_json(a, b)) if args.json else compare.render_diff(a, b))
     return 0
 

@@ -4,8 +4,9 @@ Prints one line per record the session writes (its tasks, their steps and frames
 calls, tool calls, shell steps, member calls, delegations), reading its ``trace.jsonl`` as it
 grows; with ``--tree`` every session of its tree, descendants that start later included.
 Ends when the session (with ``--tree``: the tree's root) ends; exit 0. Ctrl-C ends it at once,
-exit 130. Addresses as ``mur trace`` takes them; no address: the newest running session (the
-newest session when none runs). A formation id is watched as a tree.
+exit 130. Addresses as ``mur trace`` takes them; no address: the newest running session, and
+``E-TRC-011`` (exit 1) when none runs (an address, ``@1`` included, replays an ended session
+and exits 0). A formation id is watched as a tree.
 """
 
 from __future__ import annotations
@@ -36,6 +37,25 @@ def _alive(pid: int | None, start_time: int | None) -> bool:
     return pid is not None and procstat.start_time(pid) == start_time
 
 
+def _nothing_running(known: list[object]) -> None:
+    """No address and no live session: refuse (exit 1), never replay an old run as if it were
+    the current one (a script streaming "what runs now" must not get yesterday's records).
+
+    Raises:
+        DiagnosticError: ``E-TRC-011``, whose hint names how to replay the newest session;
+            ``E-TRC-005`` when nothing was ever recorded.
+    """
+    from murmur.diagnostics import error
+    from murmur.errors import DiagnosticError
+    from murmur.observe import address
+
+    newest = address.newest_session(known)  # type: ignore[arg-type]  # E-TRC-005 when there is none
+    raise DiagnosticError(error(
+        "E-TRC-011", "nothing is running: mur watch with no address follows a running session, and none runs",
+        hint=f"`mur watch @1` replays the newest session ({newest}, ended); `mur ps --tree` lists the sessions",
+    ))
+
+
 def run(args: argparse.Namespace) -> int:
     """Follow until the session (or tree root) ends; 130 on Ctrl-C."""
     from murmur.observe import address, follow, tree, views
@@ -45,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         target = address.resolve(known, args.address)
     else:
         live = [s for s in known if s.end is None and _alive(s.pid, s.start_time)]
-        target = address.newest_session(live or known)
+        if not live:
+            _nothing_running(known)
+        target = address.newest_session(live)
     tree_mode = args.tree or target.startswith("frm_")  # a formation is only ever watched whole
     root = address.root_of(known, target) if tree_mode else target
     state: dict[str, object] = {"known": known, "read_at": time.monotonic()}
