@@ -115,6 +115,15 @@ class TestRealMembers:
         for peer in formation["peers"]:  # type: ignore[attr-defined]
             events = _trace_events(murmur_home / "records", peer["session_id"])
             assert "formation_ended" in events and events[-1] == "session_end"
+        # issue 30 item 5: the entry member's row says `(entry)`, and only its row
+        shown = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree"], capture_output=True,
+                               text=True, timeout=60, check=True).stdout
+        rows = [ln for ln in shown.splitlines() if "(entry)" in ln]
+        assert len(rows) == 1 and f"ses_…{str(entry['session_id'])[-4:]}" in rows[0], shown
+        doc = json.loads(subprocess.run([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree", "--json"],
+                                        capture_output=True, text=True, timeout=60, check=True).stdout)
+        (frm,) = [r for r in doc["roots"] if r["id"] == formation["formation_id"]]
+        assert [c["lineage"].get("entry", False) for c in frm["children"]].count(True) == 1, frm
 
     @pytest.mark.parametrize("path", ["warm", "exec"])
     def test_members_show_exactly_their_environment(self, real: type[Real], path: str) -> None:

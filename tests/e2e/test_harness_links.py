@@ -160,8 +160,8 @@ def chain(roots: list[dict[str, Any]], root_id: str) -> list[dict[str, Any]]:
     """root → its first child → that one's first child, as far as it goes."""
     (node,) = [r for r in roots if r["id"] == root_id]
     out = [node]
-    while node.get("children"):
-        node = node["children"][0]
+    while any(c["node"] == "session" for c in node.get("children", [])):  # sessions only
+        node = next(c for c in node["children"] if c["node"] == "session")
         out.append(node)
     return out
 

@@ -56,11 +56,16 @@ def _tree(procs: Procs, root: str) -> dict[str, Any]:
 
 
 def _levels(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chain of sessions from ``node`` down (a never-started delegation is not a level)."""
     out = [node]
-    while node["children"]:
-        node = node["children"][0]
+    while any(c["node"] == "session" for c in node["children"]):
+        node = next(c for c in node["children"] if c["node"] == "session")
         out.append(node)
     return out
+
+
+def _not_started(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in node["children"] if c["node"] == "delegation"]
 
 
 def _run(procs: Procs, tmp_path: Path, *flags: str) -> list[dict[str, Any]]:
@@ -81,12 +86,23 @@ def test_without_caps_a_self_naming_capsule_runs_to_roost_depth(procs: Procs, tm
     assert len(levels) == 4, levels  # four levels under --max-depth 3 (seed 000)
     assert [n["refused"] for n in levels] == [0, 0, 0, 1]  # the fourth is refused by mur-roost
     assert all("caps" not in n for n in levels)  # unbounded and off: nothing to show
+    # issue 30 item 5: the delegation mur-roost refused never started a session, and shows as a
+    # delegation node under the fourth level, with mur-roost's reason
+    [refused] = _not_started(levels[3])
+    assert (refused["state"], refused["status"], refused["capsule"]) == ("not-started", "refused", "chain@0.1.0")
+    assert refused["id"].startswith("dlg_") and "depth" in refused["reason"], refused
+    assert all(not _not_started(n) for n in levels[:3])
+    text = subprocess.run([*MUR, "ps", "--tree"], env=procs.env, capture_output=True, text=True, timeout=60).stdout
+    row = next((ln for ln in text.splitlines() if "└─ dlg_…" in ln), "")
+    assert " refused " in row and "chain@0.1.0 [" in row and "(dlg_" not in row, text
 
 
 def test_same_capsule_chain_cap_refuses_before_roost(procs: Procs, tmp_path: Path) -> None:
     levels = _run(procs, tmp_path, "--max-same-capsule-chain", "1")
     assert len(levels) == 2, levels  # root -> child is 1 step; the child's own step would be 2
     assert [n["refused"] for n in levels] == [0, 1], levels
+    [refused] = _not_started(levels[1])  # refused by the runtime before mur-roost: a delegation node too
+    assert refused["status"] == "refused" and "--max-same-capsule-chain 1" in refused["reason"], refused
     caps = {"max_tree_total": None, "max_same_capsule_chain": 1}
     assert [n.get("caps") for n in levels] == [caps, caps], levels  # shown by `mur ps --tree --json`
 

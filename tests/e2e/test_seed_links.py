@@ -236,7 +236,11 @@ def test_roost_killed_mid_tree_and_restarted_leaves_uncertain_and_no_replay(proc
     doc = json.loads(_mur(procs, "ps", "--tree", "--json").stdout)
     node = next(r for r in doc["roots"] if r["id"] == b.ready["session_id"])
     assert node["state"] == "uncertain" and "mur-roost restarted" in node["reason"], node
-    assert len(node["children"]) == 1 and node["children"][0]["state"] == "ended", node  # nothing replayed
+    sessions = [c for c in node["children"] if c["node"] == "session"]
+    assert len(sessions) == 1 and sessions[0]["state"] == "ended", node  # nothing replayed
+    refused = [c for c in node["children"] if c["node"] == "delegation"]  # never started: shown with why
+    assert [c["status"] for c in refused] == ["refused", "refused"], node
+    assert "mur-roost restarted while this session ran" in refused[1]["reason"], refused
     assert (node["started"], node["refused"]) == (1, 2), node
 
 

@@ -86,8 +86,8 @@ def tree(env: dict[str, str]) -> dict[str, Any]:
 def chain_of(doc: dict[str, Any], root_id: str) -> list[dict[str, Any]]:
     (root,) = [r for r in doc["roots"] if r["id"] == root_id]
     out = [root]
-    while out[-1]["children"]:
-        out.append(out[-1]["children"][0])
+    while any(c["node"] == "session" for c in out[-1]["children"]):  # a never-started delegation is no level
+        out.append(next(c for c in out[-1]["children"] if c["node"] == "session"))
     return out
 
 

@@ -332,6 +332,7 @@ class TestInstall:
             assert setup.formation_id == launcher.formation_id
             assert setup.trace_start_fields == {
                 "formation_id": launcher.formation_id, "formation_member": "lead", "formation_callees": ["worker"],
+                "formation_entry": True,  # the entry member's lineage says so (spec/tree.md)
             }
             assert [type(v) for v in setup.token_verifiers] == [FormationVerifier]
             assert isinstance(setup.workload, member.CallsEndWithTask)

@@ -139,3 +139,47 @@ def test_a_link_child_shows_its_calling_command() -> None:
     assert [c.id for c in roots[0].children] == [KID]
     lines = render_text(scope(roots, NOW, show_all=True), NOW).splitlines()
     assert lines[2].endswith("└─ kid@0.1.0 (dlg_…2f1c) via link: sh -c kid hello"), lines
+
+
+REFUSED = "dlg_0190000000007000800000000000d00e"
+
+
+def test_entry_member_and_a_delegation_that_never_started() -> None:
+    """Issue 30 item 5: the entry member's row says `(entry)`; a delegation refused before it
+    started a session is a `delegation` node under its parent with its reason, in the text
+    (state `refused`, RUN `-`) and in the JSON (with `children`)."""
+    lead = start(LEAD, NOW - 122_000, {**member("lead"), "entry": True}, "local/lead@0.1.0", 10)
+    refused = {"v": 1, "event": "delegation", "id": REFUSED, "unix_ms": NOW - 60_000, "parent": LEAD, "root": FRM,
+               "capsule": "builder@0.1.0", "status": "refused",
+               "reason": "spawn refused: depth limit reached (3)"}
+    events = [lead, *EVENTS[1:4], refused, *EVENTS[4:]]
+    roots = build_forest(events, ALIVE, RUNNING)
+    text = render_text(scope(roots, NOW, show_all=True), NOW).splitlines()
+    assert text[2].endswith("├─ lead (entry) local/lead@0.1.0")
+    assert text[4].split()[:5] == ["│", "└─", "dlg_…d00e", "1m", "ago"]
+    assert text[4].split("  ")[0:1] and " refused " in text[4] and "  -      -  " in text[4]
+    assert text[4].endswith("│  └─ builder@0.1.0 [spawn refused: depth limit reached (3)]")
+    node = to_json(roots)["roots"][0]["children"][0]["children"][1]
+    assert node["node"] == "delegation" and node["id"] == REFUSED
+    assert (node["state"], node["status"], node["capsule"]) == ("not-started", "refused", "builder@0.1.0")
+    assert node["reason"] == "spawn refused: depth limit reached (3)" and node["children"] == []
+    assert node["lineage"]["parent"] == f"session:{LEAD}"
+    # a delegation whose child did start a session after all is that session's node, not two
+    late = {**refused, "id": DLG, "status": "failed"}
+    roots = build_forest([*events, late], ALIVE, RUNNING)
+    assert [c.id for c in roots[0].children[0].children] == [KID, REFUSED]
+
+
+def test_stopping_a_delegation_that_never_started_says_so() -> None:
+    import pytest
+
+    from murmur.errors import DiagnosticError
+    from murmur.tree.stop import stop_node
+
+    refused = {"v": 1, "event": "delegation", "id": REFUSED, "unix_ms": NOW - 60_000, "parent": LEAD, "root": FRM,
+               "capsule": "builder@0.1.0", "status": "failed", "reason": "the launch failed"}
+    roots = build_forest([*EVENTS, refused], ALIVE, RUNNING)
+    (node,) = resolve(roots, REFUSED[-6:])
+    with pytest.raises(DiagnosticError) as got:
+        stop_node(node, progress=False)
+    assert got.value.code == "E-RUN-022" and "(it is failed: it never started a session)" in str(got.value)

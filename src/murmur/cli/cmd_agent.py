@@ -98,7 +98,7 @@ def who(args: argparse.Namespace) -> int:
 
 
 def _default_asker(catalog: Catalog, cwd: Path) -> tuple[Catalog, str | None, str]:
-    """The seed's default asker (spec/routing.md "Routes"): with no ``--as`` and no
+    """The default asker (spec/routing.md "Routes"): with no ``--as`` and no
     ``--roster``, the capsule whose ``murmur.yaml`` is in ``cwd`` (the one ``mur run`` here
     runs: the front door), added to ``catalog`` as a source capsule when it is not installed.
 

@@ -15,6 +15,11 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from murmur.observe.address import Known
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +42,7 @@ def _alive(pid: int | None, start_time: int | None) -> bool:
     return pid is not None and procstat.start_time(pid) == start_time
 
 
-def _nothing_running(known: list[object]) -> None:
+def _nothing_running(known: Sequence[Known]) -> NoReturn:
     """No address and no live session: refuse (exit 1), never replay an old run as if it were
     the current one (a script streaming "what runs now" must not get yesterday's records).
 
@@ -49,7 +54,7 @@ def _nothing_running(known: list[object]) -> None:
     from murmur.errors import DiagnosticError
     from murmur.observe import address
 
-    newest = address.newest_session(known)  # type: ignore[arg-type]  # E-TRC-005 when there is none
+    newest = address.newest_session(known)  # E-TRC-005 when there is none
     raise DiagnosticError(error(
         "E-TRC-011", "nothing is running: mur watch with no address follows a running session, and none runs",
         hint=f"`mur watch @1` replays the newest session ({newest}, ended); `mur ps --tree` lists the sessions",

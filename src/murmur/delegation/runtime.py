@@ -46,6 +46,7 @@ from murmur.tree import (
     CAPS_ENV,
     LINEAGE_ENV,
     chain_refusal,
+    mark_not_started,
     parse_caps,
     refusal_sentence,
     session_lineage,
@@ -335,6 +336,8 @@ class DelegationRuntime:
                                          caller=caller)
         if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
             self._count("refused")
+            mark_not_started(self.setup, result.get("delegation_id"), f"{capsule}@{version}", str(result["status"]),
+                             str(result.get("output") or result.get("reason") or result["status"]))
             if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
                 self._restarted()
         return result
@@ -351,6 +354,7 @@ class DelegationRuntime:
         """
         self.book.call_ended(capsule, version, "refused", reason=reason, duration_ms=0)
         self._count("refused")
+        mark_not_started(self.setup, None, f"{capsule}@{version}", "refused", reason)
         return {"capsule": capsule, "version": version, "status": "refused", "output": reason}
 
     # -- the process tree (spec/tree.md) ------------------------------------------------------

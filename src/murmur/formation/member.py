@@ -88,6 +88,8 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
     if creds is not None:
         setup.trace_start_fields["formation_member"] = creds.member
         setup.trace_start_fields["formation_callees"] = list(creds.callees)
+        if m.entry:  # the lineage says so, and `mur ps --tree` marks the row `(entry)` (spec/tree.md)
+            setup.trace_start_fields["formation_entry"] = True
         setup.running_fields.update(member=creds.member, callees=list(creds.callees))
         setup.token_verifiers.append(
             FormationVerifier(creds.verify_key, m.formation_id, creds.member, setup.manifest.name)

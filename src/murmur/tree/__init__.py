@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from murmur.tree.contributor import (
         contribute,
         mark_ended_by_parent,
+        mark_not_started,
         mark_uncertain,
         session_lineage,
     )
@@ -41,6 +42,7 @@ __all__ = [
     "find_node",
     "load_forest",
     "mark_ended_by_parent",
+    "mark_not_started",
     "mark_uncertain",
     "narrowings",
     "parse_caps",
@@ -58,7 +60,7 @@ __all__ = [
 
 __getattr__ = lazy.face(__name__, {
     "caps": ["CAPS_ENV", "chain_refusal", "parse_caps", "take_one", "tighten", "total_refusal"],
-    "contributor": ["contribute", "mark_ended_by_parent", "mark_uncertain", "session_lineage"],
+    "contributor": ["contribute", "mark_ended_by_parent", "mark_not_started", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
     "lineage": ["LINEAGE_ENV", "cut_caller", "narrowings", "refusal_sentence"],
     "snapshot": ["load_forest"],

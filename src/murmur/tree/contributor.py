@@ -66,7 +66,8 @@ def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_s
         lineage = child_lineage(handed, decision.spawn)
     elif setup.formation_id is not None:
         member = setup.trace_start_fields.get("formation_member")
-        lineage = member_lineage(setup.formation_id, member if isinstance(member, str) else None, decision.spawn)
+        lineage = member_lineage(setup.formation_id, member if isinstance(member, str) else None, decision.spawn,
+                                 entry=setup.trace_start_fields.get("formation_entry") is True)
     else:
         lineage = root_lineage(setup.session_id, decision.spawn)
     return lineage, decision.warnings
@@ -201,6 +202,31 @@ def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) ->
     journal keeps a session's first ``end``, so a child that recorded its own keeps it."""
     try:
         journal.append("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
+    except OSError as exc:
+        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+
+
+def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: str, status: str,
+                     reason: str) -> None:
+    """Journal a delegation that never started a session (refused before or by mur-roost, or
+    whose launch failed): a ``delegation`` event, so ``mur ps --tree`` shows it under
+    ``parent`` with its reason (spec/tree.md "mur ps --tree").
+
+    Args:
+        parent (SessionSetup): the delegating session.
+        delegation_id (str | None): its ``dlg_`` id; None (a refusal before mur-roost is asked,
+            which mints none) gets a fresh one.
+        capsule (str): ``name@version`` as asked for.
+        status (str): ``refused`` | ``failed``.
+        reason (str): the refusal or failure sentence (cut to 400 characters).
+    """
+    from murmur import ids
+
+    ident = delegation_id if delegation_id and ids.is_id(delegation_id, "dlg") else ids.new_id("dlg")
+    fields = {"parent": parent.session_id, "root": session_lineage(parent).root, "capsule": capsule,
+              "status": status, "reason": reason[:400]}
+    try:
+        journal.append("delegation", ident, _now_ms(), fields)
     except OSError as exc:
         _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 

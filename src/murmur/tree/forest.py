@@ -9,7 +9,10 @@ delegated children under them in launch order. :func:`scope` picks what the text
 States: ``starting`` (journaled, no running record yet), ``running``, ``input-required`` (set by
 the snapshot while a task waits for its user; ``reason`` holds the prompt line), ``winding-down``,
 ``ended`` with a status, ``uncertain`` (the process is gone and recorded no end; or mur-roost
-or the node's parent was lost while it ran). A dead process is never ``running``.
+or the node's parent was lost while it ran). A dead process is never ``running``. A delegation
+that never started a session (refused, or its launch failed; the parent journals a
+``delegation`` event) is a ``delegation`` node in state ``not-started`` with its status
+(``refused`` | ``failed``) and reason, under its parent.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class Node:
     """One node of the forest (mutable while it is built; read-only afterwards)."""
 
     id: str
-    kind: str  # "session" | "formation"
+    kind: str  # "session" | "formation" | "delegation" (one that never started a session)
     state: str
     status: str | None = None
     exit_code: int | None = None
@@ -90,6 +93,8 @@ def _session_nodes(
                 caps=ev.get("caps") if isinstance(ev.get("caps"), dict) else None,
                 order=i,
             )
+        elif kind == "delegation" and ident not in nodes:
+            nodes[ident] = _not_started(ev, i)
         elif kind == "winding_down":
             winding.add(ident)
         elif kind == "uncertain":
@@ -97,6 +102,8 @@ def _session_nodes(
         elif kind == "end":
             ends.setdefault(ident, ev)
     for ident, node in nodes.items():
+        if node.kind == "delegation":
+            continue
         end = ends.get(ident)
         if end is not None:
             node.state = "ended"
@@ -122,6 +129,19 @@ def _session_nodes(
                 node.state = "running"
             node.delegations = {k: int(v) for k, v in running[ident].items() if isinstance(v, int)}
     return nodes
+
+
+def _not_started(ev: Mapping[str, Any], order: int) -> Node:
+    """A ``delegation`` event: a delegation that never started a session, under its parent."""
+    at = ev.get("unix_ms") if isinstance(ev.get("unix_ms"), int) else None
+    parent = ev.get("parent") if isinstance(ev.get("parent"), str) else None
+    status = ev.get("status") if ev.get("status") in ("refused", "failed") else "refused"
+    return Node(
+        ev["id"], "delegation", "not-started", status=status, created_unix_ms=at, finished_unix_ms=at,
+        lineage={"parent": f"session:{parent}" if parent else None, "root": ev.get("root"), "delegation_id": ev["id"]},
+        capsule=ev.get("capsule") if isinstance(ev.get("capsule"), str) else None,
+        reason=str(ev.get("reason") or status), order=order,
+    )
 
 
 def _formation_node(fid: str, members: list[Node]) -> Node:
@@ -163,6 +183,9 @@ def build_forest(
         longer holds), each with its children in launch order.
     """
     nodes = _session_nodes(events, alive, running)
+    started = {(n.lineage or {}).get("delegation_id") for n in nodes.values() if n.kind == "session"}
+    for ident in [i for i, n in nodes.items() if n.kind == "delegation" and i in started]:
+        del nodes[ident]  # its child did start a session after all: that node stands for it
     formations: dict[str, list[Node]] = {}
     roots: list[Node] = []
     for node in sorted(nodes.values(), key=lambda n: n.order):
@@ -282,7 +305,7 @@ def ago(ms: int | None, now_ms: int) -> str:
 
 def run_time(node: Node, now_ms: int) -> str:
     """``12.3s``, ``2m13s``, ``1h05m`` from creation to end (or now); ``-`` when uncertain."""
-    if node.created_unix_ms is None or node.state == "uncertain":
+    if node.created_unix_ms is None or node.state in ("uncertain", "not-started"):
         return "-"
     end = node.finished_unix_ms if node.finished_unix_ms is not None else now_ms
     ms = max(0, end - node.created_unix_ms)
@@ -296,6 +319,8 @@ def run_time(node: Node, now_ms: int) -> str:
 
 def state_text(node: Node) -> str:
     """``ended <status>`` for an ended node, else the state."""
+    if node.kind == "delegation":
+        return str(node.status)
     return f"ended {node.status}" if node.state == "ended" else node.state
 
 
@@ -315,15 +340,15 @@ def command(node: Node, shorts: Mapping[str, str]) -> str:
     parts: list[str] = []
     member = lineage.get("member")
     if isinstance(member, str) and str(lineage.get("parent", "")).startswith("formation:"):
-        parts.append(member)
+        parts.append(f"{member} (entry)" if lineage.get("entry") is True else member)
     parts.append(capsule)
     dlg = lineage.get("delegation_id")
-    if isinstance(dlg, str):
+    if isinstance(dlg, str) and node.kind != "delegation":
         parts.append(f"({shorts.get(dlg, dlg)})")
     caller = lineage.get("caller")
     if lineage.get("via") == "link" and isinstance(caller, list):
         parts.append(_cut("via link: " + " ".join(str(w) for w in caller)))
-    if node.state in ("uncertain", "input-required") and node.reason:
+    if node.state in ("uncertain", "input-required", "not-started") and node.reason:
         parts.append(f"[{node.reason}]")
     return " ".join(parts)
 
@@ -394,6 +419,8 @@ def node_json(node: Node) -> dict[str, Any]:
     if node.kind == "session":
         out["capsule"] = node.capsule
         out["pid"] = node.pid
+    elif node.kind == "delegation":
+        out["capsule"] = node.capsule
     if node.reason is not None:
         out["reason"] = node.reason
     if node.caps is not None:

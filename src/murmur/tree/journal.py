@@ -9,6 +9,8 @@ lost nodes stay listable after every restart. Events::
     {"v":1,"event":"uncertain","id":"ses_…","unix_ms":N,"reason":"…"}
     {"v":1,"event":"end","id":"ses_…","unix_ms":N,"status":"ok","exit_code":0,
      "delegations":{"started":N,"refused":N}}
+    {"v":1,"event":"delegation","id":"dlg_…","unix_ms":N,"parent":"ses_…","root":"ses_…|frm_…",
+     "capsule":"name@version","status":"refused|failed","reason":"…"}   (never started a session)
 
 Safe under concurrent writers: every append and every prune holds an exclusive ``flock`` on
 ``journal.lock`` and writes one line with one ``write`` on an ``O_APPEND`` descriptor.

@@ -65,6 +65,7 @@ class Lineage:
         delegation_id (str | None): ``dlg_…`` for a delegated child.
         formation_id (str | None): the formation the tree belongs to, when it does.
         member (str | None): the member name of a formation member.
+        entry (bool): a formation's entry member (``"entry": true`` in the JSON; absent otherwise).
         via (str | None): ``link`` for a child started through a capsule link
             (spec/links.md "Lineage"); None otherwise.
         caller (tuple[str, ...] | None): with ``via``: the link's calling command, at most
@@ -80,6 +81,7 @@ class Lineage:
     member: str | None = None
     via: str | None = None
     caller: tuple[str, ...] | None = None
+    entry: bool = False
 
     @property
     def parent_id(self) -> str | None:
@@ -96,6 +98,8 @@ class Lineage:
                 out[key] = value
         if self.caller is not None:
             out["caller"] = list(self.caller)
+        if self.entry:
+            out["entry"] = True
         return out
 
     def hand_down(self, session_id: str, delegation_id: str, *, caller: Sequence[str] | None = None) -> str:
@@ -393,9 +397,10 @@ def root_lineage(session_id: str, spawn: Sequence[str]) -> Lineage:
     return Lineage(None, session_id, 1, tuple(spawn))
 
 
-def member_lineage(formation_id: str, member: str | None, spawn: Sequence[str]) -> Lineage:
+def member_lineage(formation_id: str, member: str | None, spawn: Sequence[str], *, entry: bool = False) -> Lineage:
     """A formation member: parent ``formation:frm_…``, root the formation, depth 1."""
-    return Lineage(f"formation:{formation_id}", formation_id, 1, tuple(spawn), formation_id=formation_id, member=member)
+    return Lineage(f"formation:{formation_id}", formation_id, 1, tuple(spawn), formation_id=formation_id, member=member,
+                   entry=entry)
 
 
 def child_lineage(handed: Handed, spawn: Sequence[str]) -> Lineage:
@@ -450,4 +455,5 @@ def lineage_from_json(data: Mapping[str, Any] | None) -> Lineage | None:
         member=opt("member"),
         via=opt("via"),
         caller=tuple(str(w) for w in caller) if isinstance(caller, list) else None,
+        entry=data.get("entry") is True,
     )

@@ -99,8 +99,9 @@ def stop_node(
     trigger = clock()
     plan = cascade.plan_cascade(node, trigger, include_self=node.kind == "session", kill_after=kill_after)
     live = cascade.alive(plan.targets)
-    if not live and node.kind == "session":
-        state = f"ended {node.status}" if node.state == "ended" else node.state
+    if not live and node.kind in ("session", "delegation"):
+        state = (f"ended {node.status}" if node.state == "ended"
+                 else f"{node.status}: it never started a session" if node.kind == "delegation" else node.state)
         raise DiagnosticError(
             error("E-RUN-022", f"{node.id} names nothing running here (it is {state})",
                   hint="`mur ps --tree` lists the trees and their states")
