@@ -124,6 +124,21 @@ class TestRealMembers:
                                         capture_output=True, text=True, timeout=60, check=True).stdout)
         (frm,) = [r for r in doc["roots"] if r["id"] == formation["formation_id"]]
         assert [c["lineage"].get("entry", False) for c in frm["children"]].count(True) == 1, frm
+        assert all("caps" not in c for c in frm["children"]), frm  # no cap written: none shown
+
+    def test_roster_tree_caps_reach_every_member(self, real: type[Real], demo: Path, murmur_home: Path) -> None:
+        """Issue 30 item 3: the roster's `max_tree_total` / `max_same_capsule_chain` keys, tightened
+        by `mur run --roster --max-tree-total`, are every member's tree caps (their journal
+        start, shown by `mur ps --tree --json`); without them a member shows none."""
+        roster = demo / "roster.yaml"
+        roster.write_text(roster.read_text() + "max_tree_total: 5\nmax_same_capsule_chain: 2\n")
+        run = real("--task", "hello", "--max-tree-total", "3")
+        formation, _entry = run.wait_launched()
+        assert run.proc.wait(60) == 0, run.err.read_text()
+        doc = json.loads(subprocess.run([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree", "--json"],
+                                        capture_output=True, text=True, timeout=60, check=True).stdout)
+        (frm,) = [r for r in doc["roots"] if r["id"] == formation["formation_id"]]
+        assert [c.get("caps") for c in frm["children"]] == [{"max_tree_total": 3, "max_same_capsule_chain": 2}] * 2
 
     @pytest.mark.parametrize("path", ["warm", "exec"])
     def test_members_show_exactly_their_environment(self, real: type[Real], path: str) -> None:

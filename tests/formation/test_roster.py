@@ -277,3 +277,22 @@ class TestResolvePath:
         with pytest.raises(DiagnosticError) as info:
             resolve_roster_path(name, cwd=tmp_path)
         assert info.value.code == "E-ROS-001"
+
+
+ONE = "roster_version: 1\nmembers:\n  - name: solo\n    capsule: local/solo\n    version: 0.1.0\n    entry: true\n"
+
+
+class TestTreeCaps:
+    """Issue 30 item 3: the tree caps as roster keys (spec/roster.md "Tree caps")."""
+
+    def test_both_keys_read_as_integers(self) -> None:
+        r = parse_roster(ONE + "max_tree_total: 20\nmax_same_capsule_chain: 0\n")
+        assert (r.max_tree_total, r.max_same_capsule_chain) == (20, 0)
+        r = parse_roster(ONE + "max_tree_total:\n")
+        assert (r.max_tree_total, r.max_same_capsule_chain) == (None, None)  # no value: absent, no cap
+
+    @pytest.mark.parametrize("value", ['"3"', "3.0", "true", "-1", "many", "[3]"])
+    def test_anything_but_a_whole_number_is_refused(self, value: str) -> None:
+        code, line, message = refusal(ONE + f"max_tree_total: {value}\n")
+        assert (code, line) == ("E-ROS-001", 7)
+        assert "`max_tree_total` must be a whole number of 0 or more" in message

@@ -22,7 +22,7 @@ import attrs
 from murmur.roost.ledger import Ledger
 
 from .invariants import INVARIANTS, Invariant
-from .protocol import Protocol, Real, Scope, World
+from .protocol import CAPPED, Protocol, Real, Scope, World
 
 
 @attrs.frozen
@@ -142,6 +142,7 @@ class Control:
     guard: str
     replacement: str
     what: str
+    scope: Scope | None = None  # the scope it is explored in (None: the CI scope)
 
     def protocol(self, scope: Scope) -> Protocol:
         """The protocol with this control's mutant in place of the real function."""
@@ -172,6 +173,13 @@ CONTROLS: tuple[Control, ...] = (
             "POST /spawn refuses a session holding --max-concurrent children"),
     Control("CeilingBound", "murmur.roost.Ledger.check_spawn", "if held >= b.max_live_capsules:", "if False:",
             "POST /spawn refuses while the host holds --max-live-capsules"),
+    Control("TotalBound", "murmur.tree.caps.cap_refusal",
+            "if caps.total is not None and taken is not None and taken > caps.total:", "if False:",
+            "the runtime refuses an attempt past --max-tree-total (counted under flock) before mur-roost is asked",
+            scope=CAPPED),
+    Control("SameCapsuleChainBound", "murmur.tree.caps.cap_refusal", "if caps.same_chain is not None:", "if False:",
+            "the runtime refuses a same-capsule step past --max-same-capsule-chain before mur-roost is asked",
+            scope=CAPPED),
     Control("LiveUnderLive", "tests.model.protocol.Protocol.grace_expires", "self._kill_left(w, targets)", "pass",
             "the grace's SIGKILL of what is still alive (cascade.kill_left)"),
     Control("CancelPropagates", "murmur.tree.cascade.plan_cascade", "for n in node.walk():",

@@ -178,6 +178,38 @@ def reported_once(w: World, scope: object) -> str | None:
     return None
 
 
+def total_bound(w: World, scope: object) -> str | None:
+    """Delegations launched under one root (the truth: children the model started, not the
+    product's count) never exceed ``--max-tree-total``; an approval's replayed copy is no launch."""
+    total = scope.total  # type: ignore[attr-defined]
+    if total is None:
+        return None
+    launched: dict[str, int] = {}
+    for p in w.procs.values():
+        if p.parent is not None and "'" not in p.path:
+            root = w.root_of(p.path)
+            launched[root] = launched.get(root, 0) + 1
+    for root, n in sorted(launched.items()):
+        if n > total:
+            return f"the tree of {root} launched {n} delegations (--max-tree-total {total})"
+    return None
+
+
+def same_chain_bound(w: World, scope: object) -> str | None:
+    """No chain of consecutive parent -> child steps of one capsule is longer than
+    ``--max-same-capsule-chain`` (the design's SameKitBound, for capsules)."""
+    cap = scope.same_chain  # type: ignore[attr-defined]
+    if cap is None:
+        return None
+    for p in w.procs.values():
+        steps, q = 0, p
+        while q.parent is not None and w.procs[q.parent].capsule == q.capsule:
+            steps, q = steps + 1, w.procs[q.parent]
+        if steps > cap:
+            return f"{p.path} ends a chain of {steps} steps of '{p.capsule}' (--max-same-capsule-chain {cap})"
+    return None
+
+
 def eventually_settled(w: World, scope: object, protocol: object) -> str | None:
     drained = protocol.drain(w)  # type: ignore[attr-defined]
     left = sorted(p.path for p in drained.procs.values() if p.alive)
@@ -193,6 +225,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("DepthBound", "no session deeper than --max-depth levels below its root", depth_bound),
     Invariant("ConcurrencyBound", "live children plus unredeemed approvals of a session <= --max-concurrent", concurrency_bound),
     Invariant("CeilingBound", "no spawn granted while the host holds --max-live-capsules (sessions + approvals)", ceiling_bound, per_step=True),
+    Invariant("TotalBound", "delegations launched under one root <= --max-tree-total", total_bound),
+    Invariant("SameCapsuleChainBound", "no same-capsule parent -> child chain longer than --max-same-capsule-chain",
+              same_chain_bound),
     Invariant("LiveUnderLive", "no live node under an ended parent once the grace has passed", live_under_live),
     Invariant("CancelPropagates", "a cascade reaches every live descendant at the same moment", cancel_propagates, per_step=True),
     Invariant("RevokedAtRestart", "nothing minted before a mur-roost restart is honoured after it", revoked_at_restart, per_step=True),

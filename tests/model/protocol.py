@@ -19,6 +19,11 @@ each to a copy. Wherever the product has a pure decision, the action calls it:
   :func:`~murmur.tree.lineage.member_lineage`;
 * the cascade: :func:`murmur.tree.cascade.plan_cascade` over real :class:`murmur.tree.forest.Node`
   values;
+* the tree caps (spec/tree.md "Caps"): :func:`murmur.tree.caps.cap_refusal` decides each attempt,
+  :func:`~murmur.tree.caps.parse_caps` reads and :meth:`~murmur.tree.caps.TreeCaps.hand_down`
+  writes the ``MURMUR_TREE_CAPS`` a child runs under; the per-tree count (``take_one``, a file
+  under ``flock``) is :attr:`World.totals`, kept saturated at ``total + 1`` (every count past the
+  total decides alike, so the abstraction loses no behaviour);
 * a task's end: :func:`murmur.session.states.step`; the parent door's admission of a completion:
   :meth:`murmur.session.lifecycle.Policy.admit`, then :meth:`murmur.delegation.book.DelegationBook.decide`.
 
@@ -64,6 +69,7 @@ from murmur.session.wire import InboundMessage
 from murmur.tokens import ApprovalClaims
 from murmur.tree import cascade as real_cascade
 from murmur.tree import lineage as real_lineage
+from murmur.tree.caps import CAPS_ENV, TreeCaps, cap_refusal, parse_caps
 from murmur.tree.forest import Node as ForestNode
 from murmur.tree.lineage import Lineage
 
@@ -104,14 +110,24 @@ class Scope:
     restarts: int = 1
     replays: int = 1
     spawn_allow: tuple[str, ...] = ("a",)  # mur-roost --spawn-allow
+    total: int | None = None  # mur run --max-tree-total (the roots')
+    same_chain: int | None = None  # mur run --max-same-capsule-chain
 
     def describe(self) -> str:
         b = self.bounds
         roots = ", ".join(f"{r.path}={r.kind}:{r.capsule}" + (f"[spawn {','.join(r.narrow)}]" if r.narrow is not None else "")
                           for r in self.roots)
+        caps = "".join(f" {flag} {v}" for flag, v in (("--max-tree-total", self.total),
+                                                       ("--max-same-capsule-chain", self.same_chain)) if v is not None)
         return (f"capsules a (spawn a,b,c), b, c; roots {roots}; --max-depth {b.max_depth} "
-                f"--max-concurrent {b.max_concurrent} --max-live-capsules {b.max_live_capsules}; "
+                f"--max-concurrent {b.max_concurrent} --max-live-capsules {b.max_live_capsules}{caps}; "
                 f"{self.steps} steps; {self.restarts} mur-roost restart(s); {self.replays} replayed approval(s)")
+
+    def root_caps(self) -> str:
+        """The ``MURMUR_TREE_CAPS`` a root runs under ("" when no cap is set)."""
+        if self.total is None and self.same_chain is None:
+            return ""
+        return TreeCaps(self.total, self.same_chain).to_env()
 
 
 OPERATOR = RootSpec("R", "a", "operator", narrow=("a", "c"))
@@ -124,6 +140,10 @@ SMALL = Scope((OPERATOR, MEMBER), Bounds(max_depth=2, max_concurrent=2, max_live
 """The CI scope."""
 LARGE = Scope((OPERATOR, MEMBER_DELEGATING), Bounds(max_depth=2, max_concurrent=2, max_live_capsules=4), steps=8)
 """The ``slow`` scope: a delegating formation member (MURMUR_SPAWN=b) beside the operator's root."""
+CAPPED = Scope((OPERATOR,), Bounds(max_depth=2, max_concurrent=2, max_live_capsules=4), steps=8, total=3,
+               same_chain=1)
+"""The tree caps' scope (CI): the self-naming operator root under ``--max-tree-total 3
+--max-same-capsule-chain 1``; mur-roost alone would let it launch more, and deeper."""
 
 
 @cache
@@ -174,6 +194,7 @@ class Proc(NamedTuple):
     roost_told: bool = True  # mur-roost knows it ended (deregister / peer watch)
     next_child: int = 0
     owed: bool = False  # ended while its parent's launcher lived: a report is owed
+    caps: str = ""  # the MURMUR_TREE_CAPS it runs under (a root's from the scope, a child's handed down)
 
     @property
     def alive(self) -> bool:
@@ -208,18 +229,26 @@ class World:
     replays: int = 0
     serial: int = 0  # names cascades
     events: tuple[Event, ...] = ()
+    totals: dict[str, int] = attrs.field(factory=dict)  # root path -> delegation attempts (take_one)
 
     def key(self) -> tuple[Any, ...]:
         return (
             self.epoch, self.now, ledger_fingerprint(self.ledger), tuple(sorted(self.procs.items())),
             tuple(sorted(self.cascades.items())), tuple(sorted(self.reports.items())),
             tuple(sorted(self.taken.items())), tuple(sorted(self.inflight)), self.restarts, self.replays,
+            tuple(sorted(self.totals.items())),
         )
 
     def copy(self) -> World:
         return World(self.epoch, self.now, clone_ledger(self.ledger), dict(self.procs), dict(self.cascades),
                      dict(self.reports), dict(self.taken), self.inflight, self.restarts, self.replays,
-                     self.serial, ())
+                     self.serial, (), dict(self.totals))
+
+    def root_of(self, path: str) -> str:
+        """The path of the root of ``path``'s tree (the truth, not the lineage)."""
+        while (parent := self.procs[path].parent) is not None:
+            path = parent
+        return path
 
     # -- reading the truth --
 
@@ -284,6 +313,7 @@ class Real:
     parse_handed: Callable[..., Any] = real_lineage.parse_handed
     effective_spawn: Callable[..., Any] = real_lineage.effective_spawn
     child_lineage: Callable[..., Any] = real_lineage.child_lineage
+    cap_refusal: Callable[..., Any] = cap_refusal
 
 
 _DOOR_POLICY = Policy(acceptance=TaskAcceptance.QUEUE, queue_depth=4, after_task=AfterTask.SLEEP,
@@ -432,12 +462,23 @@ class Protocol:
         if w.ledger.register_top_level(sid(spec.path), spec.capsule, art, w.now) is not None:
             return False
         w.procs[spec.path] = Proc(spec.path, None, spec.capsule, 1, "running", lineage=lineage,
-                                  registered=w.epoch, started=w.epoch)
+                                  registered=w.epoch, started=w.epoch, caps=self.scope.root_caps())
         return True
 
     def spawn(self, w: World, path: str, name: str) -> bool:
         p = w.procs[path]
         assert p.lineage is not None
+        # the tree caps first (DelegationRuntime._cap_refusal): every attempt counts toward the total
+        caps = parse_caps({CAPS_ENV: p.caps} if p.caps else {})
+        same = name == p.capsule  # identity: name and installed bytes (one artifact per name here)
+        taken, before = None, 0
+        if caps.total is not None:
+            root = w.root_of(path)
+            before = w.totals.get(root, 0)
+            taken = min(before + 1, caps.total + 1)
+            w.totals[root] = taken
+        if self.real.cap_refusal(caps, name, taken=taken, same_identity=same) is not None:
+            return taken is not None and taken != before  # a refused attempt is counted; nothing starts
         # the runtime's own guard (DelegationRuntime._refusal): before mur-roost is asked
         if p.noticed_restart:
             return False
@@ -455,7 +496,7 @@ class Protocol:
         child = f"{path}.{p.next_child}"
         handed = self.real.hand_down(p.lineage, sid(path), dlg(child))
         w.procs[child] = Proc(child, path, name, p.depth + 1, "starting", handed=handed,
-                              approval=(w.epoch, granted))
+                              approval=(w.epoch, granted), caps=caps.hand_down(same) if p.caps else "")
         w.events += (Event("grant", (path, child, census, children, p.registered)),)
         return True
 

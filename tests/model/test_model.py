@@ -11,7 +11,7 @@ from murmur.roost.ledger import Ledger
 
 from .explore import CONTROLS, Control, explore, mutant
 from .invariants import INVARIANTS
-from .protocol import LARGE, SMALL, Protocol, Scope
+from .protocol import CAPPED, LARGE, SMALL, Protocol, Scope
 
 _BY_NAME = {inv.name: inv for inv in INVARIANTS}
 
@@ -31,6 +31,12 @@ def test_every_invariant_holds_in_the_ci_scope() -> None:
     _holds(SMALL)
 
 
+def test_every_invariant_holds_under_the_tree_caps() -> None:
+    """Issue 30 item 3: the per-tree total and the same-capsule chain cap (TotalBound,
+    SameCapsuleChainBound) with every other invariant."""
+    _holds(CAPPED)
+
+
 @pytest.mark.slow
 @pytest.mark.soak  # 130k states, about 50 s here: `python -m pytest -m soak` (CI runs the small scope)
 def test_every_invariant_holds_in_the_larger_scope() -> None:
@@ -43,13 +49,14 @@ def test_each_invariant_has_exactly_one_control() -> None:
 
 @pytest.mark.parametrize("control", CONTROLS, ids=lambda c: c.invariant)
 def test_the_control_finds_a_counterexample(control: Control) -> None:
-    result = explore(control.protocol(SMALL), [_BY_NAME[control.invariant]], stop_on=control.invariant)
+    scope = control.scope or SMALL
+    result = explore(control.protocol(scope), [_BY_NAME[control.invariant]], stop_on=control.invariant)
     violation = result.violations.get(control.invariant)
     print(f"\ncontrol for {control.invariant}: {control.what} -- removed from {control.where}")
     print(f"explored {result.states} worlds in {result.seconds:.2f} s")
     assert violation is not None, f"{control.invariant}: removing the guard in {control.where} went unnoticed"
     print(violation.render())
-    assert violation.trace and len(violation.trace) <= SMALL.steps
+    assert violation.trace and len(violation.trace) <= scope.steps
 
 
 @pytest.mark.parametrize("control", CONTROLS, ids=lambda c: c.invariant)
@@ -57,15 +64,16 @@ def test_the_counterexample_needs_the_removed_guard(control: Control) -> None:
     """Replayed on the real code, the control's shortest trace either cannot be taken (the
     guard refuses a step) or ends in a world where the invariant holds."""
     invariant = _BY_NAME[control.invariant]
-    violation = explore(control.protocol(SMALL), [invariant], stop_on=control.invariant).violations[control.invariant]
-    protocol = Protocol(SMALL)
+    scope = control.scope or SMALL
+    violation = explore(control.protocol(scope), [invariant], stop_on=control.invariant).violations[control.invariant]
+    protocol = Protocol(scope)
     world = protocol.initial()
     for label in violation.trace:
         nxt = dict(protocol.successors(world)).get(label)
         if nxt is None:
             return  # the real guard refused this step
         world = nxt
-    check = invariant.check(world, SMALL, protocol) if invariant.name == "EventuallySettled" else invariant.check(world, SMALL)
+    check = invariant.check(world, scope, protocol) if invariant.name == "EventuallySettled" else invariant.check(world, scope)
     assert check is None, f"the real code violates {invariant.name} too: {check}"
 
 

@@ -108,7 +108,7 @@ def _pid(text: str) -> int:
 
 ROSTER_FLAGS_ALLOWED = frozenset(
     {"roster", "task", "json", "verbose", "no_env_file", "containment", "deadline", "die_with_parent",
-     "budget_tokens"}
+     "budget_tokens", "max_tree_total", "max_same_capsule_chain"}
 )
 
 
@@ -133,7 +133,7 @@ def _run_roster(args: argparse.Namespace, early: object | None = None) -> int:
     if extra:
         raise UsageError(
             error("E-CLI-001", f"--roster cannot be combined with {', '.join(extra)}",
-                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline, --die-with-parent, --budget-tokens")
+                  hint="--roster combines only with --task, --json, --verbose, --no-env-file, --containment, --deadline, --die-with-parent, --budget-tokens, --max-tree-total, --max-same-capsule-chain")
         )
     from murmur.starter import early as warm
 

@@ -140,6 +140,7 @@ async def _launch_main(
         # (spec/gateway.md); its URL reaches every member through the launch environment
         gateway = _formation_gateway(admitted, formation_id, layout, options.budget_tokens)
         base_env: Mapping[str, str] = os.environ if gateway is None else {**os.environ, **gateway[2]}
+        base_env = _with_tree_caps(base_env, admitted, options)
         # the warm starter (started with the launcher) goes in a unit of the formation's
         spawner = ProcessSpawner(starter=warm_starter(os.environ))
         deadline_text = rfc3339(deadline_unix) if deadline_unix is not None else None
@@ -190,6 +191,22 @@ async def _launch_main(
             emit(d)
         retention_pass(project_dir, formation_id, retain)
         return result.exit_status
+
+
+def _with_tree_caps(base: Mapping[str, str], admitted: Any, options: RosterOptions) -> Mapping[str, str]:
+    """``base`` with ``MURMUR_TREE_CAPS`` for every member when the roster's keys or the flags
+    set a tree cap: the smallest of the environment's, the roster's and the flag's wins, and
+    the formation (``frm_``) is the tree's root, so its members take from one total
+    (spec/roster.md "Tree caps", spec/tree.md "Caps")."""
+    from murmur.tree import CAPS_ENV, parse_caps, tighten
+
+    wanted = (admitted.max_tree_total, admitted.max_same_capsule_chain, options.max_tree_total,
+              options.max_same_capsule_chain)
+    if all(v is None for v in wanted):
+        return base
+    caps = tighten(parse_caps(base), total=admitted.max_tree_total, same_chain=admitted.max_same_capsule_chain)
+    caps = tighten(caps, total=options.max_tree_total, same_chain=options.max_same_capsule_chain)
+    return {**base, CAPS_ENV: caps.to_env()}
 
 
 def _formation_gateway(
@@ -264,6 +281,8 @@ def roster_options(args: object) -> tuple[str | None, RosterOptions, str | None]
         no_env_file=bool(getattr(args, "no_env_file", False)),
         containment=getattr(args, "containment", None),
         budget_tokens=getattr(args, "budget_tokens", None),
+        max_tree_total=getattr(args, "max_tree_total", None),
+        max_same_capsule_chain=getattr(args, "max_same_capsule_chain", None),
     )
     deadline = getattr(args, "deadline", None)
     return roster_arg, options, deadline if isinstance(deadline, str) else None

@@ -45,13 +45,12 @@ from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError
 from murmur.tree import (
     CAPS_ENV,
     LINEAGE_ENV,
-    chain_refusal,
+    cap_refusal,
     mark_not_started,
     parse_caps,
     refusal_sentence,
     session_lineage,
     take_one,
-    total_refusal,
 )
 from murmur.workload import TaskServices
 
@@ -390,16 +389,14 @@ class DelegationRuntime:
         """The tree caps, before anything else: every attempt counts toward the tree's total
         (refused ones included, spec/tree.md "Caps"), then the same-capsule chain."""
         caps = self.caps
+        taken = None
         if caps.total is not None:
             try:
                 taken = take_one(session_lineage(self.setup).root)
             except OSError as exc:
                 return f"spawn refused: the tree's delegation count cannot be kept ({exc}); a cap it cannot keep is no cap"
-            if taken > caps.total:
-                return total_refusal(caps.total, taken)
-        if caps.same_chain is not None:
-            return chain_refusal(caps, capsule, self._same_identity(capsule, version))
-        return None
+        same = caps.same_chain is not None and self._same_identity(capsule, version)
+        return cap_refusal(caps, capsule, taken=taken, same_identity=same)
 
     def _refusal(self, capsule: str, spawn_set: tuple[str, ...]) -> str | None:
         """Why the runtime refuses ``capsule`` before mur-roost is asked, or None."""

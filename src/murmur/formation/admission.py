@@ -196,6 +196,8 @@ class AdmittedRoster:
     reachability: ReachabilityKind
     warnings: tuple[Diagnostic, ...] = ()
     overflows: tuple[CallerOverflow, ...] = ()
+    max_tree_total: int | None = None  # the roster's tree caps (spec/roster.md "Tree caps")
+    max_same_capsule_chain: int | None = None
 
     @property
     def entry(self) -> AdmittedMember:
@@ -329,6 +331,8 @@ def admit(roster: Roster, resolve: Resolver, *, project_dir: Path | None = None)
         reachability=roster.reachability,
         warnings=tuple(o.warning() for o in overflows),
         overflows=overflows,
+        max_tree_total=roster.max_tree_total,
+        max_same_capsule_chain=roster.max_same_capsule_chain,
     )
 
 

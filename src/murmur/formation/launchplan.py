@@ -60,6 +60,8 @@ class RosterOptions:
         containment (str | None): ``--containment`` (passed to every member).
         budget_tokens (int | None): ``--budget-tokens``, the formation's tree budget, held by
             the launcher's gateway (spec/gateway.md); members are not handed it.
+        max_tree_total (int | None), max_same_capsule_chain (int | None): the tree caps'
+            flags; with the roster's keys the smaller wins (spec/roster.md "Tree caps").
     """
 
     task: str | None = None
@@ -68,6 +70,8 @@ class RosterOptions:
     no_env_file: bool = False
     containment: str | None = None
     budget_tokens: int | None = None
+    max_tree_total: int | None = None
+    max_same_capsule_chain: int | None = None
 
 
 @attrs.frozen

@@ -49,7 +49,8 @@ _TEXT_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL})
 """Scalars a text field reads as written: an unquoted ``null``, ``~``, ``true`` or ``1.10``
 is that text in a name or a version, as in ``murmur.yaml``."""
 
-_TOP_KEYS = ("roster_version", "members", "reachability")
+_TOP_KEYS = ("roster_version", "members", "reachability", "max_tree_total", "max_same_capsule_chain")
+_CAP_KEYS = ("max_tree_total", "max_same_capsule_chain")  # the tree caps (spec/roster.md "Tree caps")
 _MEMBER_KEYS = ("name", "capsule", "version", "entry")
 _RULE_KEYS = ("from", "to")
 
@@ -122,6 +123,8 @@ class Roster:
         reachability (ReachabilityKind): how ``reachability`` was written.
         rules (tuple[ReachabilityRule, ...]): the rules, in order (empty unless ``RULES``).
         members_line (int): 1-based line of the ``members:`` key.
+        max_tree_total (int | None): the per-tree total of delegations (None: not written).
+        max_same_capsule_chain (int | None): the same-capsule chain cap (None: not written).
     """
 
     path: str
@@ -129,6 +132,8 @@ class Roster:
     reachability: ReachabilityKind = ReachabilityKind.NONE
     rules: tuple[ReachabilityRule, ...] = ()
     members_line: int = 1
+    max_tree_total: int | None = None
+    max_same_capsule_chain: int | None = None
 
 
 def resolve_roster_path(arg: Path | str | None, *, cwd: Path | None = None) -> Path:
@@ -276,7 +281,17 @@ class _Parser:
         members_key, members_node = self.required_with_key(top, "members", root, "")
         members = self.members(members_node)
         kind, rules = self.reachability(top.get("reachability"))
-        return Roster(self.path, members, kind, rules, _line(members_key))
+        caps = {k: self.count(top[k][1], k) for k in _CAP_KEYS if k in top}
+        return Roster(self.path, members, kind, rules, _line(members_key), caps.get("max_tree_total"),
+                      caps.get("max_same_capsule_chain"))
+
+    def count(self, node: Node, path: str) -> int:
+        """A tree cap: an integer of 0 or more (``"3"``, ``3.0`` and ``true`` are refused)."""
+        value = _int_value(node.value) if isinstance(node, ScalarNode) and node.tag == _INT else None
+        if value is None or value < 0:
+            self.fail(node, f"`{path}` must be a whole number of 0 or more",
+                      hint=f"e.g. `{path}: 20`; leave the key out for no cap")
+        return value
 
     # --- structure helpers -------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from murmur import lazy
 if TYPE_CHECKING:
     from murmur.tree.caps import (
         CAPS_ENV,
+        cap_refusal,
         chain_refusal,
         parse_caps,
         take_one,
@@ -35,6 +36,7 @@ __all__ = [
     "CAPS_ENV",
     "LINEAGE_ENV",
     "Scoped",
+    "cap_refusal",
     "chain_refusal",
     "contribute",
     "cut_caller",
@@ -59,7 +61,7 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "caps": ["CAPS_ENV", "chain_refusal", "parse_caps", "take_one", "tighten", "total_refusal"],
+    "caps": ["CAPS_ENV", "cap_refusal", "chain_refusal", "parse_caps", "take_one", "tighten", "total_refusal"],
     "contributor": ["contribute", "mark_ended_by_parent", "mark_not_started", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
     "lineage": ["LINEAGE_ENV", "cut_caller", "narrowings", "refusal_sentence"],

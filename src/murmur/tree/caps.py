@@ -117,6 +117,26 @@ def chain_refusal(caps: TreeCaps, name: str, same_identity: bool) -> str | None:
             f"--max-same-capsule-chain N` sets the cap)")
 
 
+def cap_refusal(caps: TreeCaps, name: str, *, taken: int | None, same_identity: bool) -> str | None:
+    """The tree caps' decision on one delegation attempt (pure): the total first, then the
+    same-capsule chain; None when neither refuses. The runtime (``DelegationRuntime``) and
+    the protocol model (spec/model.md) both call it.
+
+    Args:
+        caps (TreeCaps): the caps the delegating session runs under.
+        name (str): the capsule asked for.
+        taken (int | None): the tree's attempt count after this one (None: no total is set,
+            so nothing was counted).
+        same_identity (bool): ``name`` as a child resolves it is the session's own capsule
+            (name and installed bytes).
+    """
+    if caps.total is not None and taken is not None and taken > caps.total:
+        return total_refusal(caps.total, taken)
+    if caps.same_chain is not None:
+        return chain_refusal(caps, name, same_identity)
+    return None
+
+
 def total_refusal(total: int, taken: int) -> str:
     """The per-tree total refusal (pure)."""
     return (f"spawn refused: this tree has asked for {taken} delegations (refused ones included), over its "
