@@ -23,8 +23,9 @@ from murmur.agent.harness.protocol import (
 from murmur.agent.harness.sessions import HarnessMap
 from murmur.agent.thread import Conversations
 from murmur.errors import DiagnosticError
+from murmur.grants import denied_binary
 from murmur.manifest.model import Capabilities, Inference, Manifest, ShellCaps, Transport
-from murmur.workload import TaskContext, TaskOutcome
+from murmur.workload import TaskContext, TaskOutcome, TaskServices
 
 from ..scripted import (
     FakeTrace,
@@ -86,7 +87,23 @@ class TestInvocation:
         assert KEY not in blob
         assert inv.key_fifo == "murmur/key.fifo"
         settings = json.loads(inv.files["murmur/settings.json"])
-        assert settings == {"apiKeyHelper": f"cat {tmp_path / 'home' / 'murmur' / 'key.fifo'}"}
+        assert settings["apiKeyHelper"] == f"cat {tmp_path / 'home' / 'murmur' / 'key.fifo'}"
+        assert set(settings) == {"apiKeyHelper", "hooks"}
+
+    def test_pretool_hook_in_the_settings(self, tmp_path: Path) -> None:
+        """With the Bash tool the settings name the PreToolUse hook on Bash, its config holds
+        the grants, and the transport is asked for the deny socket; without it, none."""
+        inv = PROTOCOL.invocation(request(tmp_path, capsule="cc-agent"))
+        (entry,) = json.loads(inv.files["murmur/settings.json"])["hooks"]["PreToolUse"]
+        assert entry["matcher"] == "Bash"
+        (hook,) = entry["hooks"]
+        assert hook["type"] == "command" and hook["command"].split()[1:] == [
+            "-I", "-m", "murmur.agent.harness.pretool", str(tmp_path / "home" / "murmur" / "pretool.json")]
+        assert json.loads(inv.files["murmur/pretool.json"]) == {"capsule": "cc-agent",
+                                                                "allow": ["ls", "reviewer", "mur"]}
+        assert inv.deny_socket == "murmur/deny.sock"
+        bare = PROTOCOL.invocation(request(tmp_path, shell_allow=()))
+        assert "hooks" not in json.loads(bare.files["murmur/settings.json"]) and bare.deny_socket is None
 
     def test_flags(self, tmp_path: Path) -> None:
         """Print mode, the event stream, limits, permissions and the endpoint as relied on."""
@@ -189,10 +206,10 @@ class Harness:
         return manifest(endpoint=self.server.url, **kw)  # type: ignore[arg-type]
 
     async def run(
-        self, m: Manifest, text: str = "Say hello using the shell."
+        self, m: Manifest, text: str = "Say hello using the shell.", services: TaskServices | None = None,
     ) -> tuple[TaskOutcome, FakeTrace, TaskContext]:
         trace = FakeTrace(self.tmp / "trace.jsonl")
-        ctx = attrs.evolve(task_context(m, self.tmp, trace, text=text, env=self.shell_env),
+        ctx = attrs.evolve(task_context(m, self.tmp, trace, text=text, env=self.shell_env, services=services),
                            links_context=self.links_context)
         with trio.fail_after(60):
             outcome = await AgentWorkload(m, self.tmp, environ=self.environ).run_task(ctx)
@@ -282,6 +299,52 @@ class TestRealClaudeCode:
         assert call["status"] == "error"
         assert not (ctx.workdir / "made-by-model").exists()
 
+    async def test_ungranted_command_is_told_the_ready_route(self, harness: Harness) -> None:
+        """Issue 30 item 10: the PreToolUse hook the settings file names refuses a program
+        outside the grants with the message the built-in loop gives — the session's
+        ``denied_binary``, naming the ready route — and the command does not run."""
+        route = ('DELEGATE it instead of asking the user: call-member(member="builder", task=<this exact '
+                 'command, with absolute paths>). Best first: "builder".')
+        asked: list[str] = []
+
+        def deny(binary: str) -> str:
+            asked.append(binary)
+            return denied_binary(binary, "cc-agent", ("echo",), route)
+
+        harness.server.add(
+            Reply(an_tools(("toolu_1", "Bash", {"command": "cd . && touch made-by-model"}), msg_id="msg_a")),
+            Reply(an_text("I will call the builder.", msg_id="msg_b")),
+        )
+        outcome, trace, ctx = await harness.run(harness.manifest(shell=("echo",)),
+                                                services=TaskServices(denied_binary=deny))
+        assert (outcome.status, outcome.answer) == ("ok", "I will call the builder.")
+        assert asked == ["touch"]
+        (call,) = trace.of("tool_call")
+        assert call["status"] == "error"
+        assert not (ctx.workdir / "made-by-model").exists()
+        result = _tool_result(harness.server.requests[1])
+        assert result["is_error"] is True
+        assert deny("touch") in _text(result["content"]), result
+        settings = json.loads((harness.tmp / "records" / "harness" / ctx.task_id / "home" / "murmur"
+                               / "settings.json").read_text())
+        assert settings["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+
+    async def test_ungranted_command_without_routes_gets_the_plain_refusal(self, harness: Harness) -> None:
+        """No ``denied_binary`` in the services (a capsule outside a formation): the hook gives
+        the built-in loop's plain refusal, with the grant line; a granted command still runs."""
+        harness.server.add(
+            Reply(an_tools(("toolu_1", "Bash", {"command": "echo fine && touch made-by-model"}), msg_id="msg_a")),
+            Reply(an_tools(("toolu_2", "Bash", {"command": "echo granted-ran"}), msg_id="msg_b")),
+            Reply(an_text("done", msg_id="msg_c")),
+        )
+        outcome, _, ctx = await harness.run(harness.manifest(shell=("echo",)))
+        assert outcome.status == "ok"
+        refused = _text(_tool_result(harness.server.requests[1])["content"])
+        assert denied_binary("touch", "cc-agent", ("echo",)) in refused, refused
+        assert not (ctx.workdir / "made-by-model").exists()
+        ran = _tool_result(harness.server.requests[2])
+        assert "granted-ran" in _text(ran["content"]) and not ran.get("is_error")  # the negative control
+
     async def test_max_turns(self, harness: Harness) -> None:
         """--max-turns stops the CLI: the task ends max_turns_reached."""
         harness.server.add(
@@ -336,6 +399,20 @@ class TestRealClaudeCode:
         assert len(harness.server.requests) <= 2  # ended at the first retry, not after ten
         assert KEY not in outcome.answer
         assert KEY not in (harness.tmp / "trace.jsonl").read_text()
+
+
+def _tool_result(req: Received) -> dict[str, object]:
+    """The tool_result block the model received in ``req`` (the last user message's first)."""
+    assert isinstance(req.body, dict)
+    block = req.body["messages"][-1]["content"][0]
+    assert block["type"] == "tool_result", block
+    return dict(block)
+
+
+def _text(content: object) -> str:
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content)
 
 
 def _claude_pids(records: Path) -> list[int]:

@@ -17,7 +17,9 @@ Relied on (Claude Code 2.1.197, ``@anthropic-ai/claude-code`` on npm; spec/agent
 * ``--tools`` (the built-in tools offered), ``--allowedTools Bash(<prog>:*)`` and
   ``--permission-mode dontAsk`` (anything not pre-approved is denied, not asked);
 * ``--setting-sources ""`` (no user / project / local settings: a ``.claude/settings.json``
-  in the workdir cannot widen permissions), ``--settings <file>`` for ``apiKeyHelper``,
+  in the workdir cannot widen permissions), ``--settings <file>`` for ``apiKeyHelper`` and,
+  with the Bash tool, a ``PreToolUse`` command hook that refuses an ungranted program with the
+  route message (:mod:`murmur.agent.harness.pretool`),
   ``--strict-mcp-config``, ``--no-session-persistence``;
 * env ``ANTHROPIC_BASE_URL``, ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC``,
   ``DISABLE_AUTOUPDATER``, ``DISABLE_TELEMETRY``, ``DISABLE_ERROR_REPORTING``,
@@ -34,11 +36,13 @@ Design: spec/agent.md, "Process transport".
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from murmur.agent.harness import pretool
 from murmur.agent.harness.protocol import (
     Answer,
     Event,
@@ -138,7 +142,14 @@ class ClaudeCode:
             fifo: str | None = KEY_FIFO
         else:
             helper, fifo = f"echo {_KEYLESS}", None
-        files[SETTINGS_FILE] = json.dumps({"apiKeyHelper": helper}).encode("utf-8")
+        settings: dict[str, Any] = {"apiKeyHelper": helper}
+        deny = None
+        if request.shell_allow:  # an ungranted command is told its route (murmur.agent.harness.pretool)
+            config = str(request.home / pretool.CONFIG_FILE)
+            settings["hooks"] = pretool.hook_settings(sys.executable, config)
+            files[pretool.CONFIG_FILE] = pretool.config_bytes(request.capsule, request.shell_allow)
+            deny = pretool.SOCKET_FILE
+        files[SETTINGS_FILE] = json.dumps(settings).encode("utf-8")
         env = {"HOME": str(request.home), **OFFLINE_ENV}
         if request.endpoint:
             env["ANTHROPIC_BASE_URL"] = anthropic_base_url(request.endpoint)
@@ -148,6 +159,7 @@ class ClaudeCode:
             stdin=request.task_text.encode("utf-8"),
             files=files,
             key_fifo=fifo,
+            deny_socket=deny,
         )
 
     def parser(self) -> ClaudeStreamParser:

@@ -96,6 +96,7 @@ class HarnessRequest:
             ``home``, which then outlives the task) so a later task can continue it.
         resume_id (str | None): the CLI session to continue (its ``--resume`` / ``exec
             resume`` id); None starts a new one (spec/conversations.md "Agent CLIs").
+        capsule (str): the capsule's name (what a refusal of an ungranted program names).
     """
 
     command: tuple[str, ...]
@@ -113,6 +114,7 @@ class HarnessRequest:
     enclosed: str | None = None
     keep_session: bool = False
     resume_id: str | None = None
+    capsule: str = ""
 
     def instructions(self) -> str | None:
         """``system_prompt`` then ``context_text``, separated by a blank line (None if neither)."""
@@ -139,6 +141,11 @@ class Invocation:
             ``request.api_key`` to its first reader only, then removes it — for a CLI that
             would otherwise pass a key from its environment on to the commands it runs.
             The key then reaches neither ``env`` nor the disk. None: no FIFO.
+        deny_socket (str | None): optional (Claude Code's PreToolUse hook uses it): a
+            relative path under ``request.home`` where the transport listens, for the CLI's
+            life, on a Unix socket (0600) answering one binary name per connection with the
+            message the built-in loop gives for it (the session's ``denied_binary``: the
+            ready routes; :mod:`murmur.agent.harness.pretool`). None: no socket.
     """
 
     argv: tuple[str, ...]
@@ -146,6 +153,7 @@ class Invocation:
     stdin: bytes = b""
     files: Mapping[str, bytes] = attrs.field(factory=dict, repr=False, eq=False)
     key_fifo: str | None = None
+    deny_socket: str | None = None
 
 
 @attrs.frozen

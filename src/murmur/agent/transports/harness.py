@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 import attrs
@@ -55,12 +55,14 @@ from murmur.agent.harness.protocol import (
 )
 from murmur.agent.harness.sessions import HarnessThread
 from murmur.agent.transports import InferenceError
+from murmur.agent.transports.denials import denials_listener, serve_denials
 from murmur.agent.transports.http import (
     GATEWAY_PLACEHOLDER,
     redact,
     resolve_api_key,
     via_gateway,
 )
+from murmur.grants import denied_binary
 from murmur.lines import read_lines
 from murmur.workload import (
     TaskContext,
@@ -352,6 +354,7 @@ async def run_harness_task(
         enclosed=enclosed,
         keep_session=thread is not None,
         resume_id=thread.resume_id if thread is not None else None,
+        capsule=ctx.manifest.name,
     )
     inv = protocol.invocation(request)
     run = _Run(ctx=ctx, config=config, protocol=protocol, secret=key, thread=thread)
@@ -379,7 +382,8 @@ async def run_harness_task(
         confinement = box.harness_confinement(executable, str(request.home))
         if confinement is not None:
             env = confinement.environ(env)
-    code, stderr = await _run_cli(ctx, inv, executable, env, run, fifo, key, confinement)
+    deny = request.home.joinpath(*PurePosixPath(inv.deny_socket).parts) if inv.deny_socket else None
+    code, stderr = await _run_cli(ctx, inv, executable, env, run, fifo, key, confinement, deny)
     return _outcome(ctx, run, code, stderr)
 
 
@@ -396,11 +400,19 @@ async def _run_cli(
     fifo: Path | None,
     key: str | None,
     confinement: procs.Confinement | None = None,
+    deny: Path | None = None,
 ) -> tuple[int | None, bytes]:
     """Start the CLI in a command unit (:func:`murmur.procs.open_process`), read its events,
-    kill the unit at the end."""
+    kill the unit at the end; with ``deny``, answer the CLI's PreToolUse hook on that socket
+    for the CLI's life."""
     parser = run.protocol.parser()
     err = bytearray()
+    listener = None
+    if deny is not None:
+        try:
+            listener = await denials_listener(deny)
+        except OSError:  # the hook then gives the plain refusal (no routes)
+            listener = None
     try:
         proc = await procs.open_process(
             [executable, *inv.argv[1:]], label="cmd", env=tracectx.with_env(env), cwd=ctx.workdir, executable=executable,
@@ -409,11 +421,15 @@ async def _run_cli(
     except OSError as exc:
         if fifo is not None:
             _unlink(fifo)
+        if listener is not None:
+            await listener.aclose()
         return None, f"the agent CLI could not be started: {exc.strerror or exc}".encode()
     try:
         async with trio.open_nursery() as nursery:
             if fifo is not None and key:
                 nursery.start_soon(_hand_key, fifo, key)
+            if listener is not None:
+                nursery.start_soon(serve_denials, listener, _denial_for(ctx))
             assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
             nursery.start_soon(procs.write_stdin, proc.stdin, inv.stdin)
             nursery.start_soon(_tail, proc.stderr, err)
@@ -429,7 +445,22 @@ async def _run_cli(
         await proc.kill_and_reap()
         if fifo is not None:
             _unlink(fifo)
+        if listener is not None:
+            with trio.CancelScope(shield=True):
+                await listener.aclose()
+            if deny is not None:
+                _unlink(deny)
     return proc.returncode, bytes(err)
+
+
+def _denial_for(ctx: TaskContext) -> Callable[[str], str]:
+    """What the built-in loop's shell tool says of an ungranted binary (``dispatch._missing``):
+    the session's ``denied_binary`` (its ready routes), else the plain refusal."""
+    deny = ctx.services.denied_binary
+    if deny is not None:
+        return deny
+    manifest = ctx.manifest
+    return lambda name: denied_binary(name, manifest.name, manifest.shell_allow)
 
 
 async def _events(stdout: trio.abc.ReceiveStream, parser: StreamParser, run: _Run) -> None:
