@@ -197,7 +197,7 @@ class TestLifeline:
         async with run_member(worker) as w:
             await w.events.wait_for("task_start", timeout=HANG_GUARD)
             with trio.fail_after(HANG_GUARD):
-                while not _sleeping():
+                while not _sleeping():  # noqa: ASYNC110 - /proc has no event
                     await trio.sleep(0.02)
             wp.close_lifeline()
             s = await w.wait(timeout=HANG_GUARD)
