@@ -123,3 +123,22 @@ def test_dash_words_that_are_tasks(tmp_path: Path, argv: list[str], task: str) -
     t.join(10)
     assert done.returncode == 0, done
     assert json.loads(got[0])["task"] == task
+
+
+def test_the_stub_imports_only_c_modules(tmp_path: Path) -> None:
+    """Issue 32 item 6: the stub starts near the bare interpreter's time because it imports no
+    Python-level module (``json``, ``socket``, ``signal`` and their ``enum`` / ``re`` cost as
+    much again as the interpreter); what it does import is listed by ``-X importtime``."""
+    from murmur.links.stub import interpreter
+
+    binary = write_links(tmp_path / "links", ["kid"])
+    done = subprocess.run([interpreter(), "-I", "-S", "-X", "importtime", str(binary / "kid"), "--help"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    for heavy in ("json", "socket", "signal", "enum", "re", "selectors"):
+        assert heavy not in imported, sorted(imported)
+    serve_once(tmp_path / "links", Answer(0, stdout="kid ok\n", stderr="").line())
+    ran = subprocess.run([str(binary / "kid"), "hello"], capture_output=True, text=True, timeout=30, check=False,
+                         stdin=subprocess.DEVNULL)
+    assert (ran.returncode, ran.stdout) == (0, "kid ok\n"), ran.stderr
