@@ -60,6 +60,8 @@ def stub_start(runs: int) -> None:
     print(f"stub start, {runs} runs each (median):")
     for label, ms in figures.items():
         print(f"  {label:32s} {ms:7.1f} ms   x{ms / floor:4.2f} of python3 -I -S")
+    ratio = figures["link stub kid --help"] / floor
+    print(f"  target (issue 32): stub <= x2.00 of python3 -I -S: x{ratio:.2f}, {'met' if ratio <= 2 else 'NOT met'}")
 
 
 # -- delegation: a link beside a plan capsule step ----------------------------------------------
@@ -169,6 +171,9 @@ def delegation(runs: int) -> None:
         print(f"  {label:14s} child started {started:7.0f} ms   answer back {done:7.0f} ms")
     link, step = med["link"], med["capsule step"]
     print(f"  link / capsule step: child started x{link[0] / step[0]:.2f}, answer back x{link[1] / step[1]:.2f}")
+    ratio = link[0] / step[0]
+    print(f"  target (issue 32): child started <= x1.10 of the capsule step's: x{ratio:.2f}, "
+          f"{'met' if ratio <= 1.1 else 'NOT met'}")
 
 
 def main() -> None:
