@@ -69,3 +69,17 @@ def test_torn_line_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         fh.write('{"v":1,"event":"st')
     journal.append("end", "ses_x", 2)
     assert [e["event"] for e in journal.read_events()] == ["start", "end"]
+
+
+def test_a_never_started_delegation_goes_with_its_tree() -> None:
+    """A `delegation` event (a delegation that never started a session) belongs to its parent's
+    tree: kept while that tree lives, dropped with it, never pruned apart from it."""
+    ev = [
+        {"event": "start", "id": "ses_a", "lineage": {"root": "ses_a"}},
+        {"event": "delegation", "id": "dlg_x", "parent": "ses_a", "root": "ses_a", "reason": "r" * 500},
+        {"event": "start", "id": "ses_b", "lineage": {"root": "ses_b"}},
+    ]
+    assert journal.trees_of(ev)["dlg_x"] == "ses_a"
+    assert journal.prune_plan(ev, live={"ses_a"}, target_bytes=10) == {"ses_b"}
+    assert "dlg_x" not in journal.prune_plan(ev, live={"ses_b"}, target_bytes=10)
+    assert journal.prune_plan(ev, live={"ses_b"}, target_bytes=10) == {"ses_a"}

@@ -116,12 +116,16 @@ def read_events(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def trees_of(events: list[dict[str, Any]]) -> dict[str, str]:
-    """Session id -> the id of its tree's root (from each ``start`` event's lineage)."""
+    """Session id (or never-started ``dlg_`` id) -> the id of its tree's root (from each
+    ``start`` event's lineage, each ``delegation`` event's ``root``)."""
     roots: dict[str, str] = {}
     for ev in events:
         if ev["event"] == "start":
             lineage = ev.get("lineage")
             root = lineage.get("root") if isinstance(lineage, dict) else None
+            roots[ev["id"]] = root if isinstance(root, str) else ev["id"]
+        elif ev["event"] == "delegation":  # a never-started delegation belongs to its parent's tree
+            root = ev.get("root")
             roots[ev["id"]] = root if isinstance(root, str) else ev["id"]
     return roots
 
