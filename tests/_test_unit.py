@@ -117,6 +117,15 @@ def left_in(unit: Path, own: int) -> tuple[list[int], list[Path]]:
     return pids, subunits
 
 
+def _cmdline(pid: int) -> str:
+    """``pid``'s command line (NULs as spaces, cut to 160 characters), or ``?`` once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:160] or "?"
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Leave the unit, say what the tests left in it, and let the janitor remove it."""
     unit = _STATE.get("unit")
@@ -136,6 +145,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             f"\nmurmur test unit: the tests left {len(pids)} process(es) and {len(subunits)} "
             f"unit(s) behind; the janitor removes them ({unit})\n"
         )
+        for pid in pids[:5]:
+            sys.stderr.write(f"  left: {pid} {_cmdline(pid)}\n")
     assert janitor.stdin is not None
     janitor.stdin.close()
     try:

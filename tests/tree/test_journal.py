@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,16 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path, monkeypatch: pytest.Mon
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), 200, t)) for t in range(4)]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(60)
-        assert p.exitcode == 0
+    try:
+        for p in procs:
+            p.join(60)
+            assert p.exitcode == 0
+    finally:
+        for p in procs:
+            p.kill()
+            p.join(5)
+        # spawn started multiprocessing's resource tracker; it would live until pytest exits
+        resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
     raw = journal.journal_path().read_text().splitlines()
     assert len(raw) == 800 and all(json.loads(line)["event"] == "start" for line in raw)
     assert len({json.loads(line)["id"] for line in raw}) == 800
