@@ -30,7 +30,13 @@ from murmur.agent.harness.choose import STDIO, protocol_for
 from murmur.agent.loop import TaskLoop, initial_text
 from murmur.agent.thread import Conversations
 from murmur.agent.tools import Inventory, build_inventory
-from murmur.agent.transports import InferenceError, Transport
+from murmur.agent.transports import (
+    InferenceError,
+    InferenceRequest,
+    InferenceResult,
+    Item,
+    Transport,
+)
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
 from murmur.agent.transports.http import (
@@ -137,6 +143,12 @@ class AgentWorkload:
         from murmur.agent.components import load_hooks
 
         self.hook_specs = load_hooks(manifest, capsule_root)
+        self.session_hooks = None
+        self._compacted: set[str] = set()
+        if self.hook_specs:
+            from murmur.agent.lifecycle import SessionHooks
+
+            self.session_hooks = SessionHooks(self)
         self.driver_component = None
         if self.config.driver == "wasm":
             from murmur.agent.components import load_driver
@@ -160,6 +172,13 @@ class AgentWorkload:
     def _inventory(self, manifest: Manifest, services: TaskServices) -> Inventory:
         extra = [(t.name, t.description, t.parameters) for t in self.components.values()]
         return build_inventory(manifest, services, extra)
+
+    @property
+    def has_compaction_hook(self) -> bool:
+        """Whether a hook can receive ``on-compaction`` (``--resume-mode compact`` needs one)."""
+        from murmur.agent.hooked import has_compaction_hook
+
+        return has_compaction_hook([contract for _, _, contract in self.hook_specs])
 
     def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
         """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
@@ -191,15 +210,8 @@ class AgentWorkload:
                 system_prompt=self.config.system_prompt,
                 shell=self.shell,
             )
-        config = self.config
-        gatewayed = via_gateway(config.endpoint, self.environ) if config.endpoint else None
         try:
-            if gatewayed is not None:
-                # Under the tree's gateway the key stays with the gateway (spec/gateway.md).
-                config = attrs.evolve(config, endpoint=gatewayed)
-                api_key: str | None = GATEWAY_PLACEHOLDER
-            else:
-                api_key = resolve_api_key(config.api_key_ref, self.environ)
+            config, api_key = self._keyed(self.config)
         except InferenceError as exc:
             ctx.trace.emit(
                 "task_failed",
@@ -223,14 +235,44 @@ class AgentWorkload:
                 transport = make_transport(
                     config, client, api_key, policy=self.policy, sleep=self.sleep
                 )
-            hooks = self._hook_hosts(ctx)
+            hooks = self.hooks_for(ctx)
             if not hooks:
                 return await self._loop(ctx, transport, inventory, api_key, ToolDispatcher(
                     ctx=ctx, inventory=inventory, shell=self.shell, components=self.components))
             return await self._hooked_task(ctx, transport, inventory, api_key, hooks)
 
+    def _keyed(self, config: AgentConfig) -> tuple[AgentConfig, str | None]:
+        """``config`` with its endpoint and the provider key it is called with (read now).
+
+        Raises:
+            InferenceError: the key cannot be resolved.
+        """
+        gatewayed = via_gateway(config.endpoint, self.environ) if config.endpoint else None
+        if gatewayed is not None:
+            # Under the tree's gateway the key stays with the gateway (spec/gateway.md).
+            return attrs.evolve(config, endpoint=gatewayed), GATEWAY_PLACEHOLDER
+        return config, resolve_api_key(config.api_key_ref, self.environ)
+
+    async def infer_once(self, ctx: TaskContext, request: InferenceRequest, model: str | None) -> InferenceResult:
+        """One inference call through the session's driver (a hook's ``run-inference``):
+        ``model`` or the manifest's, ``max_tokens`` 8192, no tools, the driver's own grants.
+
+        Raises:
+            InferenceError: no driver (``transport: process``), the key, or the call failed.
+        """
+        if self.config.transport == "process":
+            raise InferenceError("runtime_error", "no inference driver is available to this hook")
+        config = attrs.evolve(self.config, model=model or self.config.model, max_tokens=8192)
+        if self.driver_component is not None:
+            from murmur.agent.components import driver_transport
+
+            return await driver_transport(self.driver_component, ctx, config).infer(request)
+        config, api_key = self._keyed(config)
+        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False) as client:
+            return await make_transport(config, client, api_key, policy=self.policy, sleep=self.sleep).infer(request)
+
     def _loop(self, ctx: TaskContext, transport: Transport, inventory: Inventory, api_key: str | None,
-              dispatcher: ToolDispatcher) -> Awaitable[TaskOutcome]:
+              dispatcher: ToolDispatcher, history: tuple[Item, ...] | None = None) -> Awaitable[TaskOutcome]:
         """The task's loop; a reopened task shares one turn budget (``max_turns`` in all)."""
         return TaskLoop(
             ctx=ctx,
@@ -241,36 +283,84 @@ class AgentWorkload:
             max_turns=max(1, self.config.max_turns - ctx.usage.turns),
             budget_tokens=self.config.budget_tokens,
             secret=api_key,
-            history=self.conversations.history(ctx.context_id),
+            history=self.conversations.history(ctx.context_id) if history is None else history,
             record=self.conversations.recorder(ctx.context_id, ctx.task_id),
         ).run()
 
-    def _hook_hosts(self, ctx: TaskContext) -> list[object]:
-        """The session's hook hosts (made at its first task, whose records dir holds logs/)."""
+    def hooks_for(self, ctx: TaskContext) -> list[object]:
+        """The session's hook hosts, made once (at session start, else at the first task, from
+        ``ctx``), each with its ``run-inference`` answered by :meth:`infer_once`."""
         if self._hooks is None:
             from murmur.agent.components import hook_hosts
+            from murmur.agent.hook_inference import seam
 
             self._hooks = hook_hosts(self.hook_specs, ctx) if self.hook_specs else []
+            for host in self._hooks:
+                host.imports = seam(self, ctx, host.component.name)  # type: ignore[attr-defined]
         return self._hooks
 
     async def _hooked_task(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
                            api_key: str | None, hooks: list[object]) -> TaskOutcome:
         """The task with its lifecycle events (murmur.agent.hooked)."""
-        from murmur.agent.hooked import (
-            HookedDispatcher,
-            HookedTransport,
-            fire,
-            hooked_shell,
-        )
+        from murmur.agent.hooked import fire
 
         await fire(hooks, ctx, "on-task-start", {"task-id": ctx.task_id, "context-id": ctx.context_id,
                                                 "source": ctx.origin, "input-bytes": len(ctx.text.encode())})
+        try:
+            return await self._attempts(ctx, transport, inventory, api_key, hooks)
+        finally:
+            if self.session_hooks is not None:
+                self.session_hooks.add(ctx.usage)
+
+    async def _resumed_history(self, ctx: TaskContext, hooks: list[object]) -> tuple[Item, ...] | TaskOutcome | None:
+        """``--resume-mode compact``: the first task of the resumed context starts from what
+        ``on-compaction`` made of the record (written beside it); a hook's err fails the task
+        and the session. None: load as usual."""
+        conv = self.conversations
+        if not conv.compact or ctx.context_id != conv.load_context or ctx.context_id in self._compacted:
+            return None
+        from murmur.agent.hooked import compact
+        from murmur.ids import new_id
+
+        self._compacted.add(ctx.context_id)
+        history = conv.history(ctx.context_id)
+        log = ctx.records_dir / "logs" / "bootstrap.log"
+
+        def note(line: str) -> None:
+            try:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with log.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            except OSError:
+                pass
+
+        done = await compact(hooks, ctx, history, turn=0, threshold=0.98, log=note)
+        if done.error is not None:
+            reason = f"compaction hook failed: {done.error}"
+            ctx.trace.emit("task_failed", parent_id=ctx.task_event_id, task_id=ctx.task_id, turn=0,
+                           cause="compaction_hook", reason=reason)
+            if self.session_hooks is not None:
+                self.session_hooks.fail(reason)
+            return TaskOutcome("failed", reason)
+        if done.items is None:
+            return history
+        conv.record_compaction(ctx.context_id, ctx.task_id, done.items, new_id("cmp"))
+        return done.items
+
+    async def _attempts(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
+                        api_key: str | None, hooks: list[object]) -> TaskOutcome:
+        from murmur.agent.hooked import HookedDispatcher, HookedTransport, fire, hooked_shell
+
+        history = await self._resumed_history(ctx, hooks)
+        if isinstance(history, TaskOutcome):
+            return history
         task, reopens = ctx, 0
         limit = max(0, ctx.manifest.inference.max_task_reopens if ctx.manifest.inference else 1)
         while True:
             dispatcher = HookedDispatcher(ctx=task, inventory=inventory, shell=hooked_shell(self.shell, hooks, task),
                                           components=self.components, hooks=hooks)
-            outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher)
+            outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher,
+                                       history if task is ctx else None)
             answers = await fire(hooks, task, "on-task-end", {"task-id": task.task_id, "exit-status": outcome.status})
             again = next((str(a.value) for a in answers if a.committed and a.arm == "reopen-task"), None)
             if again is None:

@@ -7,16 +7,21 @@ event. Each event runs off the Trio loop with the hook deadline (30 s unless
 ``murmur:runtime/inference@0.2.0`` linked (answered by the task's seam, else an error).
 
 Dispatch (:meth:`HookHost.fire`): a hook whose contract names a ``binding`` receives only that
-event; an optional handler the hook does not export (``on-task-start``, ``on-task-end``,
-``on-stage``) is skipped. The handler's ``result<hook-output, string>`` becomes a
-:class:`HookAnswer`:
+event; ``on-stage`` goes only to blocking hooks; an optional handler the hook does not export
+(``on-task-start``, ``on-task-end``) is skipped, and a missing ``on-stage`` is only logged (as
+upstream). ``imports`` (:class:`~murmur.components.host.Hooks`) is where the hook's
+``run-inference`` leads (set by the session; without one the import answers with an error).
+The handler's ``result<hook-output, string>`` becomes a :class:`HookAnswer`:
 
 * ``err(text)`` is appended to ``logs/hook-<name>.log`` and the session goes on (except at
   ``on-compaction``, where the caller fails the session);
-* an arm the event honours is *committed*: ``on-inference`` → ``artifact``; ``on-stage`` →
+* the one arm an event honours (``on-inference`` → ``artifact``, ``on-stage`` →
   ``write-manifests``, ``on-compaction`` → ``replace-context``, ``on-task-end`` →
-  ``reopen-task``, those three only for a blocking hook whose ``commit_policy`` names them;
-* any other arm is not committed and is reported (the caller traces ``hook_dispatch_error``).
+  ``reopen-task``) is *committed* when the hook is blocking; an async hook's answer is
+  discarded (nothing waited for it), as upstream. ``commit_policy`` is checked against the
+  binding when the manifest is read, not here (upstream's runtime does not read it either);
+* any other arm is not committed and is reported (logged, and the caller traces
+  ``hook_dispatch_error``).
 
 Specification: ``spec/components.md`` ("Hooks").
 """
@@ -68,6 +73,8 @@ class HookAnswer:
         value (Any): the arm's payload (text, or a list of messages / manifests).
         error (str | None): the handler's ``err`` text, or a fault's message.
         committed (bool): the runtime acts on the arm.
+        honoured (bool): the arm is the one this event honours (committed or, for an async
+            hook, discarded without a fault).
     """
 
     hook: str
@@ -76,11 +83,12 @@ class HookAnswer:
     value: Any = None
     error: str | None = None
     committed: bool = False
+    honoured: bool = False
 
     @property
     def dispatch_error(self) -> bool:
-        """An arm other than ``none`` that this event (or contract) does not honour."""
-        return self.arm not in (None, "none") and not self.committed
+        """An arm other than ``none`` that this event does not honour."""
+        return self.arm not in (None, "none") and not self.honoured
 
 
 class HookHost:
@@ -98,6 +106,7 @@ class HookHost:
         self.contract = contract
         self.grant = grant
         self.log = log_dir / f"hook-{component.name}.log"
+        self.imports = Hooks()
         self._lock = threading.Lock()
         self._kept: tuple[wasmtime.Store, Any, Any] | None = None
         self.exported = self._exports()
@@ -113,16 +122,32 @@ class HookHost:
                 f"{versioned('murmur:hook/lifecycle')}", hint="export every required lifecycle handler"))
         return frozenset(found)
 
-    def wants(self, handler: str) -> bool:
-        """Whether ``handler`` is dispatched to this hook (its binding, its exports)."""
+    def bound(self, handler: str) -> bool:
+        """Whether the hook's binding (and mode) admits ``handler`` (exports aside): no binding
+        admits every event; ``on-stage`` is dispatched only to blocking hooks."""
         if self.contract.binding is not None and self.contract.binding != handler:
             return False
-        return handler in self.exported
+        return handler != "on-stage" or self.contract.execution_mode == "blocking"
+
+    def wants(self, handler: str) -> bool:
+        """Whether ``handler`` is dispatched to this hook (its binding, its exports)."""
+        return self.bound(handler) and handler in self.exported
+
+    def note(self, line: str) -> None:
+        """Append one line to ``logs/hook-<name>.log``."""
+        try:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            with self.log.open("a", encoding="utf-8") as fh:
+                fh.write(f"{line}\n")
+        except OSError:
+            pass
 
     async def fire(self, handler: str, fields: Mapping[str, Any]) -> HookAnswer | None:
         """Dispatch one event (``fields`` keyed by the record's kebab-case names); None when
         this hook does not receive it. Errors are logged, never raised (except cancellation)."""
         if not self.wants(handler):
+            if handler == "on-stage" and self.bound(handler):
+                self.note(f"on-stage: hook `{self.component.name}` does not export on-stage")
             return None
         interrupt = eng.Interrupt(self.grant.limits.deadline_for("hook"))
         worker = functools.partial(self._fire_sync, handler, dict(fields), interrupt)
@@ -132,9 +157,10 @@ class HookHost:
             interrupt.cancel()
             raise
         if answer.error is not None:
-            self.log.parent.mkdir(parents=True, exist_ok=True)
-            with self.log.open("a", encoding="utf-8") as fh:
-                fh.write(f"{handler}: {answer.error}\n")
+            self.note(f"{handler}: {answer.error}")
+        elif answer.dispatch_error:
+            self.note(f"{handler}: hook `{self.component.name}` returned hook-output arm `{answer.arm}`, which "
+                      "this event (or the hook's commit_policy) does not honour; the value was discarded")
         return answer
 
     def _fire_sync(self, handler: str, fields: dict[str, Any], interrupt: eng.Interrupt) -> HookAnswer:
@@ -144,9 +170,7 @@ class HookHost:
                 store, instance, compiled = self._instance(interrupt)
                 outer = compiled.get_export_index(versioned("murmur:hook/lifecycle"))
                 func = instance.get_func(store, compiled.get_export_index(handler, outer))
-                rec = wc.Record()
-                for key, value in fields.items():
-                    setattr(rec, key, value)
+                rec = _lower(fields)
                 interrupt.restart()
                 out = func(store, rec)
                 func.post_return(store)
@@ -159,19 +183,14 @@ class HookHost:
         if isinstance(out, str):
             return HookAnswer(name, handler, error=out)
         arm = str(getattr(out, "tag", out))
-        value = getattr(out, "payload", None)
-        return HookAnswer(name, handler, arm, value, committed=self._commits(handler, arm))
-
-    def _commits(self, handler: str, arm: str) -> bool:
-        if arm == "none" or COMMITS.get(handler) != arm:
-            return False
-        if arm == "artifact":
-            return True
-        return self.contract.execution_mode == "blocking" and self.contract.commit_policy == arm
+        value = _lift(getattr(out, "payload", None))
+        honoured = arm != "none" and COMMITS.get(handler) == arm
+        return HookAnswer(name, handler, arm, value, committed=honoured and self.contract.execution_mode == "blocking",
+                          honoured=honoured)
 
     def _instance(self, interrupt: eng.Interrupt) -> tuple[wasmtime.Store, Any, Any]:
         compiled, _ = eng.compiled(self.component.data, sha256=self.component.sha256)
-        _local.hooks, _local.interrupt = Hooks(), interrupt
+        _local.hooks, _local.interrupt = self.imports, interrupt
         if self._kept is not None and self.contract.execution_mode == "blocking":
             store = self._kept[0]
             eng.arm(store, interrupt)
@@ -187,3 +206,24 @@ class HookHost:
         if self.contract.execution_mode == "blocking":
             self._kept = kept
         return kept
+
+
+def _lower(value: Any) -> Any:
+    """A mapping (kebab-case keys) as a WIT record, recursively through lists."""
+    if isinstance(value, Mapping):
+        rec = wc.Record()
+        for key, item in value.items():
+            setattr(rec, key, _lower(item))
+        return rec
+    if isinstance(value, list | tuple):
+        return [_lower(v) for v in value]
+    return value
+
+
+def _lift(value: Any) -> Any:
+    """A WIT record (or a list of them) as plain dicts keyed by the record's field names."""
+    if isinstance(value, wc.Record):
+        return {key: _lift(item) for key, item in vars(value).items()}
+    if isinstance(value, list):
+        return [_lift(v) for v in value]
+    return value

@@ -223,6 +223,8 @@ def _linker(with_http: bool) -> wc.Linker:
                 message.add_func("send", _send_message)
             with root.add_instance(versioned("murmur:runtime/inference")) as inference:
                 inference.add_func("run-inference", _run_inference)
+            with root.add_instance(versioned("murmur:hook/lifecycle")):
+                pass  # the types runtime/inference uses (message): a type-only import
         _linkers[with_http] = linker
         return linker
 

@@ -1,0 +1,224 @@
+"""Session-level hooks and compaction: on-stage, on-session-start/-end, run-inference,
+`--resume-mode compact` over a reloaded record (spec/components.md "Hooks",
+spec/conversations.md "Resume").
+
+The provider is a scripted OpenAI-compatible server (it records what each call sent); hooks are
+WAT components assembled at test time (tests/components/wat.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+from pathlib import Path
+
+import pytest
+
+from components.wat import SUMMARY, hook
+from murmur.agent import AgentWorkload
+from murmur.agent.thread import Conversations
+from murmur.cli.mur import main
+from murmur.conversation.record import RecordStore
+from murmur.manifest.load import parse_manifest
+
+from .scripted import FakeTrace, Reply, ScriptedServer, oa_text, task_context
+
+KEY = "sk-test-SECRET-hooks-0123456789"
+
+CAPSULE = """name: talker
+version: 0.1.0
+artifacts:
+  - {{name: {hook}, version: 0.1.0, runtime: hook}}
+capabilities:
+  shell:
+    allow: [echo]
+inference:
+  transport: http
+  endpoint: {endpoint}
+  model: m
+  api_key: ${{API_KEY}}
+  driver: {{artifact: murmur-driver-openai}}
+"""
+
+
+def _install_hook(root: Path, name: str, contract: str, data: bytes) -> None:
+    d = root / "src" / name
+    d.mkdir(parents=True)
+    (d / "murmur.yaml").write_text(f"name: {name}\nversion: 0.1.0\nruntime: hook\n{contract}requires_files: [hook.wasm]\n")
+    (d / "hook.wasm").write_bytes(data)
+    assert main(["install", str(d)]) == 0
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MURMUR_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def _workload(project: Path, provider: ScriptedServer, name: str, store: RecordStore, **conv: object) -> AgentWorkload:
+    text = CAPSULE.format(hook=name, endpoint=provider.url + "/v1")
+    (project / "murmur.yaml").write_text(text)
+    w = AgentWorkload(parse_manifest(text, path="murmur.yaml"), project,
+                      environ={"API_KEY": KEY, "PATH": "/usr/bin:/bin"})
+    w.use_conversations(Conversations(store=store, **conv))  # type: ignore[arg-type]
+    return w
+
+
+def _texts(body: object) -> str:
+    assert isinstance(body, dict)
+    return json.dumps(body["messages"])
+
+
+async def _first_run(project: Path, provider: ScriptedServer, name: str, store: RecordStore) -> None:
+    provider.add(Reply(oa_text("verbatim assistant text")))
+    w = _workload(project, provider, name, store)
+    ctx = task_context(w.manifest, project, FakeTrace(), text="first task")
+    ctx.context_id = "ctx_compact"
+    assert (await w.run_task(ctx)).status == "ok"
+
+
+async def test_resume_compact_summarises_the_record_and_writes_the_summary_beside_it(
+    provider: ScriptedServer, project: Path
+) -> None:
+    """The first task of the resumed context starts from the hook's replace-context; the record
+    keeps the lines it stands for byte for byte and gains the summary; a later threaded reload
+    starts from the summary too."""
+    _install_hook(project, "compactor", "binding: on-compaction\ncommit_policy: replace-context\n",
+                  hook(on_compaction="replace"))
+    store = RecordStore(project / "home" / "conversations", "talker", "talker", print)
+    await _first_run(project, provider, "compactor", store)
+    path = project / "home" / "conversations" / "talker" / "ctx_compact" / "conversation.jsonl"
+    before = path.read_text().splitlines()
+
+    provider.add(Reply(oa_text("second")), Reply(oa_text("third")))
+    w = _workload(project, provider, "compactor", store, load_context="ctx_compact", compact=True)
+    trace = FakeTrace()
+    ctx = task_context(w.manifest, project, trace, text="second task")
+    ctx.context_id = "ctx_compact"
+    assert (await w.run_task(ctx)).status == "ok"
+    sent = _texts(provider.requests[1].body)
+    assert SUMMARY in sent and "second task" in sent
+    assert "verbatim assistant text" not in sent and "first task" not in sent
+    [event] = trace.of("compaction")
+    assert event["hook"] == "compactor" and event["tokens_before"] > event["tokens_after"] > 0
+
+    after = path.read_text().splitlines()
+    assert after[: len(before)] == before  # the replaced lines survive byte for byte
+    marked = [json.loads(x) for x in after[len(before):] if '"compaction"' in x]
+    assert [(x["role"], x["content"]) for x in marked] == [("user", SUMMARY)]
+
+    # a threaded reload of the context (another task, another session) starts from the summary
+    w3 = _workload(project, provider, "compactor", store, threaded=True)
+    ctx3 = task_context(w3.manifest, project, FakeTrace(), text="third task")
+    ctx3.context_id = "ctx_compact"
+    assert (await w3.run_task(ctx3)).status == "ok"
+    third = _texts(provider.requests[2].body)
+    assert SUMMARY in third and "second task" in third and "verbatim assistant text" not in third
+
+
+async def test_a_compaction_hook_summarises_through_run_inference(provider: ScriptedServer, project: Path) -> None:
+    """The hook's run-inference is one call through the session's driver (no tools, the
+    record's messages), traced `inference` with origin hook:<name>; its answer becomes the context."""
+    _install_hook(project, "summariser", "binding: on-compaction\n", hook(on_compaction="summarise"))
+    store = RecordStore(project / "home" / "conversations", "talker", "talker", print)
+    await _first_run(project, provider, "summariser", store)
+    provider.add(Reply(oa_text("SHORT-VERSION")), Reply(oa_text("done")))
+    w = _workload(project, provider, "summariser", store, load_context="ctx_compact", compact=True)
+    trace = FakeTrace()
+    ctx = task_context(w.manifest, project, trace, text="go on")
+    ctx.context_id = "ctx_compact"
+    assert (await w.run_task(ctx)).answer == "done"
+    asked = provider.requests[1].body
+    assert "first task" in _texts(asked) and "verbatim assistant text" in _texts(asked)
+    assert not asked.get("tools")  # type: ignore[union-attr]
+    task_turn = _texts(provider.requests[2].body)
+    assert "SHORT-VERSION" in task_turn and "verbatim assistant text" not in task_turn
+    [hooked] = [r for r in trace.of("inference") if r.get("origin") == "hook:summariser"]
+    assert hooked["output_tokens"] == 5
+
+
+async def test_a_failing_compaction_hook_fails_the_task_and_the_session(provider: ScriptedServer, project: Path) -> None:
+    _install_hook(project, "breaker", "", hook(on_compaction="err"))
+    store = RecordStore(project / "home" / "conversations", "talker", "talker", print)
+    await _first_run(project, provider, "breaker", store)
+    w = _workload(project, provider, "breaker", store, load_context="ctx_compact", compact=True)
+    trace = FakeTrace()
+    ctx = task_context(w.manifest, project, trace, text="go on")
+    ctx.context_id = "ctx_compact"
+    outcome = await w.run_task(ctx)
+    assert outcome.status == "failed" and "compaction hook failed: breaker: the hook failed." in outcome.answer
+    assert [r["cause"] for r in trace.of("task_failed")] == ["compaction_hook"]
+    assert w.session_hooks is not None and w.session_hooks.failed.is_set()
+    assert len(provider.requests) == 1  # no turn ran on the uncompacted context
+    assert "on-compaction: the hook failed." in (ctx.records_dir / "logs" / "hook-breaker.log").read_text()
+
+
+async def test_no_replacement_is_declined_and_the_task_goes_on(provider: ScriptedServer, project: Path) -> None:
+    """A hook that answers none: compaction_declined (no_hook_replacement), the full record is sent."""
+    _install_hook(project, "quiet", "", hook())
+    store = RecordStore(project / "home" / "conversations", "talker", "talker", print)
+    await _first_run(project, provider, "quiet", store)
+    provider.add(Reply(oa_text("ok")))
+    w = _workload(project, provider, "quiet", store, load_context="ctx_compact", compact=True)
+    trace = FakeTrace()
+    ctx = task_context(w.manifest, project, trace, text="go on")
+    ctx.context_id = "ctx_compact"
+    assert (await w.run_task(ctx)).status == "ok"
+    assert [r["reason"] for r in trace.of("compaction_declined")] == ["no_hook_replacement"]
+    assert "verbatim assistant text" in _texts(provider.requests[1].body)
+    assert "no hook returned replace-context" in (ctx.records_dir / "logs" / "bootstrap.log").read_text()
+
+
+async def test_a_session_fires_on_stage_session_start_and_session_end(provider: ScriptedServer, project: Path) -> None:
+    """A whole session (the composition root, in process): on-stage writes the manifests it
+    commits; on-session-start and on-session-end are dispatched once each (their errs are in the
+    hook's log, and the session is unharmed); the end carries the launch totals."""
+    from murmur.assembly import RunOptions, prepare
+    from murmur.session import Session
+
+    _install_hook(project, "watcher", "", hook(on_stage="manifests", on_session_start="err", on_session_end="err",
+                                               on_inference="artifact"))
+    (project / "murmur.yaml").write_text(CAPSULE.format(hook="watcher", endpoint=provider.url + "/v1"))
+    provider.add(Reply(oa_text("the answer")))
+    setup = prepare(RunOptions(manifest=str(project), workdir=str(project / "work"), no_env_file=True, task="hi"),
+                    environ={"PATH": os.environ["PATH"], "API_KEY": KEY}, cwd=project)
+    setup.guard = None
+    summary = await Session(setup).run()
+    assert summary.status == "ok", summary
+    logs = setup.records.root / "logs" / "hook-watcher.log"
+    assert logs.read_text().splitlines() == ["on-session-start: the hook failed.", "on-session-end: the hook failed."]
+    assert (setup.records.root / "tools" / "rg" / "murmur.yaml").read_text() == "name: rg\n"
+    records = [json.loads(x) for x in setup.records.trace.read_text().splitlines()]
+    kinds = [r["event_type"] for r in records]
+    errors = [r for r in records if r["event_type"] == "hook_error"]
+    assert [e["handler"] for e in errors] == ["on-session-start", "on-session-end"]
+    start = next(r for r in records if r["event_type"] == "session_start")
+    assert errors[0]["parent_id"] == start["event_id"] and "task_id" not in errors[0]
+    assert kinds.index("hook_error") < kinds.index("task_start")  # session start before the task
+    assert kinds.index("hook_artifact") > kinds.index("task_start")
+
+
+async def test_a_slow_session_end_hook_cannot_hold_up_a_wind_down(autojump_clock: object) -> None:
+    """on-session-end is bounded during a wind-down (END_BUDGET, on a MockClock), whatever the hook does."""
+    import trio
+
+    from murmur.agent.lifecycle import END_BUDGET, SessionHooks
+
+    class Slow:
+        class component:
+            name = "slow"
+
+        async def fire(self, handler: str, fields: object) -> None:
+            await trio.sleep(3600)
+
+    class W:
+        def hooks_for(self, ctx: object) -> list[object]:
+            return [Slow()]
+
+    hooks = SessionHooks(W())  # type: ignore[arg-type]
+    hooks.ctx = types.SimpleNamespace(task_id="", task_event_id="evt_s", trace=FakeTrace())  # type: ignore[assignment]
+    started = trio.current_time()
+    await hooks.end("canceled", winding_down=True)
+    assert trio.current_time() - started == pytest.approx(END_BUDGET)
