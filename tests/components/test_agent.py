@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agent.scripted import FakeTrace, task_context
@@ -267,3 +268,31 @@ async def test_max_task_reopens_zero_disables_reopening(project: Path) -> None:
     trace = FakeTrace()
     outcome = await AgentWorkload(manifest, root).run_task(task_context(manifest, project, trace))  # type: ignore[arg-type]
     assert outcome.status == "reopen_budget_exhausted" and trace.of("task_reopened") == []
+
+
+async def test_tool_chunks_reach_the_a2a_stream(project: Path) -> None:
+    """A streaming subscriber of a door task sees a WASM tool's emit-chunk and
+    emit-thinking-chunk pieces as artifactUpdate frames (`text`, `thinking`, lastChunk false),
+    before the task's response and its completion."""
+    import httpx
+
+    from murmur.manifest import AfterTask, Lifecycle, TaskAcceptance
+    from session.helpers import make_setup, rpc, running, send_params, sse_events
+
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("chunky")})
+    manifest, root = _capsule(project, "  - {name: echo, version: 0.1.0}")
+    manifest = attrs.evolve(manifest, lifecycle=Lifecycle(task_acceptance=TaskAcceptance.QUEUE,  # type: ignore[misc]
+                                                          after_task=AfterTask.SLEEP))
+    setup = make_setup(project, manifest, AgentWorkload(manifest, root))  # type: ignore[arg-type]
+    async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:
+        r = await rpc(c, "SendStreamingMessage", send_params("go"), rid=3)
+        events = [e["result"] for e in sse_events(r.text)]
+    updates = [e["artifactUpdate"] for e in events if "artifactUpdate" in e]
+    chunks = [(u["artifact"]["artifactId"], u["artifact"]["parts"][0]["text"], u.get("append", False), u["lastChunk"])
+              for u in updates if u["artifact"]["artifactId"] in ("text", "thinking")]
+    assert chunks == [("text", '{"text":"hi"}', False, False), ("thinking", '{"text":"hi"}', False, False)]
+    assert updates[0]["artifact"]["metadata"] == {"murmur": {"source": "echo"}}
+    kinds = [next(iter(e)) for e in events]
+    assert kinds[-1] == "statusUpdate" and events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert updates[-1]["artifact"]["artifactId"] == "response"

@@ -297,15 +297,15 @@ async def _wasm(tool: ComponentTool, ctx: TaskContext, data: str) -> tuple[str, 
     chunks: list[int] = []
     grant = Grant(env=component_env(ctx), preopen=preopen_for(tool.entry, ctx.workdir),
                   limits=_limits(ctx), http=http_policy(ctx, tool.entry))
-    # streaming chunks to the A2A task is a seam other work fills; request-input asks the
+    # chunks go to the task's A2A stream (TaskServices.emit_chunk); request-input asks the
     # task's user through TaskContext.request_input (spec/conversations.md), where one can answer
-    emit = getattr(ctx.services, "emit_chunk", None)
+    emit = ctx.services.emit_chunk
     ask = ctx.request_input if ctx.ask is not None else None
 
     def on_chunk(text: str, thinking: bool) -> None:
         chunks.append(len(text))
         if emit is not None:
-            emit(text, thinking)
+            emit(text, thinking, tool.name)
 
     try:
         async with peer_policy(ctx, tool.entry) as policy:
@@ -404,10 +404,12 @@ def driver_transport(component: object, ctx: TaskContext, config: object) -> Was
 
     from murmur.agent.transports.wasm import WasmDriver
 
+    emit = ctx.services.emit_chunk
     return WasmDriver(component, grant, str(getattr(config, "model", "") or ""),
                       int(getattr(config, "max_tokens", 8192)),
                       policy=functools.partial(peer_policy, ctx, entry),
-                      on_http=http_recorder(ctx, entry.name))
+                      on_http=http_recorder(ctx, entry.name),
+                      on_chunk=(lambda text, thinking: emit(text, thinking, entry.name)) if emit else None)
 
 
 def load_hooks(manifest: Manifest, capsule_root: Path) -> tuple[tuple[ArtifactRef, object, object], ...]:
