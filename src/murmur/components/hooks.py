@@ -149,7 +149,7 @@ class HookHost:
             if handler == "on-stage" and self.bound(handler):
                 self.note(f"on-stage: hook `{self.component.name}` does not export on-stage")
             return None
-        interrupt = eng.Interrupt(self.grant.limits.deadline_for("hook"))
+        interrupt = eng.Interrupt(self.grant.limits.deadline_for("hook"), self.grant.limits.memory_bytes)
         worker = functools.partial(self._fire_sync, handler, dict(fields), interrupt)
         try:
             answer: HookAnswer = await trio.to_thread.run_sync(worker, abandon_on_cancel=True)
@@ -197,7 +197,7 @@ class HookHost:
             return self._kept
         store = wasmtime.Store(eng.engine())
         limits = self.grant.limits
-        store.set_limits(memory_size=limits.memory_bytes, table_elements=limits.table_elements,
+        store.set_limits(table_elements=limits.table_elements,
                          instances=limits.instances)
         store.set_wasi(_wasi(self.grant, None))
         eng.arm(store, interrupt)
