@@ -296,3 +296,21 @@ async def test_tool_chunks_reach_the_a2a_stream(project: Path) -> None:
     kinds = [next(iter(e)) for e in events]
     assert kinds[-1] == "statusUpdate" and events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert updates[-1]["artifact"]["artifactId"] == "response"
+
+
+def test_a_hook_gets_upstreams_hook_environment(tmp_path: Path) -> None:
+    """Hooks get MURMUR_OTEL_ENDPOINT / MURMUR_FORMATION_ID (and the peers), never the identity
+    variables tools and drivers get."""
+    import attrs as _attrs
+
+    from agent.scripted import agent_manifest
+    from murmur.agent.components import hook_env
+    from murmur.manifest.model import Observability
+    from murmur.workload import TaskServices
+
+    m = _attrs.evolve(agent_manifest("http://127.0.0.1:9"), observability=Observability(otel_endpoint="http://127.0.0.1:4318"))
+    ctx = task_context(m, tmp_path, FakeTrace(), services=TaskServices(callees=("coder",)))
+    ctx.formation_id = "frm_1"
+    assert dict(hook_env(ctx)) == {"MURMUR_OTEL_ENDPOINT": "http://127.0.0.1:4318", "MURMUR_FORMATION_ID": "frm_1",
+                                   "MURMUR_FORMATION_PEERS": "coder=http://coder.formation.invalid"}
+    assert hook_env(task_context(agent_manifest("http://127.0.0.1:9"), tmp_path, FakeTrace())) == ()

@@ -116,3 +116,23 @@ def test_a_hook_missing_required_handlers_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ComponentFault) as info:
         HookHost(Component("t", "hook", data, hashlib.sha256(data).hexdigest()), HookContract(), Grant(), tmp_path)
     assert info.value.diagnostic.code == "E-CMP-002" and "on-session-start" in info.value.diagnostic.message
+
+
+async def test_a_hook_reaches_only_its_own_network_grant(tmp_path: Path) -> None:
+    """A hook importing wasi:http is linked through the checking handler: a host outside its
+    own network.allow is refused before any connection (HTTP-request-denied); the control, a
+    covered host, is handed on. Each decision reaches `imports.on_http`."""
+    from components.wat import hook_http
+    from murmur.components.host import Hooks
+    from murmur.components.http import HttpPolicy
+
+    data = hook_http()
+    decisions: list[object] = []
+    host = HookHost(Component("netter", "hook", data, hashlib.sha256(data).hexdigest()), HookContract(),
+                    Grant(http=HttpPolicy(("127.0.0.1:9",))), tmp_path / "logs")
+    host.imports = Hooks(on_http=decisions.append)
+    denied = await host.fire("on-stage", {"shell-allow": ["denied.example"]})
+    assert denied is not None and denied.error == "denied"
+    allowed = await host.fire("on-stage", {"shell-allow": ["127.0.0.1:9"]})  # the kept store, gate rebound
+    assert allowed is not None and allowed.error is None and allowed.arm == "none"
+    assert [getattr(d, "allowed") for d in decisions] == [False, True]

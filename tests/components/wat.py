@@ -478,3 +478,34 @@ def hook(**answers: str) -> bytes:
            f"  {funcs}\n)\n")
     tag = "-".join(f"{k}={v}" for k, v in sorted(answers.items())) or "plain"
     return _assemble(f"hook-{tag}", wat, HOOK_WIT, "hook-inference" if inference else "hook")
+
+
+_WASI_HTTP_PKG = HTTP_WIT[HTTP_WIT.index("package wasi:http@0.2.6 {"):HTTP_WIT.index("world probe")]
+HOOK_HTTP_WIT = HOOK_WIT + _WASI_HTTP_PKG + (
+    "world hook-http { import wasi:http/outgoing-handler@0.2.6; export murmur:hook/lifecycle@0.5.0; }\n")
+
+
+def hook_http() -> bytes:
+    """A hook whose ``on-stage`` sends one wasi:http request to ``http://<first shell-allow entry>/``:
+    ``ok(none)`` when the handler took it, ``err("denied")`` on HTTP-request-denied, else
+    ``err("other")``; every other handler answers ``ok(none)``."""
+    imports = HTTP_WAT[HTTP_WAT.index('  (import "wasi:http/types'):HTTP_WAT.index('  (data (i32.const 2000)')]
+    stage = """(func (export "murmur:hook/lifecycle@0.5.0#on-stage") (param i32 i32) (result i32)
+    (local $r i32)
+    (local.set $r (call $req (call $fields)))
+    (drop (call $scheme (local.get $r) (i32.const 1) (i32.const 0) (i32.const 0) (i32.const 0)))
+    (drop (call $auth (local.get $r) (i32.const 1) (i32.load (local.get 0)) (i32.load offset=4 (local.get 0))))
+    (drop (call $path (local.get $r) (i32.const 1) (i32.const 2000) (i32.const 1)))
+    (call $handle (local.get $r) (i32.const 0) (i32.const 0) (i32.const 128))
+    (if (i32.eqz (i32.load8_u (i32.const 128))) (then (return (call $none))))
+    (if (i32.eq (i32.load8_u (i32.const 136)) (i32.const 15)) (then (return (call $err (i32.const 2010) (i32.const 6)))))
+    (call $err (i32.const 2020) (i32.const 5)))"""
+    others = "\n  ".join(_HOOK_EXPORT.format(name=name, params=params, body=_OK_NONE)
+                         for name, params in _HOOK_PARAMS.items() if name != "on-stage")
+    wat = (f"(module\n{imports}{_ALLOC}\n  (data (i32.const 2000) \"/\") (data (i32.const 2010) \"denied\")"
+           f" (data (i32.const 2020) \"other\")\n"
+           f"  (func $none (result i32) {_OK_NONE})\n"
+           "  (func $err (param i32 i32) (result i32) (i32.store8 (i32.const 0) (i32.const 1))"
+           " (i32.store (i32.const 4) (local.get 0)) (i32.store (i32.const 8) (local.get 1)) (i32.const 0))\n"
+           f"  {stage}\n  {others}\n)\n")
+    return _assemble("hook-http", wat, HOOK_HTTP_WIT, "hook-http")

@@ -193,6 +193,20 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def hook_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
+    """A hook's WASI environment, as upstream's: ``MURMUR_OTEL_ENDPOINT`` (the manifest's
+    ``observability.otel_endpoint``) and ``MURMUR_FORMATION_ID`` when set, and (seed 004)
+    ``MURMUR_FORMATION_PEERS`` in a member that may call others; never the identity variables."""
+    obs = ctx.manifest.observability
+    pairs = [("MURMUR_OTEL_ENDPOINT", obs.otel_endpoint)] if obs is not None and obs.otel_endpoint else []
+    if ctx.formation_id:
+        pairs.append(("MURMUR_FORMATION_ID", ctx.formation_id))
+    peers = formation_peers(ctx.services.callees)
+    if peers is not None:
+        pairs.append(("MURMUR_FORMATION_PEERS", peers))
+    return tuple(pairs)
+
+
 def formation_peers(callees: Sequence[str]) -> str | None:
     """``MURMUR_FORMATION_PEERS``: ``name=http://<name>.formation.invalid`` per member this
     member may call, space-separated in roster order; None (the variable absent, never empty)
@@ -450,7 +464,7 @@ def hook_hosts(specs: Sequence[tuple[ArtifactRef, object, object]], ctx: TaskCon
     for entry, component, contract in specs:
         caps = entry.capabilities
         scope = caps.filesystem.scope if caps and caps.filesystem else None
-        grant = Grant(env=component_env(ctx), preopen=(ctx.workdir / scope) if scope else None,
+        grant = Grant(env=hook_env(ctx), preopen=(ctx.workdir / scope) if scope else None,
                       limits=_limits(ctx), http=http_policy(ctx, entry))
         hosts.append(HookHost(component, contract, grant, ctx.records_dir / "logs"))  # type: ignore[arg-type]
     return hosts

@@ -27,10 +27,12 @@ __all__ = ["seam"]
 
 
 def seam(workload: AgentWorkload, ctx: TaskContext, hook: str) -> Hooks:
-    """The imports of hook ``hook``: ``run_inference`` through ``workload``'s driver."""
+    """The imports of hook ``hook``: ``run_inference`` through ``workload``'s driver, and its
+    outgoing-HTTP decisions as ``component_http`` records."""
+    from murmur.agent.components import http_recorder
     from murmur.components.host import Hooks
 
-    return Hooks(run_inference=_runner(workload, ctx, hook))
+    return Hooks(run_inference=_runner(workload, ctx, hook), on_http=http_recorder(ctx, hook))
 
 
 def _runner(workload: AgentWorkload, ctx: TaskContext, hook: str) -> Callable[[Any], Awaitable[Mapping[str, Any]]]:

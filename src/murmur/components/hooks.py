@@ -45,6 +45,8 @@ from murmur.components.host import (
     ComponentFault,
     Grant,
     Hooks,
+    _gate_linker,
+    _imports_http,
     _limit_fault,
     _linker,
     _local,
@@ -109,6 +111,8 @@ class HookHost:
         self.imports = Hooks()
         self._lock = threading.Lock()
         self._kept: tuple[wasmtime.Store, Any, Any] | None = None
+        self._http = _imports_http(component.data)
+        self._gate: Any = None
         self.exported = self._exports()
 
     def _exports(self) -> frozenset[str]:
@@ -180,6 +184,10 @@ class HookHost:
                 return HookAnswer(name, handler, error=f"{d.code}: {d.message}")
             finally:
                 _local.hooks = _local.interrupt = None
+                if self._http:
+                    from murmur.components import http
+
+                    http.unbind()
         if isinstance(out, str):
             return HookAnswer(name, handler, error=out)
         arm = str(getattr(out, "tag", out))
@@ -194,6 +202,10 @@ class HookHost:
         if self._kept is not None and self.contract.execution_mode == "blocking":
             store = self._kept[0]
             eng.arm(store, interrupt)
+            if self._http:
+                from murmur.components import http
+
+                http.restore(self._gate)  # this store's gate, for this thread's requests
             return self._kept
         store = wasmtime.Store(eng.engine())
         limits = self.grant.limits
@@ -201,7 +213,13 @@ class HookHost:
                          instances=limits.instances)
         store.set_wasi(_wasi(self.grant, None))
         eng.arm(store, interrupt)
-        instance = _linker(False).instantiate(store, compiled)
+        if self._http:  # only the hook's own network.allow (none: every request refused)
+            from murmur.components import http
+
+            store.set_wasi_http()
+            http.bind(store, _gate_linker(), self.grant.http, self.component.name, self.imports.on_http)
+            self._gate = http.current()
+        instance = _linker(self._http).instantiate(store, compiled)
         kept = (store, instance, compiled)
         if self.contract.execution_mode == "blocking":
             self._kept = kept
