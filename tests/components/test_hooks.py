@@ -135,4 +135,4 @@ async def test_a_hook_reaches_only_its_own_network_grant(tmp_path: Path) -> None
     assert denied is not None and denied.error == "denied"
     allowed = await host.fire("on-stage", {"shell-allow": ["127.0.0.1:9"]})  # the kept store, gate rebound
     assert allowed is not None and allowed.error is None and allowed.arm == "none"
-    assert [getattr(d, "allowed") for d in decisions] == [False, True]
+    assert [d.allowed for d in decisions] == [False, True]
