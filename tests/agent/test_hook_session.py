@@ -222,3 +222,34 @@ async def test_a_slow_session_end_hook_cannot_hold_up_a_wind_down(autojump_clock
     started = trio.current_time()
     await hooks.end("canceled", winding_down=True)
     assert trio.current_time() - started == pytest.approx(END_BUDGET)
+
+
+async def test_mur_run_resume_compact_end_to_end_in_process(provider: ScriptedServer, project: Path) -> None:
+    """Two launches through the composition root: a first run under --context, then
+    `--resume @1 --resume-mode compact`, whose model request carries the hook's summary and not
+    the first run's words; session_start says what it resumed."""
+    from murmur.assembly import RunOptions, prepare
+    from murmur.session import Session
+
+    _install_hook(project, "compactor", "binding: on-compaction\ncommit_policy: replace-context\n",
+                  hook(on_compaction="replace"))
+    (project / "murmur.yaml").write_text(CAPSULE.format(hook="compactor", endpoint=provider.url + "/v1"))
+    env = {"PATH": os.environ["PATH"], "API_KEY": KEY}
+    provider.add(Reply(oa_text("verbatim assistant text")), Reply(oa_text("second reply")))
+
+    async def launch(**kw: object) -> object:
+        setup = prepare(RunOptions(manifest=str(project), workdir=str(project / "work"), no_env_file=True, **kw),  # type: ignore[arg-type]
+                        environ=env, cwd=project)
+        setup.guard = None
+        summary = await Session(setup).run()
+        assert summary.status == "ok", summary
+        return setup
+
+    await launch(task="first task", context="ctx_e2e")
+    second = await launch(task="second task", resume="@1", resume_mode="compact")
+    sent = _texts(provider.requests[1].body)
+    assert SUMMARY in sent and "second task" in sent and "verbatim assistant text" not in sent
+    records = [json.loads(x) for x in second.records.trace.read_text().splitlines()]  # type: ignore[attr-defined]
+    start = next(r for r in records if r["event_type"] == "session_start")
+    assert start["context_id"] == "ctx_e2e" and start["resumed_from"]
+    assert [r["event_type"] for r in records].count("compaction") == 1
