@@ -253,3 +253,79 @@ async def test_mur_run_resume_compact_end_to_end_in_process(provider: ScriptedSe
     start = next(r for r in records if r["event_type"] == "session_start")
     assert start["context_id"] == "ctx_e2e" and start["resumed_from"]
     assert [r["event_type"] for r in records].count("compaction") == 1
+
+
+MID_TASK = """context:
+  max_tokens: 20
+"""
+
+
+async def test_on_compaction_fires_mid_task_past_the_threshold(provider: ScriptedServer, project: Path) -> None:
+    """context.max_tokens: 20 and threshold 0.5: the first reply's 15 tokens cross it, so the
+    hook's replace-context becomes the context before the reply is added (no turn taken); the
+    next request starts from the summary; dump_summaries writes out/compaction-summaries.jsonl."""
+    from .scripted import oa_tools
+
+    _install_hook(project, "compactor", "binding: on-compaction\n", hook(on_compaction="replace"))
+    store = RecordStore(project / "home" / "conversations", "talker", "talker", print)
+    text = CAPSULE.format(hook="compactor", endpoint=provider.url + "/v1") + \
+        "  compaction: {threshold: 0.5, model: small-model, dump_summaries: true}\n" + MID_TASK
+    (project / "murmur.yaml").write_text(text)
+    w = AgentWorkload(parse_manifest(text, path="murmur.yaml"), project, environ={"API_KEY": KEY, "PATH": "/usr/bin:/bin"})
+    w.use_conversations(Conversations(store=store))
+    provider.add(Reply(oa_tools(("c1", "echo", {"args": ["x"]}), prompt=10, completion=5)), Reply(oa_text("done", prompt=3, completion=1)))
+    trace = FakeTrace()
+    ctx = task_context(w.manifest, project, trace, text="the long original task")
+    outcome = await w.run_task(ctx)
+    assert outcome.answer == "done"
+    second = _texts(provider.requests[1].body)
+    assert SUMMARY in second and "the long original task" not in second and "c1" in second
+    [event] = trace.of("compaction")
+    assert event["turn"] == 1 and ctx.usage.turns == 2
+    [dumped] = [json.loads(x) for x in (ctx.records_dir / "out" / "compaction-summaries.jsonl").read_text().splitlines()]
+    assert dumped["turn"] == 1 and dumped["summary"] == SUMMARY
+
+
+async def test_below_the_threshold_nothing_fires(provider: ScriptedServer, project: Path) -> None:
+    _install_hook(project, "breaker", "", hook(on_compaction="err"))
+    text = CAPSULE.format(hook="breaker", endpoint=provider.url + "/v1") + "context:\n  max_tokens: 1000\n"
+    (project / "murmur.yaml").write_text(text)
+    w = AgentWorkload(parse_manifest(text, path="murmur.yaml"), project, environ={"API_KEY": KEY, "PATH": "/usr/bin:/bin"})
+    provider.add(Reply(oa_text("fine")))
+    trace = FakeTrace()
+    assert (await w.run_task(task_context(w.manifest, project, trace, text="t"))).answer == "fine"
+    assert trace.of("compaction") == [] and trace.of("hook_error") == []
+
+
+async def test_a_failing_hook_mid_task_fails_the_task_before_another_turn(provider: ScriptedServer, project: Path) -> None:
+    _install_hook(project, "breaker", "", hook(on_compaction="err"))
+    text = CAPSULE.format(hook="breaker", endpoint=provider.url + "/v1") + MID_TASK
+    (project / "murmur.yaml").write_text(text)
+    w = AgentWorkload(parse_manifest(text, path="murmur.yaml"), project, environ={"API_KEY": KEY, "PATH": "/usr/bin:/bin"})
+    provider.add(Reply(oa_text("too long", prompt=30, completion=5)))
+    trace = FakeTrace()
+    outcome = await w.run_task(task_context(w.manifest, project, trace, text="t"))
+    assert outcome.status == "failed" and "compaction hook failed" in outcome.answer
+    assert [r["cause"] for r in trace.of("task_failed")] == ["compaction_hook"]
+    assert w.session_hooks is not None and w.session_hooks.failed.is_set() and len(provider.requests) == 1
+
+
+async def test_a_failed_compaction_winds_a_queue_session_down_failed(provider: ScriptedServer, project: Path) -> None:
+    """A queue session (it would sleep after its task) ends `failed` once a compaction hook failed."""
+    import trio
+
+    from murmur.assembly import RunOptions, prepare
+    from murmur.session import Session
+
+    _install_hook(project, "breaker", "", hook(on_compaction="err"))
+    (project / "murmur.yaml").write_text(CAPSULE.format(hook="breaker", endpoint=provider.url + "/v1") + MID_TASK
+                                         + "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n")
+    provider.add(Reply(oa_text("too long", prompt=30, completion=5)))
+    setup = prepare(RunOptions(manifest=str(project), workdir=str(project / "work"), no_env_file=True, task="t"),
+                    environ={"PATH": os.environ["PATH"], "API_KEY": KEY}, cwd=project)
+    setup.guard = None
+    with trio.fail_after(30):
+        summary = await Session(setup).run()
+    assert summary.status == "failed"
+    records = [json.loads(x) for x in setup.records.trace.read_text().splitlines()]
+    assert [r["exit_status"] for r in records if r["event_type"] == "session_end"] == ["failed"]

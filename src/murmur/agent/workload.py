@@ -16,14 +16,18 @@ Design: spec/agent.md.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
 import trio
 
+from murmur.agent.compaction import estimate_tokens
 from murmur.agent.config import AgentConfig, agent_config
 from murmur.agent.dispatch import ShellFn, ToolDispatcher
 from murmur.agent.harness.choose import STDIO, protocol_for
@@ -31,11 +35,13 @@ from murmur.agent.loop import TaskLoop, initial_text
 from murmur.agent.thread import Conversations
 from murmur.agent.tools import Inventory, build_inventory
 from murmur.agent.transports import (
+    AssistantTurn,
     InferenceError,
     InferenceRequest,
     InferenceResult,
     Item,
     Transport,
+    UserText,
 )
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
@@ -145,6 +151,7 @@ class AgentWorkload:
         self.hook_specs = load_hooks(manifest, capsule_root)
         self.session_hooks = None
         self._compacted: set[str] = set()
+        self._compaction_prompt = _compaction_prompt(manifest, capsule_root)
         if self.hook_specs:
             from murmur.agent.lifecycle import SessionHooks
 
@@ -272,7 +279,8 @@ class AgentWorkload:
             return await make_transport(config, client, api_key, policy=self.policy, sleep=self.sleep).infer(request)
 
     def _loop(self, ctx: TaskContext, transport: Transport, inventory: Inventory, api_key: str | None,
-              dispatcher: ToolDispatcher, history: tuple[Item, ...] | None = None) -> Awaitable[TaskOutcome]:
+              dispatcher: ToolDispatcher, history: tuple[Item, ...] | None = None,
+              compactor: Any = None) -> Awaitable[TaskOutcome]:
         """The task's loop; a reopened task shares one turn budget (``max_turns`` in all)."""
         return TaskLoop(
             ctx=ctx,
@@ -285,6 +293,7 @@ class AgentWorkload:
             secret=api_key,
             history=self.conversations.history(ctx.context_id) if history is None else history,
             record=self.conversations.recorder(ctx.context_id, ctx.task_id),
+            compactor=compactor,
         ).run()
 
     def hooks_for(self, ctx: TaskContext) -> list[object]:
@@ -319,33 +328,62 @@ class AgentWorkload:
         conv = self.conversations
         if not conv.compact or ctx.context_id != conv.load_context or ctx.context_id in self._compacted:
             return None
+        self._compacted.add(ctx.context_id)
+        history = conv.history(ctx.context_id)
+        done = await self._compact(ctx, hooks, history, turn=0, threshold=self._threshold)
+        if isinstance(done, TaskOutcome):
+            return done
+        return history if done is None else tuple(done)
+
+    @property
+    def _threshold(self) -> float:
+        comp = self.manifest.inference.compaction if self.manifest.inference else None
+        return comp.threshold if comp is not None else 0.98
+
+    async def _compact(self, ctx: TaskContext, hooks: list[object], items: Sequence[Item], *, turn: int,
+                       threshold: float) -> list[Item] | TaskOutcome | None:
+        """Fire ``on-compaction`` over ``items``: the replacement (written into the record beside
+        what it replaces, and to ``out/compaction-summaries.jsonl`` when asked), None (nothing
+        replaced), or the failed outcome (a hook's err: the task fails, the session winds down)."""
         from murmur.agent.hooked import compact
         from murmur.ids import new_id
 
-        self._compacted.add(ctx.context_id)
-        history = conv.history(ctx.context_id)
-        log = ctx.records_dir / "logs" / "bootstrap.log"
-
-        def note(line: str) -> None:
-            try:
-                log.parent.mkdir(parents=True, exist_ok=True)
-                with log.open("a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
-            except OSError:
-                pass
-
-        done = await compact(hooks, ctx, history, turn=0, threshold=0.98, log=note)
+        comp = self.manifest.inference.compaction if self.manifest.inference else None
+        done = await compact(hooks, ctx, items, turn=turn, threshold=threshold,
+                             model=comp.model if comp else None, system_prompt=self._compaction_prompt,
+                             log=functools.partial(_note, ctx.records_dir / "logs" / "bootstrap.log"))
         if done.error is not None:
             reason = f"compaction hook failed: {done.error}"
-            ctx.trace.emit("task_failed", parent_id=ctx.task_event_id, task_id=ctx.task_id, turn=0,
+            ctx.trace.emit("task_failed", parent_id=ctx.task_event_id, task_id=ctx.task_id, turn=turn,
                            cause="compaction_hook", reason=reason)
             if self.session_hooks is not None:
                 self.session_hooks.fail(reason)
             return TaskOutcome("failed", reason)
         if done.items is None:
-            return history
-        conv.record_compaction(ctx.context_id, ctx.task_id, done.items, new_id("cmp"))
-        return done.items
+            return None
+        self.conversations.record_compaction(ctx.context_id, ctx.task_id, done.items, new_id("cmp"))
+        if comp is not None and comp.dump_summaries:
+            summary = "\n".join(i.text for i in done.items if isinstance(i, UserText | AssistantTurn) and i.text)
+            _note(ctx.records_dir / "out" / "compaction-summaries.jsonl", json.dumps(
+                {"turn": turn, "tokens_before": estimate_tokens(items), "tokens_after": estimate_tokens(done.items),
+                 "summary": summary}))
+        return list(done.items)
+
+    def _mid_task(self, ctx: TaskContext, hooks: list[object]) -> Any:
+        """The loop's compactor when ``context.max_tokens`` is set: ``on-compaction`` once the
+        reply's tokens (input + output as reported, else an estimate of the context) reach
+        the threshold of it. Takes no turn."""
+        budget = self.manifest.context.max_tokens if self.manifest.context else None
+        if not budget:
+            return None
+
+        async def compactor(items: list[Item], reply: InferenceResult, turn: int) -> list[Item] | TaskOutcome | None:
+            used = (reply.input_tokens + reply.output_tokens) or estimate_tokens(items)
+            if used / budget < self._threshold:
+                return None
+            return await self._compact(ctx, hooks, items, turn=turn, threshold=used / budget)
+
+        return compactor
 
     async def _attempts(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
                         api_key: str | None, hooks: list[object]) -> TaskOutcome:
@@ -360,7 +398,7 @@ class AgentWorkload:
             dispatcher = HookedDispatcher(ctx=task, inventory=inventory, shell=hooked_shell(self.shell, hooks, task),
                                           components=self.components, hooks=hooks)
             outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher,
-                                       history if task is ctx else None)
+                                       history if task is ctx else None, self._mid_task(task, hooks))
             answers = await fire(hooks, task, "on-task-end", {"task-id": task.task_id, "exit-status": outcome.status})
             again = next((str(a.value) for a in answers if a.committed and a.arm == "reopen-task"), None)
             if again is None:
@@ -372,6 +410,36 @@ class AgentWorkload:
             task.trace.emit("task_reopened", parent_id=task.task_event_id, task_id=task.task_id,
                             ordinal=reopens, feedback=again)
             task = attrs.evolve(task, text=f"{task.text}\n\n{again}")
+
+
+def _compaction_prompt(manifest: Manifest, capsule_root: Path) -> str | None:
+    """``inference.compaction.system_prompt``, or its ``_file`` read now (launch).
+
+    Raises:
+        DiagnosticError: ``E-IO-001`` when the file cannot be read.
+    """
+    comp = manifest.inference.compaction if manifest.inference else None
+    if comp is None or comp.system_prompt_file is None:
+        return comp.system_prompt if comp is not None else None
+    path = capsule_root / comp.system_prompt_file
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        from murmur.diagnostics import error
+        from murmur.errors import DiagnosticError
+
+        raise DiagnosticError(error("E-IO-001", f"inference.compaction.system_prompt_file {path} cannot be read: "
+                                    f"{exc.strerror or exc}", hint="fix the path (relative to the manifest)")) from None
+
+
+def _note(path: Path, line: str) -> None:
+    """Append one line to ``path`` (its directory made); a failure is ignored."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass
 
 
 def make_agent_workload(
