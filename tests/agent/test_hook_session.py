@@ -329,3 +329,20 @@ async def test_a_failed_compaction_winds_a_queue_session_down_failed(provider: S
     assert summary.status == "failed"
     records = [json.loads(x) for x in setup.records.trace.read_text().splitlines()]
     assert [r["exit_status"] for r in records if r["event_type"] == "session_end"] == ["failed"]
+
+
+async def test_an_async_hooks_session_end_is_drained_before_the_session_ends(provider: ScriptedServer, project: Path) -> None:
+    """An async hook's events are queued for its worker; its on-session-end still runs before the
+    session ends (the queue is drained), and its err is in its log."""
+    from murmur.assembly import RunOptions, prepare
+    from murmur.session import Session
+
+    _install_hook(project, "observer", "execution_mode: async\n", hook(on_session_end="err", on_inference="err"))
+    (project / "murmur.yaml").write_text(CAPSULE.format(hook="observer", endpoint=provider.url + "/v1"))
+    provider.add(Reply(oa_text("the answer")))
+    setup = prepare(RunOptions(manifest=str(project), workdir=str(project / "work"), no_env_file=True, task="hi"),
+                    environ={"PATH": os.environ["PATH"], "API_KEY": KEY}, cwd=project)
+    setup.guard = None
+    assert (await Session(setup).run()).status == "ok"
+    lines = (setup.records.root / "logs" / "hook-observer.log").read_text().splitlines()
+    assert lines == ["on-inference: the hook failed.", "on-session-end: the hook failed."]

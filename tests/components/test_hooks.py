@@ -136,3 +136,32 @@ async def test_a_hook_reaches_only_its_own_network_grant(tmp_path: Path) -> None
     allowed = await host.fire("on-stage", {"shell-allow": ["127.0.0.1:9"]})  # the kept store, gate rebound
     assert allowed is not None and allowed.error is None and allowed.arm == "none"
     assert [d.allowed for d in decisions] == [False, True]
+
+
+async def test_an_async_hook_is_queued_in_order_and_drained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """queue(): fire returns at once and nothing has run; the worker takes the events in order;
+    close() lets it finish what is queued; a full queue drops events, counted in the log."""
+    import trio
+
+    from murmur.components import hooks as hooks_mod
+
+    host = _host(tmp_path, HookContract(execution_mode="async"), on_tool_call="err", on_task_start="err")
+    assert host.queue()
+    assert await host.fire("on-task-start", TASK_START) is None
+    assert await host.fire("on-tool-call", TOOL) is None
+    log = tmp_path / "logs" / "hook-recorder.log"
+    assert not log.exists()  # nothing ran yet: off the critical path
+    async with trio.open_nursery() as n:
+        n.start_soon(host.serve)
+        host.close()
+        with trio.fail_after(10):
+            await host.drained.wait()
+    assert log.read_text().splitlines() == ["on-task-start: the hook failed.", "on-tool-call: the hook failed."]
+
+    monkeypatch.setattr(hooks_mod, "QUEUE_DEPTH", 1)
+    full = _host(tmp_path / "b", HookContract(execution_mode="async"))
+    assert full.queue() and not _host(tmp_path / "c", HookContract()).queue()  # blocking hooks are awaited
+    for _ in range(3):
+        await full.fire("on-tool-call", TOOL)
+    full.close()
+    assert full.dropped == 2 and "discarded 2 lifecycle event(s)" in (tmp_path / "b" / "logs" / "hook-recorder.log").read_text()

@@ -9,6 +9,9 @@ task (before ``session_end``); it winds the session down ``failed`` once :attr:`
 * ``on-stage`` (blocking hooks only) gets ``shell-allow``; its ``write-manifests`` arm writes
   ``<records>/tools/<binary-name>/murmur.yaml`` (a name that is not one path segment is logged
   to the hook's log and skipped). The inventory does not read these files here.
+* An ``async`` hook's events are queued (:meth:`HookHost.queue`) and taken by its worker
+  (:meth:`SessionHooks.serve`, a session watcher); at the end the queues are closed and drained
+  within :data:`DRAIN_BUDGET` (:data:`END_BUDGET` in a wind-down), as upstream.
 * ``on-session-start`` gets the session context (``capabilities``: ``network``, ``filesystem``,
   ``shell`` as granted, upstream's names); ``on-session-end`` the launch totals (turns, tokens,
   tool and shell calls of every task), ``duration-ms`` and ``exit-status`` (the
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["END_BUDGET", "SessionHooks", "capability_names"]
 
 END_BUDGET = 5.0
-"""Seconds ``on-session-end`` may take when the session is winding down."""
+"""Seconds ``on-session-end`` (and the async hooks' drain) may take when the session is winding down."""
+DRAIN_BUDGET = 15.0
+"""Seconds the async hooks' queues have, together, to finish at the session's end (upstream's)."""
 
 
 def capability_names(ctx: TaskContext) -> list[str]:
@@ -64,6 +69,8 @@ class SessionHooks:
         self.failed = trio.Event()
         self.failure: str | None = None
         self._started = time.monotonic()
+        self._queued: list[Any] = []
+        self._ready = trio.Event()
 
     def add(self, usage: Usage) -> None:
         """Add one task's counters to the launch totals."""
@@ -81,7 +88,9 @@ class SessionHooks:
         own context, an empty ``task_id``, records parented on ``session_start``)."""
         self.ctx = ctx
         self._started = time.monotonic()
-        hosts = self.workload.hooks_for(ctx)
+        hosts: list[Any] = self.workload.hooks_for(ctx)
+        self._queued = [h for h in hosts if h.queue()]
+        self._ready.set()
         for answer in await fire(hosts, ctx, "on-stage", {"shell-allow": list(ctx.manifest.shell_allow)}):
             if answer.committed and answer.arm == "write-manifests":
                 _write_manifests(ctx, answer, hosts)
@@ -99,8 +108,25 @@ class SessionHooks:
                   "total-output-tokens": t.output_tokens, "total-tool-calls": t.tool_calls,
                   "total-shell-calls": t.shell_calls, "duration-ms": int((time.monotonic() - self._started) * 1000),
                   "exit-status": exit_status}
+        drain_by = trio.current_time() + (END_BUDGET if winding_down else DRAIN_BUDGET)
         with trio.move_on_after(END_BUDGET if winding_down else float("inf")):
             await fire(self.workload.hooks_for(self.ctx), self.ctx, "on-session-end", fields)
+        for host in self._queued:
+            host.close()
+        with trio.move_on_at(drain_by):
+            for host in self._queued:
+                await host.drained.wait()
+        for host in self._queued:
+            if not host.drained.is_set():
+                host.note(f"hook `{host.component.name}` did not finish its queued lifecycle calls within the "
+                          "session-end drain budget; the remaining calls were abandoned")
+
+    async def serve(self) -> None:
+        """Run the async hooks' workers for the session's life (a session watcher)."""
+        await self._ready.wait()
+        async with trio.open_nursery() as nursery:
+            for host in self._queued:
+                nursery.start_soon(host.serve)
 
 
 def _write_manifests(ctx: TaskContext, answer: Any, hosts: list[Any]) -> None:

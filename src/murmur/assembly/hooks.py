@@ -41,6 +41,9 @@ def attach_session_hooks(setup: SessionSetup, workload: object) -> None:
     async def end(summary: Any) -> None:
         await hooks.end(summary.status, winding_down=summary.wind_down is not None)
 
+    async def workers(ctl: Any) -> None:
+        await hooks.serve()
+
     async def watch(ctl: Any) -> None:
         await hooks.failed.wait()
         reason = hooks.failure or "the compaction hook failed"
@@ -49,3 +52,4 @@ def attach_session_hooks(setup: SessionSetup, workload: object) -> None:
     setup.start_hooks.append(start)
     setup.end_hooks.append(end)
     setup.watchers.append(watch)
+    setup.watchers.append(workers)

@@ -1,8 +1,11 @@
 """Hook components: ``murmur:hook/lifecycle@0.5.0`` handlers, their arms and their faults.
 
-A :class:`HookHost` runs one hook artifact. A ``blocking`` hook keeps one store and instance
-for the session (its state survives between events); an ``async`` one gets a fresh store per
-event. Each event runs off the Trio loop with the hook deadline (30 s unless
+A :class:`HookHost` runs one hook artifact, instantiated once for the session (its state
+survives between events), blocking or async alike, as upstream. An ``async`` hook whose session
+called :meth:`HookHost.queue` is off the critical path: each event is put on its own ordered
+queue (:data:`QUEUE_DEPTH` deep; a full queue drops the event, counted and logged, upstream's
+default ``on_overflow: drop``) and :meth:`HookHost.serve` takes them one at a time; the session
+closes the queue at its end and waits for the worker within a bound. Each event runs off the Trio loop with the hook deadline (30 s unless
 ``deadline_seconds`` is set), no directory and no network unless the entry grants them, and
 ``murmur:runtime/inference@0.2.0`` linked (answered by the task's seam, else an error).
 
@@ -59,6 +62,9 @@ from murmur.manifest.artifact import HookContract
 HANDLERS = ("on-stage", "on-session-start", "on-task-start", "on-inference", "on-tool-call", "on-shell",
             "on-compaction", "on-task-end", "on-session-end")
 REQUIRED = ("on-session-start", "on-inference", "on-tool-call", "on-shell", "on-compaction", "on-session-end")
+QUEUE_DEPTH = 1024
+"""Events an async hook's queue holds."""
+
 COMMITS = {"on-stage": "write-manifests", "on-inference": "artifact", "on-compaction": "replace-context",
            "on-task-end": "reopen-task"}
 """The one arm each event honours (events not listed commit nothing)."""
@@ -113,6 +119,10 @@ class HookHost:
         self._kept: tuple[wasmtime.Store, Any, Any] | None = None
         self._http = _imports_http(component.data)
         self._gate: Any = None
+        self._send: Any = None
+        self._receive: Any = None
+        self.dropped = 0
+        self.drained = trio.Event()
         self.exported = self._exports()
 
     def _exports(self) -> frozenset[str]:
@@ -146,13 +156,52 @@ class HookHost:
         except OSError:
             pass
 
+    def queue(self) -> bool:
+        """From now on an async hook's events are queued for :meth:`serve` (True), not awaited."""
+        if self.contract.execution_mode != "async":
+            return False
+        if self._send is None:
+            self._send, self._receive = trio.open_memory_channel(QUEUE_DEPTH)
+        return True
+
+    async def serve(self) -> None:
+        """Take the queued events one at a time, in order, until the queue is closed and empty;
+        then set :attr:`drained`."""
+        try:
+            if self._receive is not None:
+                async with self._receive:
+                    async for handler, fields in self._receive:
+                        await self._call(handler, fields)
+        finally:
+            self.drained.set()
+
+    def close(self) -> None:
+        """No more events: the worker finishes what is queued (the dropped ones are logged)."""
+        if self._send is not None:
+            self._send.close()
+        if self.dropped:
+            self.note(f"hook `{self.component.name}` discarded {self.dropped} lifecycle event(s): its queue "
+                      f"({QUEUE_DEPTH} deep) was full (on_overflow: drop)")
+
     async def fire(self, handler: str, fields: Mapping[str, Any]) -> HookAnswer | None:
         """Dispatch one event (``fields`` keyed by the record's kebab-case names); None when
-        this hook does not receive it. Errors are logged, never raised (except cancellation)."""
+        this hook does not receive it, or when it is queued (an async hook). Errors are logged,
+        never raised (except cancellation)."""
         if not self.wants(handler):
             if handler == "on-stage" and self.bound(handler):
                 self.note(f"on-stage: hook `{self.component.name}` does not export on-stage")
             return None
+        if self._send is not None:
+            try:
+                self._send.send_nowait((handler, dict(fields)))
+            except trio.WouldBlock:
+                self.dropped += 1
+            except trio.ClosedResourceError:
+                pass  # the session has ended
+            return None
+        return await self._call(handler, fields)
+
+    async def _call(self, handler: str, fields: Mapping[str, Any]) -> HookAnswer:
         interrupt = eng.Interrupt(self.grant.limits.deadline_for("hook"), self.grant.limits.memory_bytes)
         worker = functools.partial(self._fire_sync, handler, dict(fields), interrupt)
         try:
@@ -199,7 +248,7 @@ class HookHost:
     def _instance(self, interrupt: eng.Interrupt) -> tuple[wasmtime.Store, Any, Any]:
         compiled, _ = eng.compiled(self.component.data, sha256=self.component.sha256)
         _local.hooks, _local.interrupt = self.imports, interrupt
-        if self._kept is not None and self.contract.execution_mode == "blocking":
+        if self._kept is not None:
             store = self._kept[0]
             eng.arm(store, interrupt)
             if self._http:
@@ -220,10 +269,8 @@ class HookHost:
             http.bind(store, _gate_linker(), self.grant.http, self.component.name, self.imports.on_http)
             self._gate = http.current()
         instance = _linker(self._http).instantiate(store, compiled)
-        kept = (store, instance, compiled)
-        if self.contract.execution_mode == "blocking":
-            self._kept = kept
-        return kept
+        self._kept = (store, instance, compiled)
+        return self._kept
 
 
 def _lower(value: Any) -> Any:
