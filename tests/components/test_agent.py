@@ -316,18 +316,30 @@ def test_a_hook_gets_upstreams_hook_environment(tmp_path: Path) -> None:
     assert hook_env(task_context(agent_manifest("http://127.0.0.1:9"), tmp_path, FakeTrace())) == ()
 
 
-async def test_cancel_task_during_a_long_component_call_ends_the_task(project: Path) -> None:
+async def test_cancel_task_during_a_long_component_call_ends_the_task(project: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """CancelTask while a WASM tool spins: the task ends CANCELED (its trace says so) without
     waiting for the tool's 600 s deadline (the guest's thread is stopped at the next epoch
     ticks: tests/components/test_host.py, benchmarks/components.py "cancel -> stop")."""
     import httpx
     import trio
 
+    from murmur.components import host as host_mod
     from murmur.manifest import AfterTask, Lifecycle, TaskAcceptance
+    from murmur.session.states import TaskState
     from session.helpers import make_setup, result, running, send_params
 
     _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
              {"echo.wasm": component("spin")})
+    calling = trio.Event()
+    real = host_mod.call_tool
+
+    async def watched(comp: object, *args: object, **kw: object) -> object:
+        if getattr(comp, "role", "") == "tool":
+            calling.set()
+        return await real(comp, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(host_mod, "call_tool", watched)
     manifest, root = _capsule(project, "  - {name: echo, version: 0.1.0}")
     manifest = attrs.evolve(manifest, lifecycle=Lifecycle(task_acceptance=TaskAcceptance.QUEUE,  # type: ignore[misc]
                                                           after_task=AfterTask.SLEEP))
@@ -335,12 +347,13 @@ async def test_cancel_task_during_a_long_component_call_ends_the_task(project: P
     async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:
         tid = (await result(c, "SendMessage", send_params("go", returnImmediately=True)))["task"]["id"]
         with trio.fail_after(20):  # the driver's first turn asks for the (spinning) tool
-            while not any(json.loads(x).get("decision") == "tool_call"
-                          for x in setup.records.trace.read_text().splitlines()):
-                await trio.sleep(0.02)
+            await calling.wait()
         await result(c, "CancelTask", {"id": tid})
+        task = h.session.get_task(tid)
+        assert task is not None
         with trio.fail_after(10):
-            while (await result(c, "GetTask", {"id": tid}))["status"]["state"] != "TASK_STATE_CANCELED":
-                await trio.sleep(0.02)
+            while task.state is not TaskState.CANCELED:
+                await task.changed().wait()
+        assert (await result(c, "GetTask", {"id": tid}))["status"]["state"] == "TASK_STATE_CANCELED"
     kinds = [json.loads(x)["event_type"] for x in setup.records.trace.read_text().splitlines()]
     assert "task_canceled" in kinds and "tool_call" not in kinds  # the call never finished
