@@ -346,3 +346,18 @@ async def test_an_async_hooks_session_end_is_drained_before_the_session_ends(pro
     assert (await Session(setup).run()).status == "ok"
     lines = (setup.records.root / "logs" / "hook-observer.log").read_text().splitlines()
     assert lines == ["on-inference: the hook failed.", "on-session-end: the hook failed."]
+
+
+async def test_a_hook_missing_its_handlers_refuses_the_launch(provider: ScriptedServer, project: Path) -> None:
+    """A hook component without the lifecycle export refuses the launch (E-CMP-002), before
+    anything runs or any request is sent."""
+    from components.wat import component
+    from murmur.assembly import RunOptions, prepare
+    from murmur.errors import DiagnosticError
+
+    _install_hook(project, "notahook", "", component("echo"))
+    (project / "murmur.yaml").write_text(CAPSULE.format(hook="notahook", endpoint=provider.url + "/v1"))
+    with pytest.raises(DiagnosticError) as info:
+        prepare(RunOptions(manifest=str(project), workdir=str(project / "work"), no_env_file=True, task="hi"),
+                environ={"PATH": os.environ["PATH"], "API_KEY": KEY}, cwd=project)
+    assert info.value.diagnostics[0].code == "E-CMP-002" and provider.requests == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from murmur.errors import DiagnosticError
 from murmur.session import SessionSetup, WindDown
 from murmur.workload import TaskContext, TaskServices
 
@@ -36,7 +37,13 @@ def attach_session_hooks(setup: SessionSetup, workload: object) -> None:
         return
 
     async def start(session: Any) -> None:
-        await hooks.start(session_context(setup, session))
+        try:
+            await hooks.start(session_context(setup, session))
+        except Exception as exc:  # a hook this host cannot make (ComponentFault): the launch is refused
+            diagnostic = getattr(exc, "diagnostic", None)
+            if diagnostic is None:
+                raise
+            raise DiagnosticError(diagnostic) from None
 
     async def end(summary: Any) -> None:
         await hooks.end(summary.status, winding_down=summary.wind_down is not None)
