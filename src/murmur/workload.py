@@ -68,6 +68,8 @@ class TaskServices:
         peer_route: ``await peer_route(member)`` → (the callee's door URL, the headers its
             edge attaches: token, origin ``peer``, the task's trust), or None when no URL
             arrived within 10 s; used by components' virtual peer addresses (spec/components.md).
+        emit_chunk: ``emit_chunk(text, thinking, source)`` streams a component's chunk on the
+            task's A2A stream (spec/door.md "Chunks"); None when the task has no stream.
     """
 
     delegate: DelegateFn | None = None
@@ -78,6 +80,7 @@ class TaskServices:
     denied_binary: Callable[[str], str] | None = None
     spawn: tuple[str, ...] | None = None
     peer_route: PeerRouteFn | None = None
+    emit_chunk: Callable[[str, bool, str], None] | None = None
 
 
 @attrs.define

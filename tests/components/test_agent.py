@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agent.scripted import FakeTrace, task_context
@@ -267,3 +268,92 @@ async def test_max_task_reopens_zero_disables_reopening(project: Path) -> None:
     trace = FakeTrace()
     outcome = await AgentWorkload(manifest, root).run_task(task_context(manifest, project, trace))  # type: ignore[arg-type]
     assert outcome.status == "reopen_budget_exhausted" and trace.of("task_reopened") == []
+
+
+async def test_tool_chunks_reach_the_a2a_stream(project: Path) -> None:
+    """A streaming subscriber of a door task sees a WASM tool's emit-chunk and
+    emit-thinking-chunk pieces as artifactUpdate frames (`text`, `thinking`, lastChunk false),
+    before the task's response and its completion."""
+    import httpx
+
+    from murmur.manifest import AfterTask, Lifecycle, TaskAcceptance
+    from session.helpers import make_setup, rpc, running, send_params, sse_events
+
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("chunky")})
+    manifest, root = _capsule(project, "  - {name: echo, version: 0.1.0}")
+    manifest = attrs.evolve(manifest, lifecycle=Lifecycle(task_acceptance=TaskAcceptance.QUEUE,  # type: ignore[misc]
+                                                          after_task=AfterTask.SLEEP))
+    setup = make_setup(project, manifest, AgentWorkload(manifest, root))  # type: ignore[arg-type]
+    async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:
+        r = await rpc(c, "SendStreamingMessage", send_params("go"), rid=3)
+        events = [e["result"] for e in sse_events(r.text)]
+    updates = [e["artifactUpdate"] for e in events if "artifactUpdate" in e]
+    chunks = [(u["artifact"]["artifactId"], u["artifact"]["parts"][0]["text"], u.get("append", False), u["lastChunk"])
+              for u in updates if u["artifact"]["artifactId"] in ("text", "thinking")]
+    assert chunks == [("text", '{"text":"hi"}', False, False), ("thinking", '{"text":"hi"}', False, False)]
+    assert updates[0]["artifact"]["metadata"] == {"murmur": {"source": "echo"}}
+    kinds = [next(iter(e)) for e in events]
+    assert kinds[-1] == "statusUpdate" and events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert updates[-1]["artifact"]["artifactId"] == "response"
+
+
+def test_a_hook_gets_upstreams_hook_environment(tmp_path: Path) -> None:
+    """Hooks get MURMUR_OTEL_ENDPOINT / MURMUR_FORMATION_ID (and the peers), never the identity
+    variables tools and drivers get."""
+    import attrs as _attrs
+
+    from agent.scripted import agent_manifest
+    from murmur.agent.components import hook_env
+    from murmur.manifest.model import Observability
+    from murmur.workload import TaskServices
+
+    m = _attrs.evolve(agent_manifest("http://127.0.0.1:9"), observability=Observability(otel_endpoint="http://127.0.0.1:4318"))
+    ctx = task_context(m, tmp_path, FakeTrace(), services=TaskServices(callees=("coder",)))
+    ctx.formation_id = "frm_1"
+    assert dict(hook_env(ctx)) == {"MURMUR_OTEL_ENDPOINT": "http://127.0.0.1:4318", "MURMUR_FORMATION_ID": "frm_1",
+                                   "MURMUR_FORMATION_PEERS": "coder=http://coder.formation.invalid"}
+    assert hook_env(task_context(agent_manifest("http://127.0.0.1:9"), tmp_path, FakeTrace())) == ()
+
+
+async def test_cancel_task_during_a_long_component_call_ends_the_task(project: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """CancelTask while a WASM tool spins: the task ends CANCELED (its trace says so) without
+    waiting for the tool's 600 s deadline (the guest's thread is stopped at the next epoch
+    ticks: tests/components/test_host.py, benchmarks/components.py "cancel -> stop")."""
+    import httpx
+    import trio
+
+    from murmur.components import host as host_mod
+    from murmur.manifest import AfterTask, Lifecycle, TaskAcceptance
+    from murmur.session.states import TaskState
+    from session.helpers import make_setup, result, running, send_params
+
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("spin")})
+    calling = trio.Event()
+    real = host_mod.call_tool
+
+    async def watched(comp: object, *args: object, **kw: object) -> object:
+        if getattr(comp, "role", "") == "tool":
+            calling.set()
+        return await real(comp, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(host_mod, "call_tool", watched)
+    manifest, root = _capsule(project, "  - {name: echo, version: 0.1.0}")
+    manifest = attrs.evolve(manifest, lifecycle=Lifecycle(task_acceptance=TaskAcceptance.QUEUE,  # type: ignore[misc]
+                                                          after_task=AfterTask.SLEEP))
+    setup = make_setup(project, manifest, AgentWorkload(manifest, root))  # type: ignore[arg-type]
+    async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:
+        tid = (await result(c, "SendMessage", send_params("go", returnImmediately=True)))["task"]["id"]
+        with trio.fail_after(20):  # the driver's first turn asks for the (spinning) tool
+            await calling.wait()
+        await result(c, "CancelTask", {"id": tid})
+        task = h.session.get_task(tid)
+        assert task is not None
+        with trio.fail_after(10):
+            while task.state is not TaskState.CANCELED:
+                await task.changed().wait()
+        assert (await result(c, "GetTask", {"id": tid}))["status"]["state"] == "TASK_STATE_CANCELED"
+    kinds = [json.loads(x)["event_type"] for x in setup.records.trace.read_text().splitlines()]
+    assert "task_canceled" in kinds and "tool_call" not in kinds  # the call never finished

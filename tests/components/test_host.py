@@ -71,12 +71,31 @@ async def test_spin_stopped_at_deadline() -> None:
 
 
 async def test_balloon_stopped_at_memory_limit() -> None:
-    """Growth past memory_bytes is refused, so the balloon traps instead of taking memory."""
+    """Growth past memory_bytes is refused and the trap that follows is E-RUN-001 naming
+    memory_bytes (the host made the memory and saw the refusal)."""
     with pytest.raises(ComponentFault) as info:
         await call_tool(_comp("balloon"), Grant(limits=Limits(memory_bytes=8 << 20)), None)
-    assert info.value.diagnostic.code == "E-RUN-001" and "crashed" in info.value.diagnostic.message
-    # the negative control: with room, the same component grows further before it traps
-    # (each 16-page step is 1 MiB; it still traps at the default limit's end, never hangs)
+    d = info.value.diagnostic
+    assert d.code == "E-RUN-001" and "grew past memory_bytes (8388608)" in d.message, d.message
+    assert "memory_bytes" in (d.hint or "")
+
+
+async def test_a_trap_without_a_refused_growth_does_not_name_memory_bytes() -> None:
+    """The control: a component that traps for another reason (here: it spins until its
+    deadline) is not reported as a memory stop, and a normal call grows memory freely."""
+    result = await call_tool(_comp("echo"), Grant(limits=Limits(memory_bytes=8 << 20)), "x" * (2 << 20))
+    assert result.data == "x" * (2 << 20)  # 2 MiB through the canonical ABI: growth under the limit
+    with pytest.raises(ComponentFault) as info:
+        await call_tool(_comp("spin"), Grant(limits=Limits(memory_bytes=8 << 20, deadline_seconds=1)), None)
+    assert "memory_bytes" not in info.value.diagnostic.message and "deadline_seconds" in info.value.diagnostic.message
+
+
+async def test_a_memory_larger_than_memory_bytes_at_instantiation_is_named() -> None:
+    """A component whose initial memory is past memory_bytes is refused at instantiation,
+    naming the limit."""
+    with pytest.raises(ComponentFault) as info:
+        await call_tool(_comp("echo"), Grant(limits=Limits(memory_bytes=32 << 10)), None)
+    assert info.value.diagnostic.code == "E-RUN-001" and "memory_bytes" in info.value.diagnostic.message
 
 
 async def test_cancel_interrupts_running_component() -> None:

@@ -400,7 +400,16 @@ package murmur:hook@0.5.0 {
     on-session-end: func(event: session-end-event) -> result<hook-output, string>;
   }
 }
+package murmur:runtime@0.2.0 {
+  interface inference {
+    use murmur:hook/lifecycle@0.5.0.{message};
+    record inference-request { messages: list<message>, system-prompt: option<string>, model: option<string> }
+    record inference-response { text: string, model-used: string, input-tokens: u64, output-tokens: u64 }
+    run-inference: func(request: inference-request) -> result<inference-response, string>;
+  }
+}
 world hook { export murmur:hook/lifecycle@0.5.0; }
+world hook-inference { import murmur:runtime/inference@0.2.0; export murmur:hook/lifecycle@0.5.0; }
 """
 """murmur:hook@0.5.0's lifecycle as upstream v0.2.0 defines it (names and types are the contract)."""
 
@@ -412,6 +421,28 @@ _OK_REOPEN = ("(i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4
               "(i32.store (i32.const 8) (i32.const 320)) (i32.store (i32.const 12) (i32.const 6)) (i32.const 0)")
 _ERR = ("(i32.store8 (i32.const 0) (i32.const 1)) (i32.store (i32.const 4) (i32.const 340)) "
         "(i32.store (i32.const 8) (i32.const 16)) (i32.const 0)")
+SUMMARY = "COMPACTED-SUMMARY-OF-EARLIER-TALK"
+"""What the ``replace`` compaction answer puts in place of the whole context (one user message)."""
+
+# replace-context([{role: "user", content: <ptr, len>}]): the message record at 400, role at 440
+_REPLACE_WITH = ("(i32.store (i32.const 400) (i32.const 440)) (i32.store (i32.const 404) (i32.const 4)) "
+                 "(i32.store (i32.const 408) {ptr}) (i32.store (i32.const 412) {len}) "
+                 "(i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4) (i32.const 1)) "
+                 "(i32.store (i32.const 8) (i32.const 400)) (i32.store (i32.const 12) (i32.const 1)) (i32.const 0)")
+_OK_REPLACE = _REPLACE_WITH.format(ptr="(i32.const 460)", len=f"(i32.const {len(SUMMARY)})")
+# write-manifests([{binary-name: "rg", content: "name: rg\n"}])
+_OK_MANIFESTS = ("(i32.store (i32.const 400) (i32.const 500)) (i32.store (i32.const 404) (i32.const 2)) "
+                 "(i32.store (i32.const 408) (i32.const 510)) (i32.store (i32.const 412) (i32.const 9)) "
+                 "(i32.store8 (i32.const 0) (i32.const 0)) (i32.store8 (i32.const 4) (i32.const 2)) "
+                 "(i32.store (i32.const 8) (i32.const 400)) (i32.store (i32.const 12) (i32.const 1)) (i32.const 0)")
+# on-compaction: run-inference(the messages it was given) and replace the context with the answer's
+# text; an err from run-inference is this handler's err
+_SUMMARISE = ("(call $infer (local.get 0) (local.get 1) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) "
+              "(i32.const 0) (i32.const 0) (i32.const 600)) "
+              "(if (i32.load8_u (i32.const 600)) (then (i32.store8 (i32.const 0) (i32.const 1)) "
+              "(i32.store (i32.const 4) (i32.load (i32.const 608))) (i32.store (i32.const 8) (i32.load (i32.const 612))) "
+              "(return (i32.const 0)))) "
+              + _REPLACE_WITH.format(ptr="(i32.load (i32.const 608))", len="(i32.load (i32.const 612))"))
 _HOOK_PARAMS = {
     "on-stage": "i32 i32",
     "on-session-start": " ".join(["i32"] * 10),
@@ -428,12 +459,53 @@ _HOOK_PARAMS = {
 def hook(**answers: str) -> bytes:
     """A hook component: each handler answers ``ok(none)`` unless ``answers`` maps it
     (``on_inference="artifact"``, ``on_tool_call="err"``, ``on_task_end="reopen"``) to
-    ``ok(artifact("seen"))``, ``err("the hook failed.")`` or ``ok(reopen-task("again!"))``."""
-    bodies = {"none": _OK_NONE, "artifact": _OK_ARTIFACT, "err": _ERR, "reopen": _OK_REOPEN}
+    ``ok(artifact("seen"))``, ``err("the hook failed.")`` or ``ok(reopen-task("again!"))``;
+    ``"replace"`` is ``ok(replace-context([user: SUMMARY]))``, ``"manifests"`` is
+    ``ok(write-manifests([rg: "name: rg\\n"]))`` and ``"summarise"`` (for ``on-compaction``)
+    asks ``run-inference`` over the event's messages and replaces the context with the answer
+    (this one imports ``murmur:runtime/inference@0.2.0``)."""
+    bodies = {"none": _OK_NONE, "artifact": _OK_ARTIFACT, "err": _ERR, "reopen": _OK_REOPEN,
+              "replace": _OK_REPLACE, "manifests": _OK_MANIFESTS, "summarise": _SUMMARISE}
     funcs = "\n  ".join(
         _HOOK_EXPORT.format(name=name, params=params, body=bodies[answers.get(name.replace("-", "_"), "none")])
         for name, params in _HOOK_PARAMS.items())
-    wat = (f"(module\n{_ALLOC}\n  (data (i32.const 300) \"seen\") (data (i32.const 320) \"again!\")\n"
-           f"  (data (i32.const 340) \"the hook failed.\")\n  {funcs}\n)\n")
+    inference = "summarise" in answers.values()
+    imports = ('  (import "murmur:runtime/inference@0.2.0" "run-inference" (func $infer (param i32 i32 i32 i32 i32 '
+               'i32 i32 i32 i32)))\n') if inference else ""
+    wat = (f"(module\n{imports}{_ALLOC}\n  (data (i32.const 300) \"seen\") (data (i32.const 320) \"again!\")\n"
+           f"  (data (i32.const 340) \"the hook failed.\") (data (i32.const 440) \"user\")\n"
+           f"  (data (i32.const 460) \"{SUMMARY}\") (data (i32.const 500) \"rg\") (data (i32.const 510) \"name: rg\\0a\")\n"
+           f"  {funcs}\n)\n")
     tag = "-".join(f"{k}={v}" for k, v in sorted(answers.items())) or "plain"
-    return _assemble(f"hook-{tag}", wat, HOOK_WIT, "hook")
+    return _assemble(f"hook-{tag}", wat, HOOK_WIT, "hook-inference" if inference else "hook")
+
+
+_WASI_HTTP_PKG = HTTP_WIT[HTTP_WIT.index("package wasi:http@0.2.6 {"):HTTP_WIT.index("world probe")]
+HOOK_HTTP_WIT = HOOK_WIT + _WASI_HTTP_PKG + (
+    "world hook-http { import wasi:http/outgoing-handler@0.2.6; export murmur:hook/lifecycle@0.5.0; }\n")
+
+
+def hook_http() -> bytes:
+    """A hook whose ``on-stage`` sends one wasi:http request to ``http://<first shell-allow entry>/``:
+    ``ok(none)`` when the handler took it, ``err("denied")`` on HTTP-request-denied, else
+    ``err("other")``; every other handler answers ``ok(none)``."""
+    imports = HTTP_WAT[HTTP_WAT.index('  (import "wasi:http/types'):HTTP_WAT.index('  (data (i32.const 2000)')]
+    stage = """(func (export "murmur:hook/lifecycle@0.5.0#on-stage") (param i32 i32) (result i32)
+    (local $r i32)
+    (local.set $r (call $req (call $fields)))
+    (drop (call $scheme (local.get $r) (i32.const 1) (i32.const 0) (i32.const 0) (i32.const 0)))
+    (drop (call $auth (local.get $r) (i32.const 1) (i32.load (local.get 0)) (i32.load offset=4 (local.get 0))))
+    (drop (call $path (local.get $r) (i32.const 1) (i32.const 2000) (i32.const 1)))
+    (call $handle (local.get $r) (i32.const 0) (i32.const 0) (i32.const 128))
+    (if (i32.eqz (i32.load8_u (i32.const 128))) (then (return (call $none))))
+    (if (i32.eq (i32.load8_u (i32.const 136)) (i32.const 15)) (then (return (call $err (i32.const 2010) (i32.const 6)))))
+    (call $err (i32.const 2020) (i32.const 5)))"""
+    others = "\n  ".join(_HOOK_EXPORT.format(name=name, params=params, body=_OK_NONE)
+                         for name, params in _HOOK_PARAMS.items() if name != "on-stage")
+    wat = (f"(module\n{imports}{_ALLOC}\n  (data (i32.const 2000) \"/\") (data (i32.const 2010) \"denied\")"
+           f" (data (i32.const 2020) \"other\")\n"
+           f"  (func $none (result i32) {_OK_NONE})\n"
+           "  (func $err (param i32 i32) (result i32) (i32.store8 (i32.const 0) (i32.const 1))"
+           " (i32.store (i32.const 4) (local.get 0)) (i32.store (i32.const 8) (local.get 1)) (i32.const 0))\n"
+           f"  {stage}\n  {others}\n)\n")
+    return _assemble("hook-http", wat, HOOK_HTTP_WIT, "hook-http")

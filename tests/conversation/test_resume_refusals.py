@@ -238,3 +238,37 @@ async def test_retention_at_launch_cuts_and_expires_records(tmp_path: Path, home
     for hook in setup.start_hooks:
         await hook(FakeSession())  # type: ignore[arg-type]
     assert ("retention", {"store": "records", "removed": 1}) in emitted
+
+
+def test_compact_is_checked_before_the_record_e_run_018(tmp_path: Path, home: Path) -> None:
+    """Upstream's order: a resolved session, then compact (E-RUN-018), then the record (E-RUN-017)."""
+    earlier_session(tmp_path / "work", record=False)
+    assert refused(tmp_path, cap=capsule(tmp_path), resume="@1", resume_mode="compact") == "E-RUN-018"
+
+
+@pytest.mark.parametrize(("binding", "code"), [("binding: on-task-end\n", "E-RUN-018"), ("", None),
+                                              ("binding: on-compaction\n", None)])
+def test_compact_needs_a_hook_that_receives_on_compaction(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, binding: str, code: str | None
+) -> None:
+    """A hook bound elsewhere does not count; one with no binding (every event) or bound to
+    on-compaction does, and the launch is staged."""
+    from components.wat import hook
+    from murmur.cli.mur import main
+
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "src" / "squeezer"
+    src.mkdir(parents=True)
+    (src / "murmur.yaml").write_text(f"name: squeezer\nversion: 0.1.0\nruntime: hook\n{binding}requires_files: [h.wasm]\n")
+    (src / "h.wasm").write_bytes(hook())
+    assert main(["install", str(src)]) == 0
+    cap = capsule(tmp_path)
+    text = (cap / "murmur.yaml").read_text()
+    (cap / "murmur.yaml").write_text(text.replace("inference:", "artifacts:\n  - {name: squeezer, version: 0.1.0, runtime: hook}\ninference:"))
+    earlier_session(tmp_path / "work")
+    if code is not None:
+        assert refused(tmp_path, cap=cap, resume="@1", resume_mode="compact") == code
+        return
+    setup = prepare(RunOptions(manifest=str(cap), workdir=str(tmp_path / "work"), no_env_file=True, resume="@1",
+                               resume_mode="compact"), environ={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    assert setup.trace_start_fields["context_id"] == "ctx_earlier"

@@ -170,7 +170,7 @@ def test_capsule_runtime_and_execution() -> None:
 
 def test_inert_keys_never_reach_the_model() -> None:
     """A manifest full of inert keys equals the same manifest without them."""
-    text = ("name: t\nversion: 0.1.0\nplan: plan.yaml\ncontext: {max_tokens: 10}\n"
+    text = ("name: t\nversion: 0.1.0\nplan: plan.yaml\ncontext: {seed_budget: 0.1}\n"
             "observability: {eval: {scorers: []}}\ntrace: {capture: content}\n"
             "lifecycle: {shell_grace_secs: 0}\n")
     warnings: list[Diagnostic] = []

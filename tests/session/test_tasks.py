@@ -27,6 +27,23 @@ class TestTaskBook:
         assert new(book, context_id="ctx_mine").context_id == "ctx_mine"
         assert book.get(t.id) is t and len(book) == 2
 
+    def test_chunks_stream_appended_and_are_not_kept_as_artifacts(self) -> None:
+        """A component's chunks: the first of each artifact starts it, later ones append; none is
+        complete (lastChunk false) nor kept in GetTask's artifacts; an ended task takes none."""
+        from murmur.session import wire
+
+        book = TaskBook(now=lambda: "T")
+        t = new(book)
+        assert book.apply(t, TaskEvent.START)
+        for text, thinking in (("a", False), ("b", True), ("c", False)):
+            assert book.chunk(t, text, thinking=thinking, source="tool-x")
+        frames = [wire.stream_event_json(t, e)["artifactUpdate"] for e in t.events if e.kind == "artifact"]
+        assert [(f["artifact"]["artifactId"], f.get("append", False), f["lastChunk"]) for f in frames] == [
+            ("text", False, False), ("thinking", False, False), ("text", True, False)]
+        assert t.artifacts == []
+        assert book.apply(t, TaskEvent.COMPLETE, answer="done")
+        assert not book.chunk(t, "late", thinking=False, source="tool-x")
+
     def test_complete_logs_artifact_then_status(self) -> None:
         """A completion appends the response artifact before the completed status."""
         book = TaskBook(now=lambda: "T")

@@ -193,6 +193,20 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def hook_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
+    """A hook's WASI environment, as upstream's: ``MURMUR_OTEL_ENDPOINT`` (the manifest's
+    ``observability.otel_endpoint``) and ``MURMUR_FORMATION_ID`` when set, and (seed 004)
+    ``MURMUR_FORMATION_PEERS`` in a member that may call others; never the identity variables."""
+    obs = ctx.manifest.observability
+    pairs = [("MURMUR_OTEL_ENDPOINT", obs.otel_endpoint)] if obs is not None and obs.otel_endpoint else []
+    if ctx.formation_id:
+        pairs.append(("MURMUR_FORMATION_ID", ctx.formation_id))
+    peers = formation_peers(ctx.services.callees)
+    if peers is not None:
+        pairs.append(("MURMUR_FORMATION_PEERS", peers))
+    return tuple(pairs)
+
+
 def formation_peers(callees: Sequence[str]) -> str | None:
     """``MURMUR_FORMATION_PEERS``: ``name=http://<name>.formation.invalid`` per member this
     member may call, space-separated in roster order; None (the variable absent, never empty)
@@ -297,15 +311,15 @@ async def _wasm(tool: ComponentTool, ctx: TaskContext, data: str) -> tuple[str, 
     chunks: list[int] = []
     grant = Grant(env=component_env(ctx), preopen=preopen_for(tool.entry, ctx.workdir),
                   limits=_limits(ctx), http=http_policy(ctx, tool.entry))
-    # streaming chunks to the A2A task is a seam other work fills; request-input asks the
+    # chunks go to the task's A2A stream (TaskServices.emit_chunk); request-input asks the
     # task's user through TaskContext.request_input (spec/conversations.md), where one can answer
-    emit = getattr(ctx.services, "emit_chunk", None)
+    emit = ctx.services.emit_chunk
     ask = ctx.request_input if ctx.ask is not None else None
 
     def on_chunk(text: str, thinking: bool) -> None:
         chunks.append(len(text))
         if emit is not None:
-            emit(text, thinking)
+            emit(text, thinking, tool.name)
 
     try:
         async with peer_policy(ctx, tool.entry) as policy:
@@ -404,10 +418,12 @@ def driver_transport(component: object, ctx: TaskContext, config: object) -> Was
 
     from murmur.agent.transports.wasm import WasmDriver
 
+    emit = ctx.services.emit_chunk
     return WasmDriver(component, grant, str(getattr(config, "model", "") or ""),
                       int(getattr(config, "max_tokens", 8192)),
                       policy=functools.partial(peer_policy, ctx, entry),
-                      on_http=http_recorder(ctx, entry.name))
+                      on_http=http_recorder(ctx, entry.name),
+                      on_chunk=(lambda text, thinking: emit(text, thinking, entry.name)) if emit else None)
 
 
 def load_hooks(manifest: Manifest, capsule_root: Path) -> tuple[tuple[ArtifactRef, object, object], ...]:
@@ -448,7 +464,7 @@ def hook_hosts(specs: Sequence[tuple[ArtifactRef, object, object]], ctx: TaskCon
     for entry, component, contract in specs:
         caps = entry.capabilities
         scope = caps.filesystem.scope if caps and caps.filesystem else None
-        grant = Grant(env=component_env(ctx), preopen=(ctx.workdir / scope) if scope else None,
+        grant = Grant(env=hook_env(ctx), preopen=(ctx.workdir / scope) if scope else None,
                       limits=_limits(ctx), http=http_policy(ctx, entry))
         hosts.append(HookHost(component, contract, grant, ctx.records_dir / "logs"))  # type: ignore[arg-type]
     return hosts

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 import trio
@@ -85,6 +85,9 @@ class TaskLoop:
             spec/conversations.md); the task's own message follows them.
         record (Callable[[Item], None] | None): called with each item the task adds, as it
             is added (the durable record); None when not recorded.
+        compactor: ``await compactor(items, reply, turn)`` after each reply, before the reply
+            is added (``on-compaction`` past ``context.max_tokens``' threshold): the items to go
+            on from, a :class:`TaskOutcome` that ends the task (the hook failed), or None.
     """
 
     ctx: TaskContext
@@ -98,6 +101,7 @@ class TaskLoop:
     continuations: int = 0
     history: tuple[Item, ...] = ()
     record: Callable[[Item], None] | None = None
+    compactor: Callable[[list[Item], InferenceResult, int], Awaitable[list[Item] | TaskOutcome | None]] | None = None
 
     async def run(self) -> TaskOutcome:
         """Run the task to an outcome.
@@ -125,6 +129,12 @@ class TaskLoop:
             spent = self._spent(before_turn=False)
             if spent is not None:
                 return spent
+            if self.compactor is not None:
+                compacted = await self.compactor(items, result, turn)
+                if isinstance(compacted, TaskOutcome):
+                    return compacted
+                if compacted is not None:
+                    items[:] = compacted
             add(AssistantTurn(result.text, result.tool_calls))
             if result.tool_calls:
                 results = []

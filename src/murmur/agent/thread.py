@@ -16,6 +16,11 @@ Line shapes (pure :func:`to_lines` / :func:`from_lines`): ``{"role": "user", "co
 Each line also carries ``task_id``. A tool call left unanswered in the record (the session
 was killed while the tool ran) is answered on reload with an error result, so the provider
 always reads complete call/result pairs.
+
+Compaction (``--resume-mode compact``, an ``on-compaction`` hook's ``replace-context``) writes
+the replacement *beside* the lines it stands for: each of its lines carries the same
+``"compaction": "cmp_..."`` id, and a reload starts from the newest such group (the lines
+before it are kept in the file, byte for byte, and skipped when loading).
 """
 
 from __future__ import annotations
@@ -98,7 +103,12 @@ def from_lines(lines: Iterable[Mapping[str, Any]]) -> list[Item]:
             )))
         pending, answered = [], {}
 
+    group: object = None
     for line in lines:
+        mark = line.get("compaction")
+        if isinstance(mark, str) and mark != group:  # a compaction replaced what came before
+            items, pending, answered = [], [], {}
+        group = mark if isinstance(mark, str) else None
         role, content = line.get("role"), line.get("content", "")
         if not isinstance(content, str):
             content = json.dumps(content)
@@ -131,12 +141,15 @@ class Conversations:
         load_context (str | None): the context ``--resume`` named, loaded even when stateless.
         harness (HarnessMap | None): ``transport: process``: the context → CLI session map
             (None: every task runs a fresh CLI session in a home of its own).
+        compact (bool): ``--resume-mode compact``: ``load_context`` is compacted by the
+            ``on-compaction`` hook before its first task (murmur.agent.workload).
     """
 
     store: RecordStore | None = None
     threaded: bool = False
     load_context: str | None = None
     harness: HarnessMap | None = None
+    compact: bool = False
 
     def harness_thread(self, context_id: str) -> HarnessThread | None:
         """The CLI session a process-transport task of ``context_id`` runs in, or None
@@ -162,3 +175,11 @@ class Conversations:
                 store.append(context_id, line)
 
         return record
+
+    def record_compaction(self, context_id: str, task_id: str, items: Iterable[Item], mark: str) -> None:
+        """Append a compaction's replacement ``items``, every line marked ``compaction: mark``."""
+        if self.store is None:
+            return
+        for item in items:
+            for line in to_lines(item, task_id):
+                self.store.append(context_id, {**line, "compaction": mark})

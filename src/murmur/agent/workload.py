@@ -16,21 +16,33 @@ Design: spec/agent.md.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
 import trio
 
+from murmur.agent.compaction import estimate_tokens
 from murmur.agent.config import AgentConfig, agent_config
 from murmur.agent.dispatch import ShellFn, ToolDispatcher
 from murmur.agent.harness.choose import STDIO, protocol_for
 from murmur.agent.loop import TaskLoop, initial_text
 from murmur.agent.thread import Conversations
 from murmur.agent.tools import Inventory, build_inventory
-from murmur.agent.transports import InferenceError, Transport
+from murmur.agent.transports import (
+    AssistantTurn,
+    InferenceError,
+    InferenceRequest,
+    InferenceResult,
+    Item,
+    Transport,
+    UserText,
+)
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
 from murmur.agent.transports.harness import run_harness_task
 from murmur.agent.transports.http import (
@@ -137,6 +149,13 @@ class AgentWorkload:
         from murmur.agent.components import load_hooks
 
         self.hook_specs = load_hooks(manifest, capsule_root)
+        self.session_hooks = None
+        self._compacted: set[str] = set()
+        self._compaction_prompt = _compaction_prompt(manifest, capsule_root)
+        if self.hook_specs:
+            from murmur.agent.lifecycle import SessionHooks
+
+            self.session_hooks = SessionHooks(self)
         self.driver_component = None
         if self.config.driver == "wasm":
             from murmur.agent.components import load_driver
@@ -160,6 +179,13 @@ class AgentWorkload:
     def _inventory(self, manifest: Manifest, services: TaskServices) -> Inventory:
         extra = [(t.name, t.description, t.parameters) for t in self.components.values()]
         return build_inventory(manifest, services, extra)
+
+    @property
+    def has_compaction_hook(self) -> bool:
+        """Whether a hook can receive ``on-compaction`` (``--resume-mode compact`` needs one)."""
+        from murmur.agent.hooked import has_compaction_hook
+
+        return has_compaction_hook([contract for _, _, contract in self.hook_specs])
 
     def tools_declared(self, services: TaskServices) -> tuple[str, ...]:
         """Tool names a task is offered with ``services`` (for ``session_start.tools_declared``)."""
@@ -191,15 +217,8 @@ class AgentWorkload:
                 system_prompt=self.config.system_prompt,
                 shell=self.shell,
             )
-        config = self.config
-        gatewayed = via_gateway(config.endpoint, self.environ) if config.endpoint else None
         try:
-            if gatewayed is not None:
-                # Under the tree's gateway the key stays with the gateway (spec/gateway.md).
-                config = attrs.evolve(config, endpoint=gatewayed)
-                api_key: str | None = GATEWAY_PLACEHOLDER
-            else:
-                api_key = resolve_api_key(config.api_key_ref, self.environ)
+            config, api_key = self._keyed(self.config)
         except InferenceError as exc:
             ctx.trace.emit(
                 "task_failed",
@@ -223,14 +242,45 @@ class AgentWorkload:
                 transport = make_transport(
                     config, client, api_key, policy=self.policy, sleep=self.sleep
                 )
-            hooks = self._hook_hosts(ctx)
+            hooks = self.hooks_for(ctx)
             if not hooks:
                 return await self._loop(ctx, transport, inventory, api_key, ToolDispatcher(
                     ctx=ctx, inventory=inventory, shell=self.shell, components=self.components))
             return await self._hooked_task(ctx, transport, inventory, api_key, hooks)
 
+    def _keyed(self, config: AgentConfig) -> tuple[AgentConfig, str | None]:
+        """``config`` with its endpoint and the provider key it is called with (read now).
+
+        Raises:
+            InferenceError: the key cannot be resolved.
+        """
+        gatewayed = via_gateway(config.endpoint, self.environ) if config.endpoint else None
+        if gatewayed is not None:
+            # Under the tree's gateway the key stays with the gateway (spec/gateway.md).
+            return attrs.evolve(config, endpoint=gatewayed), GATEWAY_PLACEHOLDER
+        return config, resolve_api_key(config.api_key_ref, self.environ)
+
+    async def infer_once(self, ctx: TaskContext, request: InferenceRequest, model: str | None) -> InferenceResult:
+        """One inference call through the session's driver (a hook's ``run-inference``):
+        ``model`` or the manifest's, ``max_tokens`` 8192, no tools, the driver's own grants.
+
+        Raises:
+            InferenceError: no driver (``transport: process``), the key, or the call failed.
+        """
+        if self.config.transport == "process":
+            raise InferenceError("runtime_error", "no inference driver is available to this hook")
+        config = attrs.evolve(self.config, model=model or self.config.model, max_tokens=8192)
+        if self.driver_component is not None:
+            from murmur.agent.components import driver_transport
+
+            return await driver_transport(self.driver_component, ctx, config).infer(request)
+        config, api_key = self._keyed(config)
+        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False) as client:
+            return await make_transport(config, client, api_key, policy=self.policy, sleep=self.sleep).infer(request)
+
     def _loop(self, ctx: TaskContext, transport: Transport, inventory: Inventory, api_key: str | None,
-              dispatcher: ToolDispatcher) -> Awaitable[TaskOutcome]:
+              dispatcher: ToolDispatcher, history: tuple[Item, ...] | None = None,
+              compactor: Any = None) -> Awaitable[TaskOutcome]:
         """The task's loop; a reopened task shares one turn budget (``max_turns`` in all)."""
         return TaskLoop(
             ctx=ctx,
@@ -241,36 +291,114 @@ class AgentWorkload:
             max_turns=max(1, self.config.max_turns - ctx.usage.turns),
             budget_tokens=self.config.budget_tokens,
             secret=api_key,
-            history=self.conversations.history(ctx.context_id),
+            history=self.conversations.history(ctx.context_id) if history is None else history,
             record=self.conversations.recorder(ctx.context_id, ctx.task_id),
+            compactor=compactor,
         ).run()
 
-    def _hook_hosts(self, ctx: TaskContext) -> list[object]:
-        """The session's hook hosts (made at its first task, whose records dir holds logs/)."""
+    def hooks_for(self, ctx: TaskContext) -> list[object]:
+        """The session's hook hosts, made once (at session start, else at the first task, from
+        ``ctx``), each with its ``run-inference`` answered by :meth:`infer_once`."""
         if self._hooks is None:
             from murmur.agent.components import hook_hosts
+            from murmur.agent.hook_inference import seam
 
             self._hooks = hook_hosts(self.hook_specs, ctx) if self.hook_specs else []
+            for host in self._hooks:
+                host.imports = seam(self, ctx, host.component.name)  # type: ignore[attr-defined]
         return self._hooks
 
     async def _hooked_task(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
                            api_key: str | None, hooks: list[object]) -> TaskOutcome:
         """The task with its lifecycle events (murmur.agent.hooked)."""
-        from murmur.agent.hooked import (
-            HookedDispatcher,
-            HookedTransport,
-            fire,
-            hooked_shell,
-        )
+        from murmur.agent.hooked import fire
 
         await fire(hooks, ctx, "on-task-start", {"task-id": ctx.task_id, "context-id": ctx.context_id,
                                                 "source": ctx.origin, "input-bytes": len(ctx.text.encode())})
+        try:
+            return await self._attempts(ctx, transport, inventory, api_key, hooks)
+        finally:
+            if self.session_hooks is not None:
+                self.session_hooks.add(ctx.usage)
+
+    async def _resumed_history(self, ctx: TaskContext, hooks: list[object]) -> tuple[Item, ...] | TaskOutcome | None:
+        """``--resume-mode compact``: the first task of the resumed context starts from what
+        ``on-compaction`` made of the record (written beside it); a hook's err fails the task
+        and the session. None: load as usual."""
+        conv = self.conversations
+        if not conv.compact or ctx.context_id != conv.load_context or ctx.context_id in self._compacted:
+            return None
+        self._compacted.add(ctx.context_id)
+        history = conv.history(ctx.context_id)
+        done = await self._compact(ctx, hooks, history, turn=0, threshold=self._threshold)
+        if isinstance(done, TaskOutcome):
+            return done
+        return history if done is None else tuple(done)
+
+    @property
+    def _threshold(self) -> float:
+        comp = self.manifest.inference.compaction if self.manifest.inference else None
+        return comp.threshold if comp is not None else 0.98
+
+    async def _compact(self, ctx: TaskContext, hooks: list[object], items: Sequence[Item], *, turn: int,
+                       threshold: float) -> list[Item] | TaskOutcome | None:
+        """Fire ``on-compaction`` over ``items``: the replacement (written into the record beside
+        what it replaces, and to ``out/compaction-summaries.jsonl`` when asked), None (nothing
+        replaced), or the failed outcome (a hook's err: the task fails, the session winds down)."""
+        from murmur.agent.hooked import compact
+        from murmur.ids import new_id
+
+        comp = self.manifest.inference.compaction if self.manifest.inference else None
+        done = await compact(hooks, ctx, items, turn=turn, threshold=threshold,
+                             model=comp.model if comp else None, system_prompt=self._compaction_prompt,
+                             log=functools.partial(_note, ctx.records_dir / "logs" / "bootstrap.log"))
+        if done.error is not None:
+            reason = f"compaction hook failed: {done.error}"
+            ctx.trace.emit("task_failed", parent_id=ctx.task_event_id, task_id=ctx.task_id, turn=turn,
+                           cause="compaction_hook", reason=reason)
+            if self.session_hooks is not None:
+                self.session_hooks.fail(reason)
+            return TaskOutcome("failed", reason)
+        if done.items is None:
+            return None
+        self.conversations.record_compaction(ctx.context_id, ctx.task_id, done.items, new_id("cmp"))
+        if comp is not None and comp.dump_summaries:
+            summary = "\n".join(i.text for i in done.items if isinstance(i, UserText | AssistantTurn) and i.text)
+            _note(ctx.records_dir / "out" / "compaction-summaries.jsonl", json.dumps(
+                {"turn": turn, "tokens_before": estimate_tokens(items), "tokens_after": estimate_tokens(done.items),
+                 "summary": summary}))
+        return list(done.items)
+
+    def _mid_task(self, ctx: TaskContext, hooks: list[object]) -> Any:
+        """The loop's compactor when ``context.max_tokens`` is set: ``on-compaction`` once the
+        reply's tokens (input + output as reported, else an estimate of the context) reach
+        the threshold of it. Takes no turn."""
+        budget = self.manifest.context.max_tokens if self.manifest.context else None
+        if not budget:
+            return None
+
+        async def compactor(items: list[Item], reply: InferenceResult, turn: int) -> list[Item] | TaskOutcome | None:
+            used = (reply.input_tokens + reply.output_tokens) or estimate_tokens(items)
+            if used / budget < self._threshold:
+                return None
+            return await self._compact(ctx, hooks, items, turn=turn, threshold=used / budget)
+
+        return compactor
+
+    async def _attempts(self, ctx: TaskContext, transport: Transport, inventory: Inventory,
+                        api_key: str | None, hooks: list[object]) -> TaskOutcome:
+        from murmur.agent.hooked import HookedDispatcher, HookedTransport, fire, hooked_shell
+
+        history = await self._resumed_history(ctx, hooks)
+        if isinstance(history, TaskOutcome):
+            return history
         task, reopens = ctx, 0
         limit = max(0, ctx.manifest.inference.max_task_reopens if ctx.manifest.inference else 1)
         while True:
             dispatcher = HookedDispatcher(ctx=task, inventory=inventory, shell=hooked_shell(self.shell, hooks, task),
                                           components=self.components, hooks=hooks)
-            outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher)
+            outcome = await self._loop(task, HookedTransport(transport, hooks, task), inventory, api_key, dispatcher,
+                                       history if task is ctx else None, self._mid_task(task, hooks))
             answers = await fire(hooks, task, "on-task-end", {"task-id": task.task_id, "exit-status": outcome.status})
             again = next((str(a.value) for a in answers if a.committed and a.arm == "reopen-task"), None)
             if again is None:
@@ -282,6 +410,36 @@ class AgentWorkload:
             task.trace.emit("task_reopened", parent_id=task.task_event_id, task_id=task.task_id,
                             ordinal=reopens, feedback=again)
             task = attrs.evolve(task, text=f"{task.text}\n\n{again}")
+
+
+def _compaction_prompt(manifest: Manifest, capsule_root: Path) -> str | None:
+    """``inference.compaction.system_prompt``, or its ``_file`` read now (launch).
+
+    Raises:
+        DiagnosticError: ``E-IO-001`` when the file cannot be read.
+    """
+    comp = manifest.inference.compaction if manifest.inference else None
+    if comp is None or comp.system_prompt_file is None:
+        return comp.system_prompt if comp is not None else None
+    path = capsule_root / comp.system_prompt_file
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        from murmur.diagnostics import error
+        from murmur.errors import DiagnosticError
+
+        raise DiagnosticError(error("E-IO-001", f"inference.compaction.system_prompt_file {path} cannot be read: "
+                                    f"{exc.strerror or exc}", hint="fix the path (relative to the manifest)")) from None
+
+
+def _note(path: Path, line: str) -> None:
+    """Append one line to ``path`` (its directory made); a failure is ignored."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass
 
 
 def make_agent_workload(

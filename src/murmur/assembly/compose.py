@@ -26,6 +26,7 @@ from murmur.assembly.checks import (
     mur_version_warning,
     refuse_unknown_containment,
 )
+from murmur.assembly.hooks import attach_session_hooks
 from murmur.assembly.options import RunOptions, read_task, session_environ, usage_error
 from murmur.assembly.workload_choice import load_workload, workload_kind
 from murmur.diagnostics import error
@@ -99,6 +100,7 @@ def prepare(
         forget=opts.forget_session, workdir_records=records_dir_for(workdir, "x").parent,
         records_root=records_root(), cwd=cwd,
         report=convo.make_reporter(lambda: bootstrap.get("log")),
+        compaction_hook=bool(getattr(workload, "has_compaction_hook", False)),
     )
     bind = check_internal_port(manifest)
     made = make_workdir(workdir)
@@ -139,6 +141,7 @@ def prepare(
         launch_context_id=staged.context_id,
     )
     convo.apply(setup, workload, staged)
+    attach_session_hooks(setup, workload)
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
     # the tree's inference gateway first, so the command environment names it (spec/gateway.md)
     gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens)

@@ -12,8 +12,12 @@ nothing behind:
 | ``E-RUN-037`` | ``--resume-mode compact`` under ``transport: process`` |
 | ``E-CNV-001`` | ``--resume`` names no session (or several) |
 | ``E-RUN-016`` | the named session ran no task with a context id |
+| ``E-RUN-018`` | ``--resume-mode compact``: no hook can receive ``on-compaction`` (none has that binding or none) |
 | ``E-RUN-017`` | the context has no record (record off, no inference block, no harness entry, no file) |
-| ``E-RUN-018`` | ``--resume-mode compact``: no hook is bound to ``on-compaction`` |
+
+The resume refusals come in upstream's order: the session is resolved (``E-CNV-001``,
+``E-RUN-016``), then ``compact`` is checked (``E-RUN-037``, ``E-RUN-018``), then the record
+(``E-RUN-017``).
 | ``E-RUN-036`` | (process) the agent CLI no longer holds the session the map names (the map is kept) |
 | ``E-CAP-011`` | ``--context`` or ``context.record_store`` is not one path segment |
 | ``E-CNV-002`` | ``--forget-session`` with ``--resume``, or without ``--context`` |
@@ -54,6 +58,7 @@ class Staged:
         forget (bool): ``--forget-session`` (process transport).
         harness (HarnessMap | None): the context → CLI session map (process transport).
         forgotten (str | None): the CLI session ``--forget-session`` dropped.
+        compact (bool): ``--resume-mode compact`` of a resumed context.
     """
 
     context_id: str | None = None
@@ -63,6 +68,7 @@ class Staged:
     forget: bool = False
     harness: HarnessMap | None = None
     forgotten: str | None = None
+    compact: bool = False
 
 
 def check_flags(context: str | None, resume: str | None, forget: bool) -> None:
@@ -123,6 +129,7 @@ def stage(
     cwd: Path,
     report: Callable[[str], None],
     home: Path | None = None,
+    compaction_hook: bool = False,
 ) -> Staged:
     """Check the conversation flags against the manifest and build the record store.
 
@@ -137,6 +144,7 @@ def stage(
         cwd (Path): for a relative ``--resume`` path.
         report (Callable[[str], None]): where record failures are told (once).
         home (Path | None): ``$MURMUR_HOME`` (default: the environment's).
+        compaction_hook (bool): a hook can receive ``on-compaction`` (``compact`` needs one).
 
     Raises:
         DiagnosticError: the codes in the module table.
@@ -146,9 +154,6 @@ def stage(
     if forget and not process:
         raise DiagnosticError(error("E-RUN-039", "--forget-session applies only to transport: process (an agent CLI's own session)",
                                     hint="drop --forget-session; to start a context afresh, give a new --context"))
-    if resume is not None and resume_mode == "compact" and process:
-        raise DiagnosticError(error("E-RUN-037", "--resume-mode compact does not apply to transport: process: the agent CLI keeps its own history",
-                                    hint="drop --resume-mode compact (the CLI resumes its session in full)"))
     if context is not None:
         check_segment(context, "--context")
     block = manifest.context
@@ -174,6 +179,12 @@ def stage(
             raise DiagnosticError(error("E-RUN-016", f"session {session_dir.name} ran no task with a context id, so there is nothing to resume",
                                         hint="resume a session that ran at least one task"))
         context, resumed_from = found, str(session_dir)
+        if resume_mode == "compact" and process:
+            raise DiagnosticError(error("E-RUN-037", "--resume-mode compact does not apply to transport: process: the agent CLI keeps its own history",
+                                        hint="drop --resume-mode compact (the CLI resumes its session in full)"))
+        if resume_mode == "compact" and not compaction_hook:
+            raise DiagnosticError(error("E-RUN-018", "--resume-mode compact needs a hook bound to on-compaction; this capsule declares none",
+                                        hint="resume with --resume-mode full (the default), or declare a hook artifact that receives on-compaction"))
         if inf is None:
             raise _no_record(found, "the capsule has no inference: block (plans keep no conversation)")
         if process:
@@ -190,15 +201,12 @@ def stage(
         assert store is not None
         if not store.exists(found):
             raise _no_record(found, f"{store.directory / found} holds no conversation.jsonl")
-        if resume_mode == "compact":
-            raise DiagnosticError(error("E-RUN-018", "--resume-mode compact needs a hook bound to on-compaction, and no hook runs here yet",
-                                        hint="resume with --resume-mode full (the default)"))
     keep = block.retain.max_messages if block is not None and block.retain is not None else None
     if store is not None and context is not None and keep is not None:
         store.keep_newest(context, keep)
     forgotten = harness.forget(context) if forget and harness is not None and context is not None else None
     return Staged(context_id=context, resumed_from=resumed_from, store=store, threaded=threaded, forget=forget,
-                  harness=harness, forgotten=forgotten)
+                  harness=harness, forgotten=forgotten, compact=resumed_from is not None and resume_mode == "compact")
 
 
 def expire(store: RecordStore | None, manifest: Manifest, keep: str | None) -> list[str]:
@@ -217,7 +225,8 @@ def apply(setup: SessionSetup, workload: object, staged: Staged) -> None:
         from murmur.agent.thread import Conversations
 
         load = staged.context_id if staged.resumed_from is not None else None
-        use(Conversations(store=staged.store, threaded=staged.threaded, load_context=load, harness=staged.harness))
+        use(Conversations(store=staged.store, threaded=staged.threaded, load_context=load, harness=staged.harness,
+                          compact=staged.compact))
     if staged.resumed_from is not None:
         setup.trace_start_fields["resumed_from"] = staged.resumed_from
         setup.trace_start_fields["context_id"] = staged.context_id

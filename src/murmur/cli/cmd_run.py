@@ -84,7 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "characters, @N (Nth newest; bare --resume = @1) or its records path",
     )
     parser.add_argument("--resume-mode", choices=("full", "compact"), default="full",
-                        help="full (default): reload the record verbatim; compact: summarise it first (needs an on-compaction hook)")
+                        help="full (default): reload the record verbatim; compact: the on-compaction hook summarises it first. "
+                        "full is often the cheaper: a verbatim reload can hit the provider's prompt cache, while a "
+                        "summary changes the prefix and costs a call")
     parser.add_argument("--forget-session", action="store_true",
                         help="transport process: drop the agent CLI session --context names and start it afresh")
     parser.add_argument("--max-tree-total", type=_count, metavar="N",

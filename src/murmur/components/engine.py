@@ -49,6 +49,10 @@ def engine() -> wasmtime.Engine:
         if _engine is None:
             cfg = wasmtime.Config()
             cfg.epoch_interruption = True
+            from murmur.components import memory
+
+            memory.install(cfg)  # linear memories through the host, so memory_bytes is seen
+            cfg.memory_init_cow = False  # wasmtime 50 maps data images only into its own memories
             _engine = wasmtime.Engine(cfg)
             ticker = threading.Thread(target=_tick, args=(_engine,), name="murmur-epoch", daemon=True)
             ticker.start()
@@ -67,9 +71,14 @@ class Interrupt:
     Attributes:
         reason (str | None): ``"cancelled"`` or ``"deadline"`` once the call must stop.
         deadline (float): ``time.monotonic()`` value past which the call is stopped.
+        memory_bytes (int | None): the call's linear-memory limit (None: none).
+        denied (str | None): ``"memory_bytes"`` once a memory was refused growth past it
+            (:mod:`murmur.components.memory`).
     """
 
-    def __init__(self, deadline_s: float) -> None:
+    def __init__(self, deadline_s: float, memory_bytes: int | None = None) -> None:
+        self.memory_bytes = memory_bytes
+        self.denied: str | None = None
         self.reason: str | None = None
         self.deadline = time.monotonic() + deadline_s
         self.deadline_s = deadline_s
@@ -92,7 +101,11 @@ _next_key = 0
 
 
 def arm(store: wasmtime.Store, interrupt: Interrupt) -> None:
-    """Give ``store`` a one-tick epoch deadline whose callback stops the guest on ``interrupt``."""
+    """Give ``store`` a one-tick epoch deadline whose callback stops the guest on ``interrupt``,
+    and make ``interrupt`` this thread's current call (its memory limit)."""
+    from murmur.components import memory
+
+    memory.set_current(interrupt)
 
     def on_tick(_ctx: object, _data: object, delta: ctypes._Pointer[ctypes.c_uint64],
                 kind: ctypes._Pointer[ffi.wasmtime_update_deadline_kind_t]) -> int:

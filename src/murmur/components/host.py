@@ -223,6 +223,8 @@ def _linker(with_http: bool) -> wc.Linker:
                 message.add_func("send", _send_message)
             with root.add_instance(versioned("murmur:runtime/inference")) as inference:
                 inference.add_func("run-inference", _run_inference)
+            with root.add_instance(versioned("murmur:hook/lifecycle")):
+                pass  # the types runtime/inference uses (message): a type-only import
         _linkers[with_http] = linker
         return linker
 
@@ -272,6 +274,9 @@ def _limit_fault(name: str, message: str, interrupt: eng.Interrupt, limits: Limi
         return error("E-RUN-001", f"component `{name}` ran past deadline_seconds "
                      f"({limits.deadline_for(role)} s) and was stopped",
                      hint="raise `capabilities.limits.deadline_seconds`, or make the call finish sooner")
+    if interrupt.denied == "memory_bytes":
+        return error("E-RUN-001", f"component `{name}` grew past memory_bytes ({limits.memory_bytes}) and was "
+                     f"stopped: {message.splitlines()[0]}", hint="raise `capabilities.limits.memory_bytes`")
     low = message.lower()
     for key, words, value in (("memory_bytes", ("memory",), limits.memory_bytes),
                               ("table_elements", ("table",), limits.table_elements),
@@ -323,7 +328,7 @@ def _call(comp: Component, grant: Grant, iface: str, args: tuple[Any, ...], *, h
                                    hint=f"build it for the `{comp.role}` world of upstream v0.2.0"))
     store = wasmtime.Store(eng.engine())
     limits = grant.limits
-    store.set_limits(memory_size=limits.memory_bytes, table_elements=limits.table_elements,
+    store.set_limits(table_elements=limits.table_elements,
                      instances=limits.instances)
     store.set_wasi(_wasi(grant, hooks.log))
     with_http = grant.http is not None or _imports_http(comp.data)
@@ -367,7 +372,7 @@ def _imports_http(data: bytes) -> bool:
 
 async def _off_loop(fn: Callable[..., Any], comp: Component, grant: Grant, *args: Any,
                     hooks: Hooks | None) -> Any:
-    interrupt = eng.Interrupt(grant.limits.deadline_for(comp.role))
+    interrupt = eng.Interrupt(grant.limits.deadline_for(comp.role), grant.limits.memory_bytes)
     worker = functools.partial(fn, comp, grant, *args, hooks=hooks or Hooks(), interrupt=interrupt)
     try:
         return await trio.to_thread.run_sync(worker, abandon_on_cancel=True)

@@ -251,6 +251,16 @@ def unbind() -> None:
     _local.state = None
 
 
+def current() -> Any:
+    """This thread's binding (to :func:`restore` for a later call into the same store)."""
+    return getattr(_local, "state", None)
+
+
+def restore(state: Any) -> None:
+    """Bind this thread to a store's gate again (a hook's kept store)."""
+    _local.state = state
+
+
 def _scheme_text(value: Any) -> str:
     if value is None:
         return "https"  # wasi:http's default scheme when none is set

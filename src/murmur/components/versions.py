@@ -41,7 +41,9 @@ WORLDS: dict[str, World] = {
     "capsule": World("capsule", ("murmur:tool-registry/invoke", "murmur:message/send",
                                  "murmur:artifact-manager/manage", "murmur:tool/run"),
                      "murmur:capsule/run"),
-    "hook": World("hook", ("murmur:runtime/inference",), "murmur:hook/lifecycle"),
+    # runtime/inference `use`s lifecycle's `message`, so a hook importing it also imports
+    # murmur:hook/lifecycle (types only), as upstream's own hooks do
+    "hook": World("hook", ("murmur:runtime/inference", "murmur:hook/lifecycle"), "murmur:hook/lifecycle"),
 }
 
 

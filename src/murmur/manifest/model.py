@@ -77,6 +77,7 @@ class ContextBlock:
     record: RecordMode = RecordMode.ON
     record_store: str | None = None
     retain: ContextRetain | None = None
+    max_tokens: int | None = None  # the session token budget compaction is measured against
 
 
 @attrs.frozen
@@ -222,6 +223,19 @@ class DriverRef:
 
 
 @attrs.frozen
+class Compaction:
+    """``inference.compaction``: ``threshold`` (0, 1] of ``context.max_tokens`` at which
+    ``on-compaction`` fires; ``model`` / ``system_prompt`` (or ``_file``) handed to the hook;
+    ``dump_summaries`` appends each committed compaction to ``out/compaction-summaries.jsonl``."""
+
+    threshold: float = 0.98
+    model: str | None = None
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    dump_summaries: bool = False
+
+
+@attrs.frozen
 class Inference:
     """``inference``. ``api_key`` keeps its ``${VAR}`` text; it resolves only where inference runs.
 
@@ -243,6 +257,7 @@ class Inference:
     system_prompt_file: str | None = None
     system_prompt_artifact: str | None = None  # a skill read once as the system prompt
     max_task_reopens: int = 1  # times an on-task-end hook may reopen one task (0: never)
+    compaction: Compaction | None = None
 
 
 @attrs.frozen

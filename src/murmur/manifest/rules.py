@@ -416,6 +416,25 @@ def _inference(root: YMap) -> list[Fault]:
         if n is not None and n <= 0:
             out.append(Fault("E-MAN-003", f"`inference.{key}` must be at least 1",
                              path=("inference", key)))
+    comp = inf.get("compaction")
+    if isinstance(comp, YMap):
+        out += _compaction(comp)
+    return out
+
+
+def _compaction(comp: YMap) -> list[Fault]:
+    out = []
+    raw = comp.get("threshold")
+    try:
+        value = float(_text(raw) or "") if raw is not None else None
+    except ValueError:
+        value = -1.0
+    if value is not None and not 0 < value <= 1:
+        out.append(Fault("E-MAN-003", "`inference.compaction.threshold` must be a number in (0, 1]",
+                         path=("inference", "compaction", "threshold")))
+    if "system_prompt" in comp and "system_prompt_file" in comp:
+        out.append(Fault("E-MAN-003", "`inference.compaction.system_prompt` and `system_prompt_file` are exclusive",
+                         hint="keep one of them", path=("inference", "compaction", "system_prompt_file"), at_key=True))
     return out
 
 

@@ -15,6 +15,7 @@ import os
 import traceback
 from collections.abc import Callable
 
+import attrs
 import trio
 
 from murmur import tracectx
@@ -208,6 +209,11 @@ class Runner:
     def _context(self, task: Task, event_id: str) -> TaskContext:
         setup = self._setup
         services = setup.services(task) if setup.services else TaskServices()
+
+        def emit_chunk(text: str, thinking: bool, source: str) -> None:
+            self._book.chunk(task, text, thinking=thinking, source=source)
+
+        services = attrs.evolve(services, emit_chunk=emit_chunk)
         return TaskContext(
             session_id=setup.session_id,
             task_id=task.id,

@@ -39,6 +39,9 @@ class StreamEvent:
         message (str | None): the status message text (``status`` events).
         timestamp (str): RFC 3339 time of the event.
         artifact (dict[str, Any] | None): the artifact (``artifact`` events).
+        append (bool): the artifact's parts extend the one of the same ``artifactId`` sent
+            before (a component's chunks after the first).
+        last_chunk (bool): the artifact is complete (false for chunks).
     """
 
     kind: str
@@ -46,6 +49,12 @@ class StreamEvent:
     message: str | None
     timestamp: str
     artifact: dict[str, Any] | None = None
+    append: bool = False
+    last_chunk: bool = True
+
+
+CHUNK_ARTIFACTS = {False: "text", True: "thinking"}
+"""The artifact a component's ``emit-chunk`` / ``emit-thinking-chunk`` pieces are streamed as."""
 
 
 PROMPT_ARTIFACT = "prompt"
@@ -291,6 +300,22 @@ class TaskBook:
             for cb in list(self._on_terminal):
                 cb(task)
             self._forget_old(spare=task)
+        return True
+
+    def chunk(self, task: Task, text: str, *, thinking: bool, source: str) -> bool:
+        """Stream one component chunk of a running ``task`` (spec/door.md "Chunks"): an
+        ``artifactUpdate`` of the ``text`` (or ``thinking``) artifact, ``append`` after the
+        task's first one, ``lastChunk: false``. Stream-only: GetTask's ``artifacts`` do not keep
+        chunks. False (nothing sent) when the task has ended."""
+        if task.terminal:
+            return False
+        name = CHUNK_ARTIFACTS[thinking]
+        first = not any(ev.artifact is not None and ev.artifact.get("artifactId") == name for ev in task.events)
+        artifact = {"artifactId": name, "name": name, "parts": [{"text": text}],
+                    "metadata": {"murmur": {"source": source}}}
+        task.events.append(StreamEvent("artifact", task.state, None, self._now(), artifact,
+                                       append=not first, last_chunk=False))
+        task._notify()
         return True
 
     def _forget_old(self, spare: Task | None = None) -> None:

@@ -388,14 +388,11 @@ def task_json(
 def stream_event_json(task: Task, ev: StreamEvent) -> dict[str, Any]:
     """The StreamResponse for one event of ``task``'s log."""
     if ev.kind == "artifact":
-        return {
-            "artifactUpdate": {
-                "taskId": task.id,
-                "contextId": task.context_id,
-                "artifact": ev.artifact,
-                "lastChunk": True,
-            }
-        }
+        update: dict[str, Any] = {"taskId": task.id, "contextId": task.context_id, "artifact": ev.artifact}
+        if ev.append:
+            update["append"] = True
+        update["lastChunk"] = ev.last_chunk
+        return {"artifactUpdate": update}
     return {
         "statusUpdate": {
             "taskId": task.id,

@@ -123,6 +123,7 @@ class WasmDriver:
     max_tokens: int
     policy: Any = None  # () -> async context manager giving the turn's HttpPolicy (peer relays)
     on_http: Any = None  # each outgoing-HTTP decision (a trace record)
+    on_chunk: Any = None  # (text, thinking): the driver's streamed chunks (the task's A2A stream)
 
     async def infer(self, request: InferenceRequest) -> InferenceResult:
         """One turn through the driver (off the Trio loop; cancellable)."""
@@ -131,11 +132,12 @@ class WasmDriver:
         payload = json.dumps(request_payload(request, model=self.model, max_tokens=self.max_tokens))
         try:
             if self.policy is None:
-                out = await call_tool(self.component, self.grant, payload, hooks=Hooks(on_http=self.on_http))
+                out = await call_tool(self.component, self.grant, payload,
+                                      hooks=Hooks(on_http=self.on_http, on_chunk=self.on_chunk))
             else:
                 async with self.policy() as http:
                     out = await call_tool(self.component, attrs.evolve(self.grant, http=http), payload,
-                                          hooks=Hooks(on_http=self.on_http))
+                                          hooks=Hooks(on_http=self.on_http, on_chunk=self.on_chunk))
         except ComponentFault as exc:
             raise InferenceError("driver_error", f"{exc.diagnostic.code}: {exc.diagnostic.message}",
                                  code=exc.diagnostic.code) from None
