@@ -264,7 +264,7 @@ async def test_cgroup_join_first(warm: Starter, tmp_path: Path) -> None:
             assert await warm.wait_exit(pid) == 125
         assert b"could not join containment unit" in _read_all(r)
     finally:
-        unit.release()
+        await unit.release()
 
 
 async def test_owner_gone_starter_goes(tmp_path: Path) -> None:

@@ -40,7 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from murmur import procstat
+import trio
+
+from murmur import procstat, realtime
 from murmur.containment import cgroup, groups
 from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, HostClass, detect, own_cgroup
 
@@ -213,28 +215,52 @@ class Unit:
 
     async def wait_empty(self) -> None:
         """Return once nothing of the unit runs (bound it with a cancel scope)."""
-        import trio
-
         if self.path is not None:
             await cgroup.wait_empty(self.path)
             return
         while self.populated():  # noqa: ASYNC110 - a process group has no event to wait on
             await trio.sleep(0.02)
 
-    def release(self) -> None:
-        """Kill what is left, remove the unit, and forget it (idempotent, never raises)."""
+    async def release(self) -> None:
+        """Kill what is left, remove the unit, and forget it (idempotent, never raises).
+
+        The wait for a killed cgroup to empty is an inotify wait on its ``cgroup.events``
+        (:func:`murmur.containment.cgroup.wait_empty`), bounded by ``_REMOVE_WAIT`` real
+        seconds (:func:`murmur.realtime.wait_real`) and shielded: the loop keeps running, and
+        a cancelled owner still releases. A unit still populated at the bound is left (the
+        session unit's removal, or the janitor, takes it).
+        """
         if self.released:
             return
         self.released = True
         self.kill()
-        fd, self._pidfd = self._pidfd, None
-        if fd is not None:
-            os.close(fd)
+        self._close_pidfd()
+        if self.path is not None and not cgroup.remove(self.path):
+            path = self.path
+            with trio.CancelScope(shield=True):
+                await realtime.wait_real(lambda: cgroup.wait_empty(path), _REMOVE_WAIT)
+            cgroup.remove(path)
+        self._owner._forget(self)
+
+    def release_blocking(self) -> None:
+        """:meth:`release` for code that runs outside a Trio loop, or a unit known to hold no
+        process (a start that failed before anything ran in it): a populated unit is waited
+        for by polling (up to ``_REMOVE_WAIT`` s), which holds the calling thread."""
+        if self.released:
+            return
+        self.released = True
+        self.kill()
+        self._close_pidfd()
         if self.path is not None:
             deadline = time.monotonic() + _REMOVE_WAIT
             while not cgroup.remove(self.path) and time.monotonic() < deadline:
                 time.sleep(0.005)
         self._owner._forget(self)
+
+    def _close_pidfd(self) -> None:
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class Containment:
@@ -344,7 +370,7 @@ class Containment:
     def close(self) -> None:
         """Release every unit, remove the session unit a root made, and let the janitor go."""
         for unit in self.live_units():
-            unit.release()
+            unit.release_blocking()
         self._sweep_until_quiet(_CLOSE_SWEEP)
         if self.unit_dir is not None and not self.inherited:
             cgroup.kill(self.unit_dir)

@@ -429,13 +429,14 @@ class Launcher:
                     await self._terminate(child)
                     if child.ready is None:  # cancelled before the child held its task
                         await give_back(self.roost_url, grant)
-            self._cleanup(child)
+            with trio.CancelScope(shield=True):
+                await self._cleanup(child)
         if failure is not None:
             raise LaunchFailed(failure)
 
-    def _cleanup(self, child: Child) -> None:
+    async def _cleanup(self, child: Child) -> None:
         if child.unit is not None:
-            child.unit.release()  # the child and whatever it left running
+            await child.unit.release()  # the child and whatever it left running
         if child.life_w is not None:
             close_fd(child.life_w)
             child.life_w = None

@@ -187,7 +187,7 @@ class ProcessHandle:
                 await chan.aclose()
         if self._proc.returncode is not None:
             # whatever the member left running goes with it (its unit: commands, children)
-            self._proc.release()
+            await self._proc.release()
 
     # -- relays (run in the launcher's relay nursery) ----------------------------------
 

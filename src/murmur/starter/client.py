@@ -172,7 +172,7 @@ class Starter:
                               unit.command if unit is not None else None, env=env)
         if spawned is None:
             if unit is not None:
-                unit.release()
+                unit.release_blocking()  # nothing ran in it
             return None
         if unit is not None:
             unit.started(spawned.popen.pid, own_group=True, winds_down=False)
@@ -190,7 +190,7 @@ class Starter:
             got.contain(unit)
         except OSError:
             got.discard()
-            unit.release()
+            unit.release_blocking()  # the starter was never moved into it
             raise
         return got
 
@@ -215,7 +215,7 @@ class Starter:
         early.kill_group(self._popen)
         self._sock.close()
         if self._unit is not None:
-            self._unit.release()
+            self._unit.release_blocking()  # its one process is reaped: nothing is left to wait for
 
     @property
     def pid(self) -> int:
@@ -282,7 +282,7 @@ class Starter:
             finally:
                 os.close(pidfd)
         if self._unit is not None:
-            self._unit.release()  # kills it if it is still there
+            await self._unit.release()  # kills it if it is still there
         else:
             try:
                 os.killpg(self._popen.pid, signal.SIGKILL)
