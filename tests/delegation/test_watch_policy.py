@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from murmur.delegation.watch_policy import Ending, delegation_bound, describe_exit, launcher_report
+from murmur.delegation.watch_policy import Ending, describe_exit, launcher_report
 from murmur.manifest.model import Lifecycle, Manifest
+from murmur.timing import delegation_bound
 
 
 def manifest(secs: int = 600) -> Manifest:
@@ -29,7 +30,7 @@ class TestBound:
     )
     def test_env_overrides_only_when_positive_whole(self, env: dict[str, str], declared: int, bound: int) -> None:
         """MURMUR_DELEGATION_TIMEOUT_SECS wins when a positive whole number; else the manifest."""
-        assert delegation_bound(manifest(declared), env) == bound
+        assert delegation_bound(manifest(declared).lifecycle.delegation_deadline_secs, env) == bound
 
 
 class TestLauncherReport:

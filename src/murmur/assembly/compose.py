@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from murmur import timing
 from murmur.assembly import contributors, gatewaying
 from murmur.assembly import conversations as convo
 from murmur.assembly.capsule import resolve_capsule
@@ -137,6 +138,7 @@ def prepare(
         spawn_narrowings=narrowed,
         containment=klass,
         launch_context_id=staged.context_id,
+        delegation_bound_secs=timing.delegation_bound(manifest.lifecycle.delegation_deadline_secs, env),
     )
     convo.apply(setup, workload, staged)
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))

@@ -36,7 +36,6 @@ from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.launcher import Launcher
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch_policy import delegation_bound
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
@@ -118,7 +117,7 @@ class DelegationRuntime:
                 door_url=lambda: self._session.url if self._session is not None else None,
                 book=self.book,
                 emit=self._emit,
-                bound=delegation_bound(self.manifest, environ),
+                bound=setup.delegation_bound_secs,
                 relay=_stderr_line if relay_stderr else None,
             )
             self.launcher.child_env = self._tree_env

@@ -6,8 +6,7 @@ answers).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from murmur import timing
 
@@ -63,14 +62,6 @@ def deadline_ending(member: str, door: str, *, held: bool, offered: bool, last_b
     if last_busy:
         return "rejected", f"{member} stayed busy until the call's deadline"
     return "unreachable", f"{member} did not answer before the call's deadline"
-
-
-def call_deadline_secs(manifest_secs: int, environ: Mapping[str, str] | None = None) -> float:
-    """``MURMUR_DELEGATION_TIMEOUT_SECS`` when a positive integer, else ``manifest_secs``."""
-    raw = (os.environ if environ is None else environ).get("MURMUR_DELEGATION_TIMEOUT_SECS", "")
-    if raw.isdigit() and int(raw) > 0:
-        return float(raw)
-    return float(manifest_secs)
 
 
 def cut_output(text: str, cap: int = OUTPUT_CAP) -> tuple[str, bool]:

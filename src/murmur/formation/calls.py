@@ -28,8 +28,9 @@ made that has not ended is ``abandoned`` and every answer not delivered is recor
 the member took in it is cancelled with ``CancelTask`` — the only case the runtime cancels a
 member's task. An offer cut before its answer came back (the deadline, the grace, a cancel) is
 cancelled by its ``messageId`` (``CancelTask`` with ``metadata.messageId``), since the member
-may have taken it without the caller learning its task id. The call's deadline is ``lifecycle.delegation_deadline_secs``
-(``MURMUR_DELEGATION_TIMEOUT_SECS`` overrides it), the deadline of the call's cancel scope:
+may have taken it without the caller learning its task id. The call's deadline is the session's delegation bound
+(``lifecycle.delegation_deadline_secs``, or ``MURMUR_DELEGATION_TIMEOUT_SECS``, resolved once at
+composition: :func:`murmur.timing.delegation_bound`), the deadline of the call's cancel scope:
 whatever the call is doing then is cut short, a request in flight included
 (:func:`murmur.formation.call_policy.deadline_ending` says how it ends: still busy ->
 ``rejected``, still running -> ``timed_out``).

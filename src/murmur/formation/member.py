@@ -28,7 +28,6 @@ import trio
 
 from murmur import timing
 from murmur.diagnostics import Diagnostic, error
-from murmur.formation.call_policy import call_deadline_secs
 from murmur.formation.calls import CallEngine
 from murmur.formation.membership import Membership, join
 from murmur.formation.reach import reaches_member_doors
@@ -113,7 +112,7 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
             tokens={c.name: c.token for c in creds.calls},
             addresses=m.addresses,
             network_allow=setup.manifest.network_allow,
-            deadline_secs=call_deadline_secs(setup.manifest.lifecycle.delegation_deadline_secs, setup.parent_env),
+            deadline_secs=float(setup.delegation_bound_secs),
         )
     if engine is not None:
         _install_engine(setup, m, engine)

@@ -227,4 +227,5 @@ class Runner:
             formation_id=setup.formation_id,
             links_context=setup.links_context,
             ask=(lambda prompt: self.asking.ask(task, prompt)) if task.source == "a2a" else None,
+            delegation_bound_secs=setup.delegation_bound_secs,
         )

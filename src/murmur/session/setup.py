@@ -142,6 +142,10 @@ class SessionSetup:
             (spec/containment.md); advisory unless a floor, flag or parent raised it.
         running_fields (dict[str, Any]): extra fields of the running record (what the
             session started from, ``murmur.routing.profile``; the formation member).
+        delegation_bound_secs (int): the delegation bound, resolved once by the composition
+            root (:func:`murmur.timing.delegation_bound`); by default the manifest's
+            ``lifecycle.delegation_deadline_secs``. It bounds a child's watch, a plan's
+            ``capsule``/``member`` step and a member's call (spec/architecture.md "Deadlines").
     """
 
     manifest: Manifest
@@ -173,6 +177,8 @@ class SessionSetup:
     lineage: dict[str, Any] | None = None
     spawn_narrowings: tuple[Any, ...] = ()
     delegation_counts: dict[str, int] = attrs.field(factory=lambda: {"started": 0, "refused": 0})
+    delegation_bound_secs: int = attrs.field(
+        default=attrs.Factory(lambda self: int(self.manifest.lifecycle.delegation_deadline_secs), takes_self=True))
     wind_down_hooks: list[Callable[[WindDown], None]] = attrs.field(factory=list)
     after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
     links_bin: Path | None = None  # capsule links, first on every command's PATH (spec/links.md)
