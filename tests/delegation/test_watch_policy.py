@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from murmur.delegation.watch_policy import Ending, describe_exit, launcher_report
+from murmur.delegation.watch_policy import Ending, launcher_report
+from murmur.exitstatus import describe
 from murmur.manifest.model import Lifecycle, Manifest
 from murmur.timing import delegation_bound
 
@@ -38,7 +39,7 @@ class TestLauncherReport:
         """A child that exited without a completion: crashed, posted, with status and stderr."""
         r = launcher_report(Ending.EXITED, returncode=3, stderr_tail=["", "boom", "bang"], bound=600)
         assert (r.status, r.post) == ("crashed", True)
-        assert "exit status 3" in r.detail and r.detail.endswith("boom\nbang")
+        assert "(status 3)" in r.detail and r.detail.endswith("boom\nbang")
 
     def test_expired_names_the_bound(self) -> None:
         """The watch bound passed: terminated, posted, naming the bound in seconds."""
@@ -51,7 +52,7 @@ class TestLauncherReport:
         r = launcher_report(Ending.STOPPED, returncode=None, bound=600, reason="its session ended")
         assert (r.status, r.post) == ("terminated", False) and "its session ended" in r.detail
 
-    @pytest.mark.parametrize(("code", "text"), [(None, "still running"), (0, "exit status 0"), (-9, "killed by signal 9")])
+    @pytest.mark.parametrize(("code", "text"), [(None, "still running"), (0, "status 0"), (-9, "signal SIGKILL")])
     def test_describe_exit(self, code: int | None, text: str) -> None:
-        """Exit statuses read as words."""
-        assert describe_exit(code) == text
+        """Exit statuses read as words (the formation's words too: murmur.exitstatus)."""
+        assert describe(code) == text

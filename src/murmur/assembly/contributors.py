@@ -21,13 +21,13 @@ import; spec/session.md "Start-up").
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.formation import names_formation
 from murmur.session import SessionSetup
+from murmur.stderr import say
 from murmur.tree import contribute as tree_contribute
 
 if TYPE_CHECKING:
@@ -82,14 +82,7 @@ def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> None:
     try:
         install_links(setup, runtime)
     except OSError as exc:
-        _say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
-
-
-def _say(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
+        say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
 
 
 def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:

@@ -8,6 +8,7 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 """
 
 from murmur.containment.context import Containment, Unit, here, kill_all_here, reset_for_tests
+from murmur.containment.groups import killpg
 from murmur.containment.host import (
     CGROUP,
     FORCE_ENV,
@@ -31,6 +32,7 @@ __all__ = [
     "force_problem",
     "here",
     "kill_all_here",
+    "killpg",
     "pid_cgroup",
     "reset_for_tests",
 ]

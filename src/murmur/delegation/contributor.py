@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +35,7 @@ from murmur.lifeline import claim_lifeline
 from murmur.manifest import AfterTask, TaskAcceptance
 from murmur.roost import roost_url_fault, roost_url_from_env
 from murmur.session import create_records
+from murmur.stderr import say
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def install(
     if can_delegate:
         warning = completion_warning(setup.manifest.name, setup.policy)
         if warning is not None:
-            _say(f"[capsule-runtime] {warning.render()} ({W_SEC_020_LINK})")
+            say(f"[capsule-runtime] {warning.render()} ({W_SEC_020_LINK})")
         previous = setup.services
 
         def services(task: Task) -> TaskServices:
@@ -170,13 +170,6 @@ def _rmdir(path: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _say(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 class PlanCompletions:

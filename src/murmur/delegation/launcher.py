@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from murmur import paths, timing
+from murmur import exitstatus, paths, timing
 from murmur.delegation import delivery
 from murmur.delegation.book import DelegationBook, Emit, Entry
 from murmur.delegation.child_process import (
@@ -69,7 +69,7 @@ from murmur.delegation.environment import child_environment
 from murmur.delegation.release import give_back
 from murmur.delegation.reporting import Reporter
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch_policy import Ending, describe_exit
+from murmur.delegation.watch_policy import Ending
 from murmur.errors import DiagnosticError
 from murmur.ids import new_id
 from murmur.manifest import Manifest
@@ -507,7 +507,7 @@ class Launcher:
         if task_id is not None:
             return task_id
         if child.exited.is_set():
-            raise LaunchFailed(child.tail(f"the child exited with {describe_exit(child.returncode)} before taking its task"))
+            raise LaunchFailed(child.tail(f"the child exited with {exitstatus.describe(child.returncode)} before taking its task"))
         raise LaunchFailed(f"the child did not accept its task within {self.delivery_bound:g} s")
 
     # -- watching and ending ------------------------------------------------------------------

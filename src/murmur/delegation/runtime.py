@@ -24,7 +24,6 @@ end hook            in order: end every live child (``terminated``, posted to no
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost import IDENTITY_MESSAGE, RoostClient, RoostError, RoostRefused
 from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError, lifeline_wind_down
+from murmur.stderr import say
 from murmur.tree import (
     CAPS_ENV,
     LINEAGE_ENV,
@@ -118,7 +118,7 @@ class DelegationRuntime:
                 book=self.book,
                 emit=self._emit,
                 bound=setup.delegation_bound_secs,
-                relay=_stderr_line if relay_stderr else None,
+                relay=say if relay_stderr else None,
             )
             self.launcher.child_env = self._tree_env
 
@@ -253,7 +253,7 @@ class DelegationRuntime:
             if not comp.claim(workdir, comp.Record(completion, "child")):
                 return  # the parent's launcher reported this delegation first
         except OSError as exc:
-            _stderr_line(f"[capsule-runtime] completion.json could not be written: {exc.strerror or exc}")
+            say(f"[capsule-runtime] completion.json could not be written: {exc.strerror or exc}")
             return
         problem = await comp.post(handle, completion)
         try:
@@ -261,7 +261,7 @@ class DelegationRuntime:
         except OSError:
             pass
         if problem is not None:
-            _stderr_line(f"[capsule-runtime] the completion of {handle.delegation_id} was not delivered: {problem}")
+            say(f"[capsule-runtime] the completion of {handle.delegation_id} was not delivered: {problem}")
 
     # -- the door's completions -------------------------------------------------------------
 
@@ -417,7 +417,7 @@ class DelegationRuntime:
         if self.restart_noticed:
             return
         self.restart_noticed = True
-        _stderr_line(f"[capsule-runtime] {RESTART_REFUSAL}")
+        say(f"[capsule-runtime] {RESTART_REFUSAL}")
         from murmur.tree import mark_uncertain
 
         mark_uncertain(self.setup.session_id, RESTART_REASON)
@@ -455,8 +455,3 @@ def _relative(path: Path | None, root: Path) -> str | None:
         return None
 
 
-def _stderr_line(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass  # a closed stderr must not stop anything

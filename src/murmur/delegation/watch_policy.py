@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from murmur import exitstatus
+
 DETAIL_LINES = 8  # stderr lines kept in a launcher report's detail
 
 
@@ -42,15 +44,6 @@ class LauncherReport:
     status: str
     detail: str
     post: bool
-
-
-def describe_exit(returncode: int | None) -> str:
-    """``exit status N`` / ``killed by signal N`` / ``still running``."""
-    if returncode is None:
-        return "still running"
-    if returncode < 0:
-        return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"
 
 
 def _with_tail(head: str, tail: Sequence[str]) -> str:
@@ -82,7 +75,7 @@ def launcher_report(
     if ending is Ending.EXITED:
         return LauncherReport(
             "crashed",
-            _with_tail(f"the child exited without reporting a completion ({describe_exit(returncode)})", stderr_tail),
+            _with_tail(f"the child exited without reporting a completion ({exitstatus.describe(returncode)})", stderr_tail),
             post=True,
         )
     if ending is Ending.EXPIRED:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -50,7 +49,7 @@ from typing import NoReturn, TextIO
 import attrs
 import trio
 
-from murmur import containment
+from murmur import exitstatus
 from murmur.diagnostics import Diagnostic
 from murmur.formation import launchplan
 from murmur.formation.launchplan import LaunchPlan
@@ -66,10 +65,11 @@ from murmur.formation.supervise import (
     Stopped,
     Timers,
     Verify,
-    describe_status,
     supervise_entry,
     supervise_peer,
 )
+from murmur.session import forced_exit
+from murmur.stderr import say
 
 FORMATION_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that end a formation (a second one ends the launcher at once)."""
@@ -94,16 +94,6 @@ class LaunchResult:
     ready: tuple[ReadyPeer, ...]
     stopped: Mapping[str, Stopped]
     entry_code: int | None
-
-
-def _exit_now(status: int) -> NoReturn:
-    containment.here().kill_all()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 class FormationLaunch:
@@ -135,7 +125,7 @@ class FormationLaunch:
         json_mode: bool = False,
         out: TextIO | None = None,
         err: TextIO | None = None,
-        exit_now: Callable[[int], NoReturn] = _exit_now,
+        exit_now: Callable[[int], NoReturn] = forced_exit,
     ) -> None:
         self.plan = plan
         self._spawner = spawner
@@ -261,7 +251,7 @@ class FormationLaunch:
 
     def _peer_exited(self, name: str, code: int) -> None:
         if not self.ended:
-            self._say(f"[mur run] member '{name}' exited with {describe_status(code)}")
+            self._say(f"[mur run] member '{name}' exited with {exitstatus.describe(code)}")
 
     def _entry_started(self, pid: int) -> None:
         self.entry_started = True
@@ -284,11 +274,7 @@ class FormationLaunch:
     # -- output ---------------------------------------------------------------------------
 
     def _say(self, line: str) -> None:
-        stream = self._err if self._err is not None else sys.stderr
-        try:
-            print(line, file=stream, flush=True)
-        except (OSError, ValueError):
-            pass
+        say(line, self._err)
 
     def _announce(self) -> None:
         """The formation line (``--json``, stdout) or block (stderr), before the entry starts."""

@@ -19,7 +19,6 @@ Spec: spec/formation.md "How a formation ends", "How reachability is enforced".
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from murmur.formation.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
 from murmur.routing import member_refusal
 from murmur.session import deadline_wind_down, lifeline_wind_down
+from murmur.stderr import say
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
@@ -62,10 +62,7 @@ class CallsEndWithTask:
 
 
 def _print_warning(diag: Diagnostic) -> None:
-    try:
-        print(diag.render(), file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
+    say(diag.render())
 
 
 def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine | None = None) -> CallEngine | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +39,7 @@ from murmur.formation.addresses import AddressBook
 from murmur.formation.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV
 from murmur.formation.firstline import ChannelReadError, read_first_line
 from murmur.lifeline import claim_lifeline
+from murmur.stderr import say
 
 SPAWNER_ENV = "MURMUR_SPAWNER"
 
@@ -157,10 +157,7 @@ def _note(note: Any, text: str) -> None:
     if note is not None:
         note(text)
         return
-    try:
-        print(f"[mur run] note: {text}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
+    say(f"[mur run] note: {text}")
 
 
 def join(

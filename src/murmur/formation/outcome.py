@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 
 from murmur.diagnostics import Diagnostic, error
-from murmur.formation.supervise import shell_status
+from murmur.exitstatus import shell_status
 
 
 class EndReason(enum.Enum):

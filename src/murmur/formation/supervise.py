@@ -21,14 +21,13 @@ Every timer is a parameter (:class:`Timers`), so the decision logic runs under
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
 import trio
 
-from murmur import procs, timing
+from murmur import exitstatus, procs, timing
 from murmur.formation import readiness
 
 
@@ -178,21 +177,6 @@ async def stop_member(handle: MemberHandle, kill_after: float) -> Stopped:
     return Stopped(await handle.wait(), running, killed)
 
 
-def describe_status(code: int) -> str:
-    """``status 3`` for an exit status, ``signal SIGKILL`` for ``-9``."""
-    if code >= 0:
-        return f"status {code}"
-    try:
-        return f"signal {signal.Signals(-code).name}"
-    except ValueError:
-        return f"signal {-code}"
-
-
-def shell_status(code: int) -> int:
-    """An exit status as a shell reports it: ``n``, or ``128 + sig`` for ``-sig``."""
-    return code if code >= 0 else 128 - code
-
-
 @attrs.frozen
 class ReadyPeer:
     """A peer whose door answered as its session.
@@ -284,7 +268,7 @@ class PeerBoard:
 
 def exited_before_reporting(code: int, last_lines: Sequence[str]) -> str:
     """The E-RUN-045 reason for a peer that exited before its readiness line."""
-    reason = f"exited with {describe_status(code)} before reporting"
+    reason = f"exited with {exitstatus.describe(code)} before reporting"
     lines = [ln for ln in last_lines if ln.strip()]
     if lines:
         reason += "; its last stderr lines:" + "".join(f"\n    | {ln}" for ln in lines)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         add_forced_exit_hook,
         cascade_wind_down,
         deadline_wind_down,
+        forced_exit,
         lifeline_wind_down,
         signal_wind_down,
     )
@@ -77,6 +78,7 @@ __all__ = [
     "create_records",
     "deadline_wind_down",
     "dumps_line",
+    "forced_exit",
     "hold_signals_to_exit",
     "install_early_handlers",
     "invalid_token",
@@ -116,6 +118,7 @@ __getattr__ = lazy.face(__name__, {
         "add_forced_exit_hook",
         "cascade_wind_down",
         "deadline_wind_down",
+        "forced_exit",
         "lifeline_wind_down",
         "signal_wind_down",
     ],

@@ -25,7 +25,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 import trio
@@ -160,9 +160,10 @@ def run_forced_exit_hooks() -> None:
             pass
 
 
-def forced_exit(status: int = 143) -> None:
+def forced_exit(status: int = 143) -> NoReturn:
     """Exit the process now with ``status`` (hooks run, the contained processes killed,
-    stdio flushed, no unwinding)."""
+    stdio flushed, no unwinding). The one forced exit: a session's (second signal, the 20 s
+    guard) and a formation launcher's (a second signal)."""
     run_forced_exit_hooks()
     try:
         containment.kill_all_here()

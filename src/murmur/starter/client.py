@@ -284,10 +284,7 @@ class Starter:
         if self._unit is not None:
             await self._unit.release()  # kills it if it is still there
         else:
-            try:
-                os.killpg(self._popen.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            containment.killpg(self._popen.pid)
         try:
             self._popen.wait(timeout=_CLOSE_BOUND)
         except subprocess.TimeoutExpired:

@@ -16,13 +16,13 @@ before the delegation contributor (whose runtime reads the effective set from
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from murmur import procstat
 from murmur.session import WindDown, add_forced_exit_hook
+from murmur.stderr import say
 from murmur.tree import journal
 from murmur.tree.lineage import (
     LINEAGE_ENV,
@@ -87,7 +87,7 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_sessi
     )
     setup.lineage = lineage.to_json()
     for w in warnings:
-        _say(w.render())
+        say(w.render())
     hooks = JournalHooks(setup)
     hooks.caps = _caps_shown(environ)
     setup.start_hooks.insert(0, hooks.start)
@@ -121,7 +121,7 @@ class JournalHooks:
         try:
             journal.append(event, self.setup.session_id, _now_ms(), fields)
         except OSError as exc:
-            _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+            say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
     async def start(self, session: Session) -> None:
         """Start hook (runs first): the ``start`` event, before the readiness line."""
@@ -180,19 +180,12 @@ class JournalHooks:
         )
 
 
-def _say(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
-
-
 def mark_uncertain(session_id: str, reason: str) -> None:
     """Journal that ``session_id`` is ``uncertain`` (its parent or mur-roost was lost)."""
     try:
         journal.append("uncertain", session_id, _now_ms(), {"reason": reason})
     except OSError as exc:
-        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+        say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
 
 def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) -> None:
@@ -202,7 +195,7 @@ def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) ->
     try:
         journal.append("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
     except OSError as exc:
-        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+        say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
 
 def _caps_shown(environ: Mapping[str, str]) -> dict[str, int | None] | None:
