@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.formation.addresses import AddressBook, virtual_address
-from murmur.formation.call_policy import (
+from murmur.formation.member.addresses import AddressBook, virtual_address
+from murmur.formation.member.call_policy import (
     CUT_MARKER,
     OUTPUT_CAP,
     busy_wait,
@@ -18,9 +18,9 @@ from murmur.formation.call_policy import (
     deadline_ending,
     scrub,
 )
-from murmur.formation.calls import CallRefused
-from murmur.formation.offers import Offer, classify_get, classify_send
-from murmur.formation.reach import reaches_door, reaches_member_doors
+from murmur.formation.member.calls import CallRefused
+from murmur.formation.member.offers import Offer, classify_get, classify_send
+from murmur.formation.member.reach import reaches_door, reaches_member_doors
 from murmur.timing import delegation_bound
 
 from ._member_fakes import (

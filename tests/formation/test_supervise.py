@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from murmur.exitstatus import describe, shell_status
-from murmur.formation.supervise import (
+from murmur.formation.launch.supervise import (
     Failure,
     PeerBoard,
     exited_before_reporting,
@@ -18,7 +18,7 @@ from ._fakes import FakeMember, Script
 
 
 def _member(script: Script, nursery: trio.Nursery) -> FakeMember:
-    from murmur.formation.supervise import MemberSpec
+    from murmur.formation.launch.supervise import MemberSpec
 
     m = FakeMember(MemberSpec("m", ("x",), {}, "/", b"", True), script, "frm_" + "0" * 32)
     nursery.start_soon(m.life)

@@ -3,7 +3,7 @@
 Each contributor takes the :class:`~murmur.session.session.SessionSetup` being prepared and the
 session's environment, and adds its watchers, hooks, verifiers and services, in this order:
 
-1. the formation member side (:func:`murmur.formation.member.contribute`), when the
+1. the formation member side (:func:`murmur.formation.member.member.contribute`), when the
    environment names a formation;
 2. the process tree (:func:`murmur.tree.contributor.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);

@@ -74,7 +74,7 @@ class Unavailable(Exception):
 
 
 class WarmProcess:
-    """A member or child forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
+    """A member or child forked by the starter (what :class:`murmur.formation.launch.process.ProcessHandle`
     and :class:`murmur.delegation.child_process.Child` hold in place of a ``trio.Process``).
 
     Attributes:

@@ -34,10 +34,10 @@ import attrs
 from murmur import timing
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.formation import channel
-from murmur.formation.addresses import AddressBook
-from murmur.formation.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV
-from murmur.formation.firstline import ChannelReadError, read_first_line
+from murmur.formation.member.addresses import AddressBook
+from murmur.formation.member.firstline import ChannelReadError, read_first_line
+from murmur.formation.wire import channel
+from murmur.formation.wire.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV
 from murmur.lifeline import claim_lifeline
 from murmur.stderr import say
 

@@ -15,7 +15,7 @@ import time
 
 import attrs
 
-from murmur.formation import channel
+from murmur.formation.wire import channel
 
 _MAX_FILE_CHANNEL = 4 << 20  # bytes read from a channel that is a regular file
 

@@ -31,10 +31,10 @@ from pathlib import Path
 import attrs
 
 from murmur import tracectx
-from murmur.formation import channel
-from murmur.formation.admission import AdmittedMember, AdmittedRoster
-from murmur.formation.supervise import MemberSpec
-from murmur.formation.tokens import FormationKey
+from murmur.formation.launch.supervise import MemberSpec
+from murmur.formation.roster.admission import AdmittedMember, AdmittedRoster
+from murmur.formation.wire import channel
+from murmur.formation.wire.tokens import FormationKey
 
 # Variables a member must never inherit from the launcher: the launcher sets its own
 # formation variables, and a spawner handle belongs to the launcher, not its members.
@@ -148,7 +148,7 @@ def member_argv(
     """A member's command line.
 
     Args:
-        mur (Sequence[str]): how to run ``mur`` (:func:`murmur.formation.process.mur_command`).
+        mur (Sequence[str]): how to run ``mur`` (:func:`murmur.formation.launch.process.mur_command`).
         member (AdmittedMember): the member.
         workdir (Path): its work folder.
         project_dir (Path): the roster's project directory (its stores and lock).

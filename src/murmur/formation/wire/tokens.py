@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from murmur.formation.roster import MEMBER_NAME_RE
+from murmur.formation.roster.schema import MEMBER_NAME_RE
 from murmur.ids import is_id
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ A roster declares a formation: the capsules that run together as its **members**
 (``spec/roster.md`` "Schema"). This module is admission check 1 — "the file
 reads and has the shape above" — and nothing else: every shape fault is ``E-ROS-001`` naming
 the file, the line and the key path. The semantic checks (unique names, one entry member,
-rules naming members, ...) are :mod:`murmur.formation.admission`.
+rules naming members, ...) are :mod:`murmur.formation.roster.admission`.
 
 The loader composes the YAML node graph rather than constructing Python values, so that
 

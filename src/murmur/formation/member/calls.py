@@ -32,7 +32,7 @@ may have taken it without the caller learning its task id. The call's deadline i
 (``lifecycle.delegation_deadline_secs``, or ``MURMUR_DELEGATION_TIMEOUT_SECS``, resolved once at
 composition: :func:`murmur.timing.delegation_bound`), the deadline of the call's cancel scope:
 whatever the call is doing then is cut short, a request in flight included
-(:func:`murmur.formation.call_policy.deadline_ending` says how it ends: still busy ->
+(:func:`murmur.formation.member.call_policy.deadline_ending` says how it ends: still busy ->
 ``rejected``, still running -> ``timed_out``).
 
 Tokens, door URLs and ports never reach a result, a record or a log: every record and every
@@ -40,9 +40,9 @@ reason names the callee's virtual address ``http://<name>.formation.invalid``, a
 built here, never copied from an exception (:func:`scrub` is a second line of defence).
 
 This module is the engine. Its pure pieces live beside it: the call's rules
-(:mod:`murmur.formation.call_policy`), what a door's answer means (:mod:`murmur.formation.offers`),
-whether ``network.allow`` reaches a door (:mod:`murmur.formation.reach`) and the callees' URLs
-(:mod:`murmur.formation.addresses`). Requests go through :mod:`murmur.a2a`.
+(:mod:`murmur.formation.member.call_policy`), what a door's answer means (:mod:`murmur.formation.member.offers`),
+whether ``network.allow`` reaches a door (:mod:`murmur.formation.member.reach`) and the callees' URLs
+(:mod:`murmur.formation.member.addresses`). Requests go through :mod:`murmur.a2a`.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ import trio
 from murmur import timing, tracectx
 from murmur.a2a import requests
 from murmur.errors import MurmurError
-from murmur.formation.addresses import AddressBook, virtual_address
-from murmur.formation.call_policy import (
+from murmur.formation.member.addresses import AddressBook, virtual_address
+from murmur.formation.member.call_policy import (
     IN_FLIGHT_GRACE,
     busy_wait,
     cut_output,
@@ -69,8 +69,15 @@ from murmur.formation.call_policy import (
     no_door,
     scrub,
 )
-from murmur.formation.offers import NO_ANSWER, Offer, Poll, SendReply, classify_get, classify_send
-from murmur.formation.reach import reaches_door
+from murmur.formation.member.offers import (
+    NO_ANSWER,
+    Offer,
+    Poll,
+    SendReply,
+    classify_get,
+    classify_send,
+)
+from murmur.formation.member.reach import reaches_door
 from murmur.ids import new_id
 from murmur.session import BUSY_MESSAGE, ORIGIN_HEADER, TRUST_HEADER, TraceWriteError
 from murmur.workload import TaskServices, TraceSink
@@ -82,7 +89,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CallEngine", "CallRefused", "MemberCall"]
 
-_log = logging.getLogger("murmur.formation.calls")
+_log = logging.getLogger("murmur.formation.member.calls")
 
 
 class CallRefused(MurmurError):

@@ -1,6 +1,6 @@
 """The environment variables that place a ``mur run`` in a formation; pure.
 
-Kept apart from :mod:`murmur.formation.member` so that deciding whether a run is a member at
+Kept apart from :mod:`murmur.formation.member.member` so that deciding whether a run is a member at
 all imports nothing else: a run outside any formation never pays for the member side, its
 tokens or cryptography. Specification: ``spec/formation.md`` "What each member is started
 with" and "Joining, in this order".

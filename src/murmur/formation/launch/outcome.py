@@ -1,7 +1,7 @@
 """How a formation launch ends: the launcher's exit status and its closing refusals (pure).
 
 Spec: spec/formation.md "How a formation ends". Nothing here reads a clock or touches a
-process; :class:`murmur.formation.launcher.FormationLaunch` gathers the facts and asks.
+process; :class:`murmur.formation.launch.launcher.FormationLaunch` gathers the facts and asks.
 
 =========================================  ==============================================
 The formation ended because                The launcher exits with

@@ -28,7 +28,7 @@ import trio
 from murmur import ids, procs, procstat
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.formation import dirs, procinfo
+from murmur.formation.launch import dirs, procinfo
 from murmur.session import RunningRecord, list_running
 
 POLL = 0.05

@@ -1,17 +1,17 @@
 """The member side of a formation session: what ``mur run`` adds when it has joined one.
 
 :func:`contribute` is a session contributor (:mod:`murmur.assembly.contributors`): it runs
-:func:`murmur.formation.membership.join` while a ``mur run`` in a formation is prepared, then
+:func:`murmur.formation.member.membership.join` while a ``mur run`` in a formation is prepared, then
 :func:`install` extends the session (see ``murmur.session.session``):
 
 * ``formation_id``; ``session_start`` gets ``formation_id``, and with credentials
   ``formation_member`` and ``formation_callees`` (roster order);
-* the door recognises ``mft1.`` formation tokens (:class:`~murmur.formation.verifier.FormationVerifier`);
+* the door recognises ``mft1.`` formation tokens (:class:`~murmur.formation.member.verifier.FormationVerifier`);
 * a watcher reads later channel lines (callees' door URLs, the entry role);
 * a watcher waits for the lifeline's EOF, then winds the session down: ``formation_ended``
   first, then as a first SIGTERM (the session's 20 s guard exits 143 wherever teardown is);
   an EOF after the session's deadline (on the Trio clock) is the deadline instead;
-* with callees: the ``call-member`` services (:mod:`murmur.formation.calls`), and
+* with callees: the ``call-member`` services (:mod:`murmur.formation.member.calls`), and
   ``W-RUN-008`` when ``capabilities.network.allow`` reaches no member door.
 
 Spec: spec/formation.md "How a formation ends", "How reachability is enforced".
@@ -27,10 +27,10 @@ import trio
 
 from murmur import timing
 from murmur.diagnostics import Diagnostic, error
-from murmur.formation.calls import CallEngine
-from murmur.formation.membership import Membership, join
-from murmur.formation.reach import reaches_member_doors
-from murmur.formation.verifier import FormationVerifier
+from murmur.formation.member.calls import CallEngine
+from murmur.formation.member.membership import Membership, join
+from murmur.formation.member.reach import reaches_member_doors
+from murmur.formation.member.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
 from murmur.routing import member_refusal
 from murmur.session import deadline_wind_down, lifeline_wind_down

@@ -51,10 +51,10 @@ import trio
 
 from murmur import exitstatus
 from murmur.diagnostics import Diagnostic
-from murmur.formation import launchplan
-from murmur.formation.launchplan import LaunchPlan
-from murmur.formation.outcome import EndReason, closing_diagnostics, exit_status
-from murmur.formation.supervise import (
+from murmur.formation.launch import launchplan
+from murmur.formation.launch.launchplan import LaunchPlan
+from murmur.formation.launch.outcome import EndReason, closing_diagnostics, exit_status
+from murmur.formation.launch.supervise import (
     Failure,
     LiveMembers,
     PeerBoard,

@@ -10,7 +10,7 @@ Layout (``spec/formation.md`` "The launch, step by step", step 3)::
 
 ``<project>`` is the last component of the roster's project directory (symlinks resolved).
 Two projects with the same name share that directory; ``formation.json`` names the project
-that owns each formation, so neither removes the other's (see :mod:`murmur.formation.retention`).
+that owns each formation, so neither removes the other's (see :mod:`murmur.formation.launch.retention`).
 
 A peer's records live under ``$MURMUR_HOME/records/`` followed by its work folder's absolute
 path without the leading ``/`` (:func:`records_dir_for`).
@@ -111,7 +111,7 @@ class Marker:
         launcher_pid (int): the launcher's process id.
         launcher_start (str): the launcher's start time (:func:`murmur.procstat.start_time`)
             as decimal text; empty when it could not be read
-            (:func:`murmur.formation.procinfo.recorded_start` reads it back).
+            (:func:`murmur.formation.launch.procinfo.recorded_start` reads it back).
     """
 
     project_dir: str

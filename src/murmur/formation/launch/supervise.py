@@ -5,7 +5,7 @@ A formation is a nursery of supervisor tasks, one per member. Specification:
 "Bounds".
 
 A supervisor owns exactly one member process, through the :class:`MemberHandle` protocol
-(the real one is :class:`murmur.formation.process.ProcessHandle`; tests pass fakes). Whatever
+(the real one is :class:`murmur.formation.launch.process.ProcessHandle`; tests pass fakes). Whatever
 ends the supervisor — the member exiting, a readiness refusal, or cancellation of the
 formation's scope — its ``finally`` runs :func:`stop_member` shielded:
 
@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from murmur import exitstatus, procs, timing
-from murmur.formation import readiness
+from murmur.formation.launch import readiness
 
 
 @attrs.frozen
@@ -313,7 +313,7 @@ async def await_readiness(
     Args:
         handle (MemberHandle): the peer, just started.
         formation_id (str): the formation it was launched in.
-        probe: one door probe (:class:`murmur.formation.readiness.HttpProbe`); None skips
+        probe: one door probe (:class:`murmur.formation.launch.readiness.HttpProbe`); None skips
             probing (the readiness line alone counts).
         timers (Timers): the readiness bound and probe interval.
 

@@ -17,7 +17,7 @@ order  check                                                       code
 8      with any edge, every member's door requires authentication   ``E-ROS-006``
 =====  ==========================================================  ==============
 
-Check 1 is :func:`murmur.formation.roster.load_roster`. Checks 2-5 read no store: they run
+Check 1 is :func:`murmur.formation.roster.schema.load_roster`. Checks 2-5 read no store: they run
 before the resolver is called even once. Check 6 takes each member through both of its rows
 (the resolver does the lock comparison) before the next member. An admitted roster is then
 compared against each called member's ``lifecycle``: ``W-ROS-001`` names every member more
@@ -37,7 +37,7 @@ import attrs
 
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
-from murmur.formation.roster import (
+from murmur.formation.roster.schema import (
     ROSTER_FILENAME,
     ReachabilityKind,
     Roster,

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import trio
 
 from murmur import procs
-from murmur.formation.readiness import MAX_READINESS_LINE
-from murmur.formation.supervise import MemberSpec
+from murmur.formation.launch.readiness import MAX_READINESS_LINE
+from murmur.formation.launch.supervise import MemberSpec
 from murmur.lines import read_lines
 from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: murmur.starter
 from murmur.starter import mur_command as mur_command

@@ -11,7 +11,7 @@ import os
 
 import trio
 
-from murmur.formation.supervise import Verify
+from murmur.formation.launch.supervise import Verify
 
 
 def artifact_check(archive: os.PathLike[str] | None, sha256: str) -> Verify | None:

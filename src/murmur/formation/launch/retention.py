@@ -32,7 +32,7 @@ from typing import TextIO
 import attrs
 
 from murmur import ids, paths
-from murmur.formation import dirs, procinfo
+from murmur.formation.launch import dirs, procinfo
 from murmur.manifest import Retain
 
 
