@@ -15,6 +15,10 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+# The function trio.testing re-exports (tests/test_realtime.py checks they are one): importing
+# trio.testing itself would load pytest wherever it is installed.
+from trio._core import wait_all_tasks_blocked
+
 __all__ = ["HOLD_CUSHION", "wait_real"]
 
 HOLD_CUSHION = 0.01
@@ -36,8 +40,6 @@ async def wait_real(wait: Callable[[], Awaitable[object]], bound: float) -> bool
     every :data:`HOLD_CUSHION` idle seconds (``wait_all_tasks_blocked``, which also keeps an
     autojumping ``MockClock`` from jumping) to look at the real bound.
     """
-    from trio.testing import wait_all_tasks_blocked  # public; a task in it keeps MockClock still
-
     give_up = time.monotonic() + bound
     done = False
 
