@@ -17,7 +17,7 @@ import trio
 
 # The function trio.testing re-exports (tests/test_realtime.py checks they are one): importing
 # trio.testing itself would load pytest wherever it is installed.
-from trio._core import wait_all_tasks_blocked
+from trio._core._run import wait_all_tasks_blocked
 
 __all__ = ["HOLD_CUSHION", "wait_real"]
 
