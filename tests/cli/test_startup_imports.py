@@ -43,7 +43,7 @@ PLAIN_THIRD_PARTY = [
 # roost client, agent transports).
 NOT_FOR_A_PLAIN_SESSION = (
     "murmur.formation.member.member", "murmur.formation.member.membership", "murmur.formation.member.firstline",
-    "murmur.formation.member.verifier", "murmur.formation.wire.tokens", "murmur.formation.wire.channel",
+    "murmur.formation.member.verifier", "murmur.formation.wire.edge_tokens", "murmur.formation.wire.channel",
     "murmur.delegation.contributor", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
     "murmur.gateway",  # the inference gateway: only for a session that calls models (spec/gateway.md)
 )
@@ -138,7 +138,7 @@ def test_a_token_check_loads_cryptography_when_it_runs() -> None:
     """The lazy import still verifies: a forged token is refused and cryptography is then loaded."""
     probe = (
         "import sys\n"
-        "from murmur.formation.wire.tokens import FormationKey, FormationTokenError, VerifyKey\n"
+        "from murmur.formation.wire.edge_tokens import FormationKey, FormationTokenError, VerifyKey\n"
         "assert 'cryptography' not in sys.modules\n"
         "key = FormationKey.generate()\n"
         "fid = 'frm_' + '0' * 32\n"

@@ -22,8 +22,8 @@ import pytest
 import trio
 
 from murmur import procs
-from murmur.containment.context import Containment, Unit
 from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, detect, pid_cgroup
+from murmur.containment.units import Containment, Unit
 
 from .conftest import HOST, SETSID_ESCAPEE, Owned, alive, label, present, start_time
 
@@ -238,7 +238,7 @@ INHERIT = textwrap.dedent(
     """
     import json, os, sys
     from murmur import procs
-    from murmur.containment.context import Containment
+    from murmur.containment.units import Containment
     from murmur.containment.host import detect
     env = dict(os.environ)
     c = Containment(detect(env), "inh", env)
@@ -313,7 +313,7 @@ OWNER = textwrap.dedent(
     """
     import json, os, subprocess, sys
     from murmur import procs
-    from murmur.containment.context import Containment
+    from murmur.containment.units import Containment
     from murmur.containment.host import detect
     env = dict(os.environ)
     c = Containment(detect(env), sys.argv[1], env)

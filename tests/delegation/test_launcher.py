@@ -26,7 +26,7 @@ from murmur.containment.host import pid_cgroup
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.child_process import capsule_ref, mur_command
-from murmur.delegation.launcher import ChildArtifact, Launcher, child_dir_name
+from murmur.delegation.parent import ChildArtifact, Launcher, child_dir_name
 from murmur.manifest.model import Capabilities, EnvCaps, Manifest, SpawnCaps
 from murmur.roost.client import RoostClient
 

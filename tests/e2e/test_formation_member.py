@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from murmur.formation.wire import channel
-from murmur.formation.wire.tokens import FormationKey
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.ids import new_id
 
 from ._census import Formation, unit_pids

@@ -20,7 +20,7 @@ import trio
 
 from murmur.assembly import RunOptions, prepare
 from murmur.formation.wire import channel
-from murmur.formation.wire.tokens import FormationKey
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.ids import new_id
 from murmur.session.session import Session
 from murmur.session.setup import SessionSetup, SessionSummary

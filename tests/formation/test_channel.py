@@ -25,7 +25,7 @@ from murmur.formation.wire.channel import (
     encode_entry_role,
     is_door_url,
 )
-from murmur.formation.wire.tokens import FormationKey
+from murmur.formation.wire.edge_tokens import FormationKey
 
 FRM = "frm_0199c4e2f1b7712a9d3e4f5061728394"
 OTHER_FRM = "frm_0199c4e2f1b7712a9d3e4f5061728395"

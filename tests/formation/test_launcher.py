@@ -14,8 +14,8 @@ import trio.testing
 from murmur import ids
 from murmur.cli.run_roster import refuse_inside_formation
 from murmur.errors import DiagnosticError
+from murmur.formation.launch.ending import EndReason
 from murmur.formation.launch.launcher import FormationLaunch, LaunchResult
-from murmur.formation.launch.outcome import EndReason
 from murmur.formation.launch.supervise import Timers
 from murmur.formation.wire import channel
 

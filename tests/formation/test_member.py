@@ -27,7 +27,7 @@ from murmur.formation.member.membership import (
     join,
 )
 from murmur.formation.member.verifier import FORMATION_SCOPES, FormationVerifier
-from murmur.formation.wire.tokens import FormationKey
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.session.auth import AuthRefusal, BearerDoor, Principal
 from murmur.workload import TaskServices
 

@@ -10,7 +10,7 @@ import pytest
 
 from murmur.errors import DiagnosticError
 from murmur.formation.roster.admission import admit_file
-from murmur.formation.roster.scaffold import roster_files, write_roster_scaffold
+from murmur.formation.roster.roster_scaffold import roster_files, write_roster_scaffold
 from murmur.manifest import scaffold as writer  # the one new-directory writer
 from murmur.manifest.load import load_manifest
 from murmur.manifest.model import AfterTask, Manifest, TaskAcceptance

@@ -285,7 +285,7 @@ def run_roster(
             signal names caught before Trio ran); a signal there starts nothing.
 
     Returns:
-        int: see :func:`murmur.formation.launch.outcome.exit_status`; 1 for a refusal before launch (admission, directories).
+        int: see :func:`murmur.formation.launch.ending.exit_status`; 1 for a refusal before launch (admission, directories).
 
     Raises:
         DiagnosticError: ``E-RUN-046`` inside a formation; admission refusals

@@ -33,7 +33,7 @@ import trio
 
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
-from murmur.delegation.launcher import Launcher
+from murmur.delegation.parent import Launcher
 from murmur.delegation.spawner import SpawnerHandle
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
@@ -373,7 +373,7 @@ class DelegationRuntime:
     def _same_identity(self, capsule: str, version: str) -> bool:
         """Whether ``capsule@version`` as a child resolves it (the global store) is this
         session's own capsule: the same name and the same installed bytes (archive sha256)."""
-        from murmur.delegation.launcher import resolve_global
+        from murmur.delegation.parent import resolve_global
 
         own = self.setup.running_fields.get("artifact_sha256")
         if capsule != self.manifest.name or not own:

@@ -52,9 +52,9 @@ if TYPE_CHECKING:
         marker_warning_line,
         prepare_dirs,
     )
+    from murmur.formation.launch.ending import not_launched
     from murmur.formation.launch.launcher import FORMATION_SIGNALS, FormationLaunch
     from murmur.formation.launch.launchplan import RosterOptions, build_launch_plan
-    from murmur.formation.launch.outcome import not_launched
     from murmur.formation.launch.process import ProcessSpawner, mur_command, warm_starter
     from murmur.formation.launch.readiness import HttpProbe
     from murmur.formation.launch.retention import retention_pass
@@ -62,14 +62,14 @@ if TYPE_CHECKING:
     from murmur.formation.launch.supervise import Timers
     from murmur.formation.member.member import contribute
     from murmur.formation.roster.admission import AdmittedRoster, admit_file
-    from murmur.formation.roster.scaffold import write_roster_scaffold
+    from murmur.formation.roster.roster_scaffold import write_roster_scaffold
     from murmur.formation.roster.schema import (
         ROSTER_FILENAME,
         ReachabilityKind,
         resolve_roster_path,
     )
+    from murmur.formation.wire.edge_tokens import FormationKey
     from murmur.formation.wire.envnames import names_formation
-    from murmur.formation.wire.tokens import FormationKey
 
 __all__ = [
     "FORMATION_SIGNALS",
@@ -110,13 +110,13 @@ __getattr__ = lazy.face(__name__, {
     "launch.launcher": ["FORMATION_SIGNALS", "FormationLaunch"],
     "launch.launchplan": ["RosterOptions", "build_launch_plan"],
     "member.member": ["contribute"],
-    "launch.outcome": ["not_launched"],
+    "launch.ending": ["not_launched"],
     "launch.process": ["ProcessSpawner", "mur_command", "warm_starter"],
     "launch.readiness": ["HttpProbe"],
     "launch.retention": ["retention_pass"],
     "roster.schema": ["ROSTER_FILENAME", "ReachabilityKind", "resolve_roster_path"],
-    "roster.scaffold": ["write_roster_scaffold"],
+    "roster.roster_scaffold": ["write_roster_scaffold"],
     "launch.stop": ["resolve_session", "stop_formation", "stop_named"],
     "launch.supervise": ["Timers"],
-    "wire.tokens": ["FormationKey"],
+    "wire.edge_tokens": ["FormationKey"],
 })

@@ -52,8 +52,8 @@ import trio
 from murmur import exitstatus
 from murmur.diagnostics import Diagnostic
 from murmur.formation.launch import launchplan
+from murmur.formation.launch.ending import EndReason, closing_diagnostics, exit_status
 from murmur.formation.launch.launchplan import LaunchPlan
-from murmur.formation.launch.outcome import EndReason, closing_diagnostics, exit_status
 from murmur.formation.launch.supervise import (
     Failure,
     LiveMembers,

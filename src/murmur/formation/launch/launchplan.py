@@ -34,7 +34,7 @@ from murmur import tracectx
 from murmur.formation.launch.supervise import MemberSpec
 from murmur.formation.roster.admission import AdmittedMember, AdmittedRoster
 from murmur.formation.wire import channel
-from murmur.formation.wire.tokens import FormationKey
+from murmur.formation.wire.edge_tokens import FormationKey
 
 # Variables a member must never inherit from the launcher: the launcher sets its own
 # formation variables, and a spawner handle belongs to the launcher, not its members.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from murmur.formation.wire.tokens import FormationTokenError, Reason, VerifyKey
+from murmur.formation.wire.edge_tokens import FormationTokenError, Reason, VerifyKey
 from murmur.session import AuthRefusal, Principal, invalid_token
 
 FORMATION_SCOPES = frozenset({"SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"})

@@ -38,7 +38,7 @@ import attrs
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
 from murmur.formation.roster.schema import MEMBER_NAME_RE
-from murmur.formation.wire.tokens import FormationTokenError, VerifyKey
+from murmur.formation.wire.edge_tokens import FormationTokenError, VerifyKey
 from murmur.ids import is_id
 
 MAX_LINE_BYTES = 1 << 20
