@@ -16,10 +16,10 @@ from murmur import lazy
 
 if TYPE_CHECKING:
     from murmur.session.auth import AuthRefusal, Principal, invalid_token
+    from murmur.session.completion_hook import CompletionRequest, CompletionVerdict
     from murmur.session.console import Console
     from murmur.session.deadline import on_trio_clock, parse_deadline, rfc3339
     from murmur.session.describe import dumps_line
-    from murmur.session.door import CompletionRequest, CompletionVerdict
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
     from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
     from murmur.session.records import create_records, records_dir_for
@@ -99,7 +99,7 @@ __getattr__ = lazy.face(__name__, {
     "console": ["Console"],
     "deadline": ["on_trio_clock", "parse_deadline", "rfc3339"],
     "describe": ["dumps_line"],
-    "door": ["CompletionRequest", "CompletionVerdict"],
+    "completion_hook": ["CompletionRequest", "CompletionVerdict"],
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
     "records": ["create_records", "records_dir_for"],

@@ -13,7 +13,7 @@ from typing import Any
 
 from murmur.session import wire
 from murmur.session.auth import Principal
-from murmur.session.door import CompletionHandler, CompletionRequest, CompletionVerdict
+from murmur.session.completion_hook import CompletionHandler, CompletionRequest, CompletionVerdict
 from murmur.session.intake import Intake
 from murmur.session.origin import Classification
 from murmur.session.runner import Runner

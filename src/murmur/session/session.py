@@ -38,9 +38,10 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.session.auth import BearerDoor, PublicDoor, make_authenticator
 from murmur.session.backend import SessionBackend
+from murmur.session.completion_hook import default_completion_handler
 from murmur.session.deadline import on_trio_clock
 from murmur.session.describe import readiness, running_record, session_start_fields
-from murmur.session.door import DOOR_GRACE, Door, default_completion_handler, serve_door
+from murmur.session.door import DOOR_GRACE, Door, serve_door
 from murmur.session.intake import Intake
 from murmur.session.lifecycle import close_cause
 from murmur.session.outcome import deciding_status, exit_code, final_status

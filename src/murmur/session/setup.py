@@ -36,7 +36,7 @@ from murmur import timing
 from murmur.diagnostics import Diagnostic
 from murmur.manifest import Containment, Manifest
 from murmur.session.auth import TokenVerifier
-from murmur.session.door import CompletionHandler
+from murmur.session.completion_hook import CompletionHandler
 from murmur.session.lifecycle import Policy
 from murmur.session.records import Records
 from murmur.session.tasks import Task
