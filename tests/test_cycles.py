@@ -19,11 +19,6 @@ from test_layers import SRC, module_name, unit_of
 ALLOWED: dict[frozenset[str], str] = {
     frozenset({"murmur.session.held", "murmur.session.tasks"}):
         "the book spills through held, held types the book (issue 31 item 2: session/tasks/)",
-    frozenset({"murmur.session.door", "murmur.session.door_asgi"}):
-        "door_asgi types the Door it serves (TYPE_CHECKING)",
-    frozenset({f"murmur.session.{m}" for m in
-               ("backend", "describe", "outcome", "runner", "session", "setup", "winddown")}):
-        "setup types WindDownControl against Session, winddown the Runner (TYPE_CHECKING; issue 31 item 1)",
 }
 
 

@@ -54,7 +54,7 @@ from murmur.tree import (
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
-    from murmur.session import Session, SessionSetup, SessionSummary, Task, WindDownControl
+    from murmur.session import SessionHandle, SessionSetup, SessionSummary, Task, WindDownControl
 
 DEREGISTER_BOUND = 5.0  # seconds the best-effort deregistration may take
 REGISTER_TIMEOUT = 10.0  # seconds a registration request may take
@@ -98,7 +98,7 @@ class DelegationRuntime:
         self._approval = approval
         self.lifeline_fd = lifeline_fd
         self._credential: str | None = None
-        self._session: Session | None = None
+        self._session: SessionHandle | None = None
         self.book = DelegationBook(self._emit)
         self.launcher: Launcher | None = None
         self._started_ids: set[str] = set()
@@ -156,7 +156,7 @@ class DelegationRuntime:
 
     # -- hooks ----------------------------------------------------------------------------
 
-    async def start(self, session: Session) -> None:
+    async def start(self, session: SessionHandle) -> None:
         """Start hook: remember the session; register with mur-roost when required.
 
         Raises:
@@ -302,7 +302,7 @@ class DelegationRuntime:
         return base
 
     @property
-    def session(self) -> Session | None:
+    def session(self) -> SessionHandle | None:
         """The session, once started."""
         return self._session
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from murmur.session.runner import shell_env
     from murmur.session.running_record import RunningRecord, list_running
     from murmur.session.session import Session
-    from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
+    from murmur.session.setup import SessionHandle, SessionSetup, SessionSummary, WindDownControl
     from murmur.session.signals import (
         CASCADE_SIGNAL,
         SESSION_SIGNALS,
@@ -66,6 +66,7 @@ __all__ = [
     "RpcError",
     "RunningRecord",
     "Session",
+    "SessionHandle",
     "SessionSetup",
     "SessionSummary",
     "Task",
@@ -106,7 +107,7 @@ __getattr__ = lazy.face(__name__, {
     "runner": ["shell_env"],
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
-    "setup": ["SessionSetup", "SessionSummary", "WindDownControl"],
+    "setup": ["SessionHandle", "SessionSetup", "SessionSummary", "WindDownControl"],
     "signals": [
         "CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "counted", "hold_signals_to_exit",
         "install_early_handlers", "signal_watcher",

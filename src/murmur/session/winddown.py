@@ -25,7 +25,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import attrs
 import trio
@@ -36,7 +36,7 @@ from murmur.session.deadline import rfc3339
 
 if TYPE_CHECKING:
     from murmur.session.intake import Intake
-    from murmur.session.runner import Runner
+    from murmur.session.tasks import Task
     from murmur.session.trace import SessionTrace
 
 
@@ -213,13 +213,19 @@ class Guard:
 # --- one session's wind-down -------------------------------------------------------------------
 
 
+class TaskCanceller(Protocol):
+    """What the wind-down needs of the runner (a :class:`murmur.session.runner.Runner`)."""
+
+    def cancel(self, task: Task, reason: str) -> bool: ...
+
+
 class WindingDown:
     """One session's wind-down: begun once, by the first trigger (spec/session.md "Wind-down").
 
     Args:
         trace (SessionTrace): where the trigger's own record goes.
         intake (Intake): admission (closed; its queued tasks are refused).
-        runner (Runner): the runner (its running task is cancelled).
+        runner (TaskCanceller): the runner (its running task is cancelled).
         guard (Guard | None): armed when the wind-down begins; None in in-process tests.
         hooks (Sequence[Callable[[WindDown], None]]): ``SessionSetup.wind_down_hooks``.
         log (logging.Logger): where a failing hook is logged.
@@ -233,7 +239,7 @@ class WindingDown:
         self,
         trace: SessionTrace,
         intake: Intake,
-        runner: Runner,
+        runner: TaskCanceller,
         *,
         guard: Guard | None,
         hooks: Sequence[Callable[[WindDown], None]],

@@ -37,7 +37,7 @@ from murmur.tree.lineage import (
 )
 
 if TYPE_CHECKING:
-    from murmur.session import Session, SessionSetup, SessionSummary
+    from murmur.session import SessionHandle, SessionSetup, SessionSummary
 
 
 def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,
@@ -123,7 +123,7 @@ class JournalHooks:
         except OSError as exc:
             say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
-    async def start(self, session: Session) -> None:
+    async def start(self, session: SessionHandle) -> None:
         """Start hook (runs first): the ``start`` event, before the readiness line."""
         pid = os.getpid()
         m = self.setup.manifest

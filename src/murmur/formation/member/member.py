@@ -38,7 +38,7 @@ from murmur.stderr import say
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
 if TYPE_CHECKING:
-    from murmur.session import Session, SessionSetup, SessionSummary, Task, WindDownControl
+    from murmur.session import SessionHandle, SessionSetup, SessionSummary, Task, WindDownControl
 
 
 class CallsEndWithTask:
@@ -156,7 +156,7 @@ def _install_engine(setup: SessionSetup, m: Membership, engine: CallEngine) -> N
     async def run_engine(ctl: WindDownControl) -> None:
         await engine.run()
 
-    async def bind(session: Session) -> None:
+    async def bind(session: SessionHandle) -> None:
         engine.bind(session.trace, session.trace.session_event_id)
 
     async def drain(summary: SessionSummary) -> None:
