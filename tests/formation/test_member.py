@@ -385,7 +385,7 @@ class TestInstall:
 
 
 def _task(tid: str) -> object:
-    from murmur.session.tasks import Task
+    from murmur.session.tasks.book import Task
 
     return Task(id=tid, context_id="ctx_1", text="x", origin="user", trust="trusted", lane="user",
                 source="task_md", message={})

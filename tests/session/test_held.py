@@ -9,10 +9,10 @@ import httpx
 import pytest
 import trio
 
-from murmur.session import held
 from murmur.session.records import result_text
 from murmur.session.states import TaskEvent
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks import held
+from murmur.session.tasks.book import Task, TaskBook
 from murmur.workload import TaskContext, TaskOutcome
 
 from .helpers import make_setup, manifest, result, rpc, running, send_params, sse_events

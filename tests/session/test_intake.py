@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from murmur.manifest.model import AfterTask, Lifecycle, TaskAcceptance
-from murmur.session.intake import Intake
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.states import TaskEvent, TaskState
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.desk import Intake
 from murmur.session.trace import SessionTrace, TraceWriter, read_trace
 
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
     from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
     from murmur.session.records import create_records, records_dir_for
-    from murmur.session.runner import shell_env
     from murmur.session.running_record import RunningRecord, list_running
     from murmur.session.session import Session
     from murmur.session.setup import SessionHandle, SessionSetup, SessionSummary, WindDownControl
@@ -36,7 +35,8 @@ if TYPE_CHECKING:
         install_early_handlers,
         signal_watcher,
     )
-    from murmur.session.tasks import Task
+    from murmur.session.tasks.book import Task
+    from murmur.session.tasks.runner import shell_env
     from murmur.session.trace import TraceWriteError
     from murmur.session.winddown import (
         WindDown,
@@ -104,7 +104,7 @@ __getattr__ = lazy.face(__name__, {
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
     "records": ["create_records", "records_dir_for"],
-    "runner": ["shell_env"],
+    "tasks.runner": ["shell_env"],
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
     "setup": ["SessionHandle", "SessionSetup", "SessionSummary", "WindDownControl"],
@@ -112,7 +112,7 @@ __getattr__ = lazy.face(__name__, {
         "CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "counted", "hold_signals_to_exit",
         "install_early_handlers", "signal_watcher",
     ],
-    "tasks": ["Task"],
+    "tasks.book": ["Task"],
     "trace": ["TraceWriteError"],
     "winddown": [
         "WindDown",

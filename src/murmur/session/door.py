@@ -29,7 +29,7 @@ import attrs
 import trio
 
 from murmur import jsonbody, timing
-from murmur.session import held, wire
+from murmur.session import wire
 from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
 from murmur.session.completion_hook import CompletionRequest, CompletionVerdict
 from murmur.session.door_asgi import DOOR_GRACE as DOOR_GRACE  # re-exported for callers
@@ -50,7 +50,8 @@ from murmur.session.door_asgi import hypercorn_config as hypercorn_config
 from murmur.session.door_asgi import serve_door as serve_door
 from murmur.session.origin import Classification, classify, forget_requested
 from murmur.session.states import TaskState
-from murmur.session.tasks import Task
+from murmur.session.tasks import held
+from murmur.session.tasks.book import Task
 from murmur.session.wire import RpcError
 
 TASK_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})

@@ -14,9 +14,9 @@ from pathlib import Path
 import trio
 
 from murmur import realtime
-from murmur.session.held import answer_recorded
 from murmur.session.records import Records, RecordWriter, result_text
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.held import answer_recorded
 
 FLUSH_BOUND = 10.0
 """Real seconds the session waits for its records files before it ends without them."""

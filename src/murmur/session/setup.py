@@ -39,7 +39,7 @@ from murmur.session.auth import TokenVerifier
 from murmur.session.completion_hook import CompletionHandler
 from murmur.session.lifecycle import Policy
 from murmur.session.records import Records
-from murmur.session.tasks import Task
+from murmur.session.tasks.book import Task
 from murmur.session.winddown import WindDown, forced_exit
 from murmur.workload import TaskServices, Workload
 

@@ -35,8 +35,8 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.session.deadline import rfc3339
 
 if TYPE_CHECKING:
-    from murmur.session.intake import Intake
-    from murmur.session.tasks import Task
+    from murmur.session.tasks.book import Task
+    from murmur.session.tasks.desk import Intake
     from murmur.session.trace import SessionTrace
 
 
@@ -214,7 +214,7 @@ class Guard:
 
 
 class TaskCanceller(Protocol):
-    """What the wind-down needs of the runner (a :class:`murmur.session.runner.Runner`)."""
+    """What the wind-down needs of the runner (a :class:`murmur.session.tasks.runner.Runner`)."""
 
     def cancel(self, task: Task, reason: str) -> bool: ...
 

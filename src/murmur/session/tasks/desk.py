@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import trio
 
-from murmur.session.lanes import LaneQueue
 from murmur.session.lifecycle import Admission, Policy, refusal
 from murmur.session.origin import LOCAL_USER
 from murmur.session.states import TaskEvent, TaskState
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.lanes import LaneQueue
 from murmur.session.trace import SessionTrace
 
 

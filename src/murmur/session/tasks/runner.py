@@ -20,12 +20,12 @@ import trio
 from murmur import tracectx
 from murmur.errors import DiagnosticError
 from murmur.session.asking import Asking
-from murmur.session.intake import Intake
 from murmur.session.outcome import deciding_task, task_exit_status
 from murmur.session.results import Results
 from murmur.session.setup import SessionSetup
 from murmur.session.states import TaskEvent, TaskState
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.desk import Intake
 from murmur.session.trace import SessionTrace, WorkloadTrace
 from murmur.shell import baseline_env
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Usage

@@ -23,7 +23,7 @@ import trio
 from murmur.session.states import TaskState
 
 if TYPE_CHECKING:
-    from murmur.session.tasks import StreamEvent, Task, TaskBook
+    from murmur.session.tasks.book import StreamEvent, Task, TaskBook
 
 __all__ = [
     "MAX_HELD_BYTES",

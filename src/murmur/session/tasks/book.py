@@ -18,8 +18,8 @@ import attrs
 import trio
 
 from murmur.ids import new_id
-from murmur.session import held
 from murmur.session.states import TaskEvent, TaskState, step
+from murmur.session.tasks import held
 
 MAX_KEPT_TASKS = 1000  # finished tasks kept for GetTask/ListTasks; older ones are forgotten
 
@@ -89,7 +89,7 @@ class Task:
         launch (bool): the ``--task`` task or the idle run (a deciding task).
         metadata (dict[str, Any]): wire ``metadata``.
         spilled (held.Spilled | None): where the answer is read from once it left memory
-            (:mod:`murmur.session.held`); the door serves :func:`held.restored` copies.
+            (:mod:`murmur.session.tasks.held`); the door serves :func:`held.restored` copies.
         held_bytes (int): bytes a finished task holds, counted when it ended.
         prompt (str | None): the question of a task in ``input-required`` (its ``prompt``
             artifact); None otherwise.
