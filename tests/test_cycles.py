@@ -15,11 +15,8 @@ from pathlib import Path
 
 from test_layers import SRC, module_name, unit_of
 
-# Strongly connected sets of modules present today, each with why it is not fixed yet.
-ALLOWED: dict[frozenset[str], str] = {
-    frozenset({"murmur.session.tasks.held", "murmur.session.tasks.book"}):
-        "the book spills through held, held types the book (issue 31 item 2: session/tasks/)",
-}
+# Strongly connected sets of modules allowed, each with why it is not fixed yet (none today).
+ALLOWED: dict[frozenset[str], str] = {}
 
 
 def modules() -> dict[str, Path]:

@@ -74,7 +74,7 @@ class TestBook:
         assert _text_bytes_held(tasks) == 0
         assert book.held_total < 120 * 1024
         assert all(t.spilled is not None for t in tasks)
-        back = held.restored(tasks[7], held.load_answer(tasks[7].spilled))  # type: ignore[arg-type]
+        back = tasks[7].restored(held.load_answer(tasks[7].spilled))  # type: ignore[arg-type]
         assert back.artifacts[0]["parts"][0]["text"] == _answer(7)
         assert back.status_message == _answer(7)
         assert [ev.message for ev in back.events if ev.kind == "status"][-1] == _answer(7)

@@ -468,7 +468,7 @@ class Door:
             raise RpcError(
                 wire.INTERNAL_ERROR, f"the answer of task {task.id} could not be read back from the session's records"
             ) from None
-        return held.restored(task, answer)
+        return task.restored(answer)
 
     async def _list(self, q: wire.ListQuery, principal: Principal) -> dict[str, Any]:
         tasks = [t for t in self.backend.all_tasks() if _visible(t, principal) is not None]

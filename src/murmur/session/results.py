@@ -16,7 +16,6 @@ import trio
 from murmur import realtime
 from murmur.session.records import Records, RecordWriter, result_text
 from murmur.session.tasks.book import Task, TaskBook
-from murmur.session.tasks.held import answer_recorded
 
 FLUSH_BOUND = 10.0
 """Real seconds the session waits for its records files before it ends without them."""
@@ -63,7 +62,7 @@ class Results:
         if task.launch and state == "completed":
             self.answer = body
         path = self._records.task_result(task.id)
-        self._writer.write(path, body, then=answer_recorded(self._book, task, path, body))
+        self._writer.write(path, body, then=self._book.recorder(task, path, body))
         if task.started or task.launch:  # a task that never ran leaves result.txt alone
             self._writer.write(self._records.result, body)
             self.result_written = True

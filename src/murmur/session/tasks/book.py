@@ -10,6 +10,7 @@ completion after a cancel is therefore refused here, never half-applied.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ class Task:
         launch (bool): the ``--task`` task or the idle run (a deciding task).
         metadata (dict[str, Any]): wire ``metadata``.
         spilled (held.Spilled | None): where the answer is read from once it left memory
-            (:mod:`murmur.session.tasks.held`); the door serves :func:`held.restored` copies.
+            (:mod:`murmur.session.tasks.held`); the door serves :meth:`restored` copies.
         held_bytes (int): bytes a finished task holds, counted when it ended.
         prompt (str | None): the question of a task in ``input-required`` (its ``prompt``
             artifact); None otherwise.
@@ -138,6 +139,77 @@ class Task:
         self._changed.set()
         self._changed = trio.Event()
 
+    # -- what the book holds of it (spec/door.md "Memory"; bounds in :mod:`.held`) ----------
+
+    def answer(self) -> str | None:
+        """The ``response`` artifact's text of a completed task still held, or None."""
+        if self.state is not TaskState.COMPLETED or self.spilled is not None:
+            return None
+        for art in self.artifacts:
+            if art.get("artifactId") == "response":
+                parts = art.get("parts") or [{}]
+                text = parts[0].get("text")
+                return text if isinstance(text, str) else None
+        return None
+
+    def count_held_bytes(self) -> int:
+        """Bytes the task holds in memory: its text, its message and its status text or answer.
+
+        The message is counted as its compact JSON; an answer that is also the status message
+        (a completed task) is counted once.
+        """
+        message = len(json.dumps(self.message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+        extra = [text for art in self.artifacts for part in art.get("parts") or ()
+                 if isinstance(text := part.get("text"), str) and text is not self.status_message]
+        return held.text_bytes(self.text) + message + held.text_bytes(self.status_message) + sum(map(held.text_bytes, extra))
+
+    def should_spill(self, recorded_bytes: int) -> bool:
+        """Whether the answer, now on disk as ``recorded_bytes`` bytes, should leave memory.
+
+        Only a completed task's ``response`` answer larger than :data:`~.held.SPILL_ABOVE` bytes,
+        and only when the file holds at least the answer (a shorter file is not this answer).
+        """
+        answer = self.answer()
+        if answer is None:
+            return False
+        size = held.text_bytes(answer)
+        return size > held.SPILL_ABOVE and recorded_bytes >= size
+
+    def spill(self, path: Path) -> None:
+        """Drop the answer from memory; it is read back from ``path`` when needed.
+
+        The artifact keeps its id and name with an empty text part; the completed status event
+        and the status message lose their text. :meth:`restored` puts them back.
+        """
+        answer = self.answer()
+        if answer is None:
+            return
+        self.spilled = held.Spilled(path, held.text_bytes(answer))
+        placeholder: dict[str, Any] = {"artifactId": "response", "name": "response", "parts": [{"text": ""}]}
+        self.artifacts = [placeholder if a.get("artifactId") == "response" else a for a in self.artifacts]
+        self.events = [_with_answer(ev, placeholder, None) for ev in self.events]
+        self.status_message = None
+
+    def restored(self, answer: str) -> Task:
+        """A copy of a spilled task with ``answer`` put back (for serialising; not held)."""
+        artifact: dict[str, Any] = {"artifactId": "response", "name": "response", "parts": [{"text": answer}]}
+        return attrs.evolve(
+            self,
+            artifacts=[artifact if a.get("artifactId") == "response" else a for a in self.artifacts],
+            events=[_with_answer(ev, artifact, answer) for ev in self.events],
+            status_message=answer,
+            spilled=None,
+        )
+
+
+def _with_answer(ev: StreamEvent, artifact: dict[str, Any], answer: str | None) -> StreamEvent:
+    """``ev`` with the ``response`` artifact and the completed status's text replaced."""
+    if ev.kind == "artifact" and ev.artifact is not None and ev.artifact.get("artifactId") == "response":
+        return attrs.evolve(ev, artifact=artifact)
+    if ev.kind == "status" and ev.state is TaskState.COMPLETED:
+        return attrs.evolve(ev, message=answer)
+    return ev
+
 
 TerminalCallback = Callable[[Task], None]
 
@@ -146,7 +218,7 @@ class TaskBook:
     """Every task of one session, by id, in arrival order.
 
     Finished tasks are kept for ``GetTask``/``ListTasks`` within two bounds: ``keep`` tasks
-    and ``max_held`` bytes of what they hold (:func:`held.held_bytes`); past either, the oldest
+    and ``max_held`` bytes of what they hold (:meth:`Task.count_held_bytes`); past either, the oldest
     finished tasks are forgotten (never the one that has just ended). A large answer leaves
     memory once its records file is written (:meth:`answer_recorded`).
 
@@ -181,11 +253,31 @@ class TaskBook:
         Called once the records writer has written ``out/result_<tsk>.txt``; a task already
         forgotten, not completed, or with a small answer is left alone.
         """
-        if self._tasks.get(task.id) is not task or not held.should_spill(task, nbytes):
+        if self._tasks.get(task.id) is not task or not task.should_spill(nbytes):
             return
-        held.spill(task, path)
-        before, task.held_bytes = task.held_bytes, held.held_bytes(task)
+        task.spill(path)
+        before, task.held_bytes = task.held_bytes, task.count_held_bytes()
         self._held += task.held_bytes - before
+
+    def recorder(self, task: Task, path: Path, body: str) -> Callable[[], None] | None:
+        """The records writer's ``then`` for ``task``'s result file (None when it cannot spill).
+
+        Called from Trio; the returned callback runs on the writer thread and hands
+        :meth:`answer_recorded` back to the Trio thread (never blocking: the Trio thread may
+        itself be waiting for the writer).
+        """
+        if len(body) * 4 <= held.SPILL_ABOVE:  # a UTF-8 character is at most 4 bytes: cannot spill
+            return None
+        token = trio.lowlevel.current_trio_token()
+        nbytes = held.text_bytes(body)
+
+        def recorded() -> None:
+            try:
+                token.run_sync_soon(self.answer_recorded, task, path, nbytes)
+            except trio.RunFinishedError:
+                pass  # the session has ended: nothing is served any more
+
+        return recorded
 
     def on_terminal(self, callback: TerminalCallback) -> None:
         """Call ``callback(task)`` once for every task that reaches a terminal state."""
@@ -286,7 +378,7 @@ class TaskBook:
         task.events.append(StreamEvent("status", nxt, event_message, now))
         task._notify()
         if nxt.terminal:
-            task.held_bytes = held.held_bytes(task)
+            task.held_bytes = task.count_held_bytes()
             self._held += task.held_bytes
             for cb in list(self._on_terminal):
                 cb(task)

@@ -29,7 +29,8 @@ class Intake:
         trace (SessionTrace): where ``task_rejected`` is written.
 
     Attributes:
-        running (Task | None): the task running now (set and cleared by the runner).
+        running (Task | None): the task running now; only :meth:`start` and :meth:`finish`
+            change it (the desk alone records which task runs).
         taken (int): tasks taken so far, from any source (the ``single`` rule, the idle rule).
         closing (bool): the session takes no more tasks.
         close_cause (str): why it closed (``session_ended`` | ``session_stopped``), the
@@ -42,10 +43,25 @@ class Intake:
         self._trace = trace
         self._queue = LaneQueue()
         self._changed = trio.Event()
-        self.running: Task | None = None
+        self._running: Task | None = None
         self.taken = 0
         self.closing = False
         self.close_cause = "session_ended"
+
+    @property
+    def running(self) -> Task | None:
+        """The task running now, or None."""
+        return self._running
+
+    def start(self, task: Task) -> None:
+        """``task`` runs now (the runner took it)."""
+        assert self._running is None, "one task runs at a time"
+        self._running = task
+
+    def finish(self, task: Task) -> None:
+        """``task`` no longer runs."""
+        if self._running is task:
+            self._running = None
 
     def decide(self) -> Admission:
         """Whether a task arriving now is taken (asked before the task is made)."""

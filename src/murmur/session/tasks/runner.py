@@ -134,14 +134,14 @@ class Runner:
 
     async def run_task(self, task: Task) -> None:
         """Run one task in its own cancel scope; it ends exactly once."""
-        self._intake.running = task
+        self._intake.start(task)
         t0 = trio.current_time()
         outcome: TaskOutcome | None = None
         ctx: TaskContext | None = None
         with trio.CancelScope() as scope:
             task.scope = scope
             if not self._book.apply(task, TaskEvent.START):
-                self._intake.running = None
+                self._intake.finish(task)
                 return
             task.start_event_id = self._trace.emit(
                 "task_start",
@@ -199,7 +199,7 @@ class Runner:
             shell_calls=usage.shell_calls,
             reopen_count=0,
         )
-        self._intake.running = None
+        self._intake.finish(task)
         if not self._winding_down() and self._setup.policy.ends_after(launch_task=task.launch):
             if self.deciding_status is None:
                 self.deciding_status, self.deciding_reason = deciding_task(exit_status, outcome)
