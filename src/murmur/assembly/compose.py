@@ -42,8 +42,8 @@ from murmur.session import (
     parse_deadline,
     parse_idle_timeout,
     records_dir_for,
+    records_root,
 )
-from murmur.session.records import records_root
 from murmur.tree import narrowings
 
 

@@ -230,7 +230,7 @@ def _export_formation(manifest: Manifest, layout: FormationLayout, started_ms: i
     if not (configured or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
             or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()):
         return
-    from murmur.formation.launch.launchplan import formation_span
+    from murmur.formation import formation_span
     from murmur.observe import otlp
 
     url = otlp.endpoint(configured, os.environ)

@@ -7,7 +7,7 @@ Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 :mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner. Units are made, and processes started in them, by :mod:`murmur.procs` only.
 """
 
-from murmur.containment.groups import killpg
+from murmur.containment.groups import become_subreaper, killpg
 from murmur.containment.host import (
     CGROUP,
     FORCE_ENV,
@@ -28,6 +28,7 @@ __all__ = [
     "Containment",
     "HostClass",
     "Unit",
+    "become_subreaper",
     "detect",
     "force_problem",
     "here",

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     )
     from murmur.formation.launch.ending import not_launched
     from murmur.formation.launch.launcher import FORMATION_SIGNALS, FormationLaunch
-    from murmur.formation.launch.launchplan import RosterOptions, build_launch_plan
+    from murmur.formation.launch.launchplan import RosterOptions, build_launch_plan, formation_span
     from murmur.formation.launch.process import ProcessSpawner, mur_command, warm_starter
     from murmur.formation.launch.readiness import HttpProbe
     from murmur.formation.launch.retention import retention_pass
@@ -88,6 +88,7 @@ __all__ = [
     "artifact_check",
     "build_launch_plan",
     "contribute",
+    "formation_span",
     "marker_warning_line",
     "mur_command",
     "names_formation",
@@ -108,7 +109,7 @@ __getattr__ = lazy.face(__name__, {
     "launch.dirs": ["FormationLayout", "Marker", "marker_warning_line", "prepare_dirs"],
     "wire.envnames": ["names_formation"],
     "launch.launcher": ["FORMATION_SIGNALS", "FormationLaunch"],
-    "launch.launchplan": ["RosterOptions", "build_launch_plan"],
+    "launch.launchplan": ["RosterOptions", "build_launch_plan", "formation_span"],
     "member.member": ["contribute"],
     "launch.ending": ["not_launched"],
     "launch.process": ["ProcessSpawner", "mur_command", "warm_starter"],

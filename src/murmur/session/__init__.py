@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from murmur.session.describe import dumps_line
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
     from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
-    from murmur.session.records import create_records, records_dir_for
+    from murmur.session.records import create_records, records_dir_for, records_root
     from murmur.session.running_record import RunningRecord, list_running
     from murmur.session.session import Session
     from murmur.session.setup import SessionHandle, SessionSetup, SessionSummary, WindDownControl
@@ -89,6 +89,7 @@ __all__ = [
     "parse_deadline",
     "parse_idle_timeout",
     "records_dir_for",
+    "records_root",
     "rfc3339",
     "shell_env",
     "signal_watcher",
@@ -103,7 +104,7 @@ __getattr__ = lazy.face(__name__, {
     "completion_hook": ["CompletionRequest", "CompletionVerdict"],
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
-    "records": ["create_records", "records_dir_for"],
+    "records": ["create_records", "records_dir_for", "records_root"],
     "tasks.runner": ["shell_env"],
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],

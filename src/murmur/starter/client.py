@@ -64,9 +64,7 @@ def adopt_members() -> bool:
     """Mark this process a child subreaper, so a process the starter forked is re-parented
     here (and its status read by :func:`reap_adopted`) if the starter dies first; False when
     the host refuses it."""
-    from murmur.containment import groups
-
-    return groups.become_subreaper()
+    return containment.become_subreaper()
 
 
 class Unavailable(Exception):

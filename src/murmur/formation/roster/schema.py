@@ -30,8 +30,13 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.manifest import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
-from murmur.manifest.yamltext import MAX_FLOW_DEPTH, flow_depth_exceeded
+from murmur.manifest import (
+    MAX_FLOW_DEPTH,
+    RESERVED_VERSIONS,
+    VERSION_RE,
+    flow_depth_exceeded,
+    is_capsule_name,
+)
 from murmur.userfile import UserFileError, read_user_text
 
 ROSTER_FILENAME = "roster.yaml"
