@@ -289,7 +289,8 @@ class DelegationRuntime:
     # -- services -------------------------------------------------------------------------
 
     def services_for(self, task: Task, base: TaskServices) -> TaskServices:
-        """``base`` with ``delegate`` bound to ``task``'s context and trust."""
+        """A copy of ``base`` with ``delegate`` bound to ``task``'s context and trust (a
+        services layer, :class:`murmur.session.Contribution`)."""
         if self.launcher is None:
             return base
         self.current_task = task  # a link's call takes the running task's context (spec/links.md)
@@ -297,9 +298,7 @@ class DelegationRuntime:
         async def guarded(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
             return await self.delegate_call(capsule, version, text, wait, context_id=task.context_id, trust=task.trust)
 
-        base.delegate = guarded
-        base.spawn = tuple(session_lineage(self.setup).spawn)
-        return base
+        return attrs.evolve(base, delegate=guarded, spawn=tuple(session_lineage(self.setup).spawn))
 
     @property
     def session(self) -> SessionHandle | None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from murmur.session.auth import AuthRefusal, Principal, invalid_token
     from murmur.session.completion_hook import CompletionRequest, CompletionVerdict
     from murmur.session.console import Console
+    from murmur.session.contribution import Contribution, ServicesLayer, add_contributions
     from murmur.session.deadline import on_trio_clock, parse_deadline, rfc3339
     from murmur.session.describe import dumps_line
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
@@ -60,11 +61,13 @@ __all__ = [
     "CompletionRequest",
     "CompletionVerdict",
     "Console",
+    "Contribution",
     "EarlySignals",
     "Policy",
     "Principal",
     "RpcError",
     "RunningRecord",
+    "ServicesLayer",
     "Session",
     "SessionHandle",
     "SessionSetup",
@@ -73,6 +76,7 @@ __all__ = [
     "TraceWriteError",
     "WindDown",
     "WindDownControl",
+    "add_contributions",
     "add_forced_exit_hook",
     "cascade_wind_down",
     "counted",
@@ -102,6 +106,7 @@ __getattr__ = lazy.face(__name__, {
     "deadline": ["on_trio_clock", "parse_deadline", "rfc3339"],
     "describe": ["dumps_line"],
     "completion_hook": ["CompletionRequest", "CompletionVerdict"],
+    "contribution": ["Contribution", "ServicesLayer", "add_contributions"],
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
     "records": ["create_records", "records_dir_for", "records_root"],

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from murmur import procstat
-from murmur.session import WindDown, add_forced_exit_hook
+from murmur.session import Contribution, WindDown, add_forced_exit_hook
 from murmur.stderr import say
 from murmur.tree import journal
 from murmur.tree.lineage import (
@@ -73,8 +73,9 @@ def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_s
 
 
 def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,
-               spawner_delegation: str | None = None) -> None:
-    """Decide the lineage and hook the journal into ``setup`` (see the module docstring).
+               spawner_delegation: str | None = None) -> Contribution:
+    """Decide the lineage (written on ``setup``) and return the journal's hooks (see the module
+    docstring; merged once by :mod:`murmur.assembly.contributors`).
 
     ``spawner_session`` and ``spawner_delegation`` come from the run's ``MURMUR_SPAWNER``
     handle, parsed by the caller (:func:`murmur.assembly.contributors.process_tree`).
@@ -90,9 +91,8 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_sessi
         say(w.render())
     hooks = JournalHooks(setup)
     hooks.caps = _caps_shown(environ)
-    setup.start_hooks.insert(0, hooks.start)
-    setup.wind_down_hooks.append(hooks.winding_down)
-    setup.after_end.append(hooks.end)
+    return Contribution(start_hooks_first=(hooks.start,), wind_down_hooks=(hooks.winding_down,),
+                        after_end=(hooks.end,))
 
 
 def session_lineage(setup: SessionSetup) -> Lineage:

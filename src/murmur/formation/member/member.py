@@ -2,7 +2,8 @@
 
 :func:`contribute` is a session contributor (:mod:`murmur.assembly.contributors`): it runs
 :func:`murmur.formation.member.membership.join` while a ``mur run`` in a formation is prepared, then
-:func:`install` extends the session (see ``murmur.session.session``):
+:func:`contribution` says what the member adds to the session (merged once with the other
+contributors' by :mod:`murmur.assembly.contributors`; :func:`install` merges it alone):
 
 * ``formation_id``; ``session_start`` gets ``formation_id``, and with credentials
   ``formation_member`` and ``formation_callees`` (roster order);
@@ -33,7 +34,13 @@ from murmur.formation.member.reach import reaches_member_doors
 from murmur.formation.member.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
 from murmur.routing import member_refusal
-from murmur.session import deadline_wind_down, lifeline_wind_down
+from murmur.session import (
+    Contribution,
+    ServicesLayer,
+    add_contributions,
+    deadline_wind_down,
+    lifeline_wind_down,
+)
 from murmur.stderr import say
 from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
 
@@ -66,7 +73,25 @@ def _print_warning(diag: Diagnostic) -> None:
 
 
 def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine | None = None) -> CallEngine | None:
-    """Extend ``setup`` for ``membership`` (see the module docstring).
+    """Extend ``setup`` for ``membership`` now: :func:`contribution`, merged on its own
+    (:func:`murmur.session.add_contributions`; tests and doubles that prepare a member alone).
+
+    Returns:
+        CallEngine | None: the member's call engine (None when it may call nobody).
+    """
+    given, engine = contribution(setup, membership, engine=engine)
+    add_contributions(setup, [given])
+    return engine
+
+
+def contribution(
+    setup: SessionSetup, membership: Membership, *, engine: CallEngine | None = None
+) -> tuple[Contribution, CallEngine | None]:
+    """What ``membership`` adds to the session (see the module docstring).
+
+    The member's facts are written on ``setup`` as data (``formation_id``, the ``session_start``
+    and running-record fields); its watchers, hooks, verifier, services layer and workload
+    wrapper are returned, for the one merge (:mod:`murmur.assembly.contributors`).
 
     Args:
         setup (SessionSetup): the session being prepared.
@@ -75,19 +100,19 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
             is made when the member has callees.
 
     Returns:
-        CallEngine | None: the member's call engine (None when it may call nobody).
+        tuple[Contribution, CallEngine | None]: the contribution and the member's call engine
+        (None when it may call nobody).
     """
     m = membership
     setup.formation_id = m.formation_id
     setup.trace_start_fields["formation_id"] = m.formation_id
     creds = m.credentials
+    verifiers: list[FormationVerifier] = []
     if creds is not None:
         setup.trace_start_fields["formation_member"] = creds.member
         setup.trace_start_fields["formation_callees"] = list(creds.callees)
         setup.running_fields.update(member=creds.member, callees=list(creds.callees))
-        setup.token_verifiers.append(
-            FormationVerifier(creds.verify_key, m.formation_id, creds.member, setup.manifest.name)
-        )
+        verifiers.append(FormationVerifier(creds.verify_key, m.formation_id, creds.member, setup.manifest.name))
         if creds.callees and not reaches_member_doors(setup.manifest.network_allow):
             m.warnings.append(
                 error(
@@ -99,10 +124,11 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
                     "the bare host `localhost` to capabilities.network.allow",
                 )
             )
+    watchers: list[Any] = []
     if m.lifeline_fd is not None:
-        setup.watchers.append(_lifeline_watcher(setup, m))
+        watchers.append(_lifeline_watcher(setup, m))
     if m.channel_fd is not None:
-        setup.watchers.append(_channel_watcher(m))
+        watchers.append(_channel_watcher(m))
     if creds is not None and creds.callees and engine is None:
         engine = CallEngine(
             member=creds.member,
@@ -111,48 +137,44 @@ def install(setup: SessionSetup, membership: Membership, *, engine: CallEngine |
             network_allow=setup.manifest.network_allow,
             deadline_secs=float(setup.delegation_bound_secs),
         )
+    given = Contribution(watchers=tuple(watchers), token_verifiers=tuple(verifiers))
     if engine is not None:
-        _install_engine(setup, m, engine)
+        given = _with_engine(given, m, engine)
     elif creds is not None:
-        _install_services(setup, lambda task: TaskServices(entry_member=m.entry))
-    if creds is not None:
-        _install_routes(setup, member_refusal(creds.member, creds.callees, m.formation_id, setup.manifest))
-    return engine
+        given = attrs.evolve(given, services=_member_layer(lambda task: TaskServices(entry_member=m.entry)))
+    if creds is not None and given.services is not None:
+        given = attrs.evolve(given, services=_with_routes(
+            given.services, member_refusal(creds.member, creds.callees, m.formation_id, setup.manifest)))
+    return given, engine
 
 
-def _install_routes(setup: SessionSetup, refuse: Any) -> None:
-    """Give every task the denied-binary message that names this member's ready routes."""
-    earlier = setup.services
-    if earlier is None:
-        return
+def _with_routes(layer: ServicesLayer, refuse: Any) -> ServicesLayer:
+    """``layer``, then every task's denied-binary message names this member's ready routes."""
 
-    def services(task: Task) -> TaskServices:
-        return attrs.evolve(earlier(task), denied_binary=refuse)
+    def services(task: Task, base: TaskServices) -> TaskServices:
+        return attrs.evolve(layer(task, base), denied_binary=refuse)
 
-    setup.services = services
+    return services
 
 
-def _install_services(setup: SessionSetup, make: Any) -> None:
-    """Set ``setup.services``, keeping what an earlier contributor's factory provides."""
-    earlier = setup.services
+def _member_layer(make: Any) -> ServicesLayer:
+    """A services layer that sets this member's call services over what it is given."""
 
-    def services(task: Task) -> TaskServices:
+    def services(task: Task, base: TaskServices) -> TaskServices:
         mine: TaskServices = make(task)
-        if earlier is None:
-            return mine
-        theirs = earlier(task)
         return attrs.evolve(
-            theirs,
+            base,
             call_member=mine.call_member,
             member_answer=mine.member_answer,
+            peer_route=mine.peer_route,
             callees=mine.callees,
             entry_member=mine.entry_member,
         )
 
-    setup.services = services
+    return services
 
 
-def _install_engine(setup: SessionSetup, m: Membership, engine: CallEngine) -> None:
+def _with_engine(given: Contribution, m: Membership, engine: CallEngine) -> Contribution:
     async def run_engine(ctl: WindDownControl) -> None:
         await engine.run()
 
@@ -162,11 +184,14 @@ def _install_engine(setup: SessionSetup, m: Membership, engine: CallEngine) -> N
     async def drain(summary: SessionSummary) -> None:
         await engine.drain()
 
-    setup.watchers.append(run_engine)
-    setup.start_hooks.append(bind)
-    setup.end_hooks.append(drain)
-    setup.workload = CallsEndWithTask(setup.workload, engine)
-    _install_services(setup, lambda task: engine.services(task.id, task.trust, entry_member=m.entry))
+    return attrs.evolve(
+        given,
+        watchers=(*given.watchers, run_engine),
+        start_hooks=(bind,),
+        end_hooks=(drain,),
+        wrap_workload=lambda inner: CallsEndWithTask(inner, engine),
+        services=_member_layer(lambda task: engine.services(task.id, task.trust, entry_member=m.entry)),
+    )
 
 
 def _lifeline_watcher(setup: SessionSetup, m: Membership) -> Any:
@@ -217,15 +242,19 @@ def _channel_watcher(m: Membership) -> Any:
     return read
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
     """The session contributor: join the formation the environment names, if any.
+
+    Returns:
+        Contribution | None: what the member adds (None outside a formation).
 
     Raises:
         DiagnosticError: ``E-RUN-044`` / ``E-RUN-046`` (see :func:`join`).
     """
     membership = join(environ)
     if membership is None:
-        return
-    install(setup, membership)
+        return None
+    given, _ = contribution(setup, membership)
     for diag in membership.warnings:
         _print_warning(diag)
+    return given
