@@ -69,3 +69,15 @@ def test_no_new_collision() -> None:
 def test_allowlist_has_no_fixed_entries() -> None:
     stale = sorted(sorted(p) for p in set(ALLOWED) - collisions())
     assert not stale, f"remove these fixed entries from ALLOWED: {stale}"
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """Issue 31: no module under src/murmur/ is over 600 lines (split one that grows past)."""
+    from test_layers import SRC
+
+    over = sorted((p.relative_to(SRC).as_posix(), n) for p in SRC.rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES)
+    assert over == [], f"modules over {MAX_MODULE_LINES} lines: {over}"

@@ -28,9 +28,8 @@ made that has not ended is ``abandoned`` and every answer not delivered is recor
 the member took in it is cancelled with ``CancelTask`` — the only case the runtime cancels a
 member's task. An offer cut before its answer came back (the deadline, the grace, a cancel) is
 cancelled by its ``messageId`` (``CancelTask`` with ``metadata.messageId``), since the member
-may have taken it without the caller learning its task id. The call's deadline is the session's delegation bound
-(``lifecycle.delegation_deadline_secs``, or ``MURMUR_DELEGATION_TIMEOUT_SECS``, resolved once at
-composition: :func:`murmur.timing.delegation_bound`), the deadline of the call's cancel scope:
+may have taken it without the caller learning its task id. The call's deadline is the session's
+delegation bound (:func:`murmur.timing.delegation_bound`), the deadline of the call's scope:
 whatever the call is doing then is cut short, a request in flight included
 (:func:`murmur.formation.member.call_policy.deadline_ending` says how it ends: still busy ->
 ``rejected``, still running -> ``timed_out``).
@@ -39,10 +38,8 @@ Tokens, door URLs and ports never reach a result, a record or a log: every recor
 reason names the callee's virtual address ``http://<name>.formation.invalid``, and reasons are
 built here, never copied from an exception (:func:`scrub` is a second line of defence).
 
-This module is the engine. Its pure pieces live beside it: the call's rules
-(:mod:`murmur.formation.member.call_policy`), what a door's answer means (:mod:`murmur.formation.member.offers`),
-whether ``network.allow`` reaches a door (:mod:`murmur.formation.member.reach`) and the callees' URLs
-(:mod:`murmur.formation.member.addresses`). Requests go through :mod:`murmur.a2a`.
+This module is the engine. Its pure pieces live beside it (:mod:`.call_policy`, :mod:`.offers`,
+:mod:`.reach`, :mod:`.addresses`); requests go through :mod:`murmur.a2a`.
 """
 
 from __future__ import annotations
@@ -69,18 +66,12 @@ from murmur.formation.member.call_policy import (
     no_door,
     scrub,
 )
-from murmur.formation.member.offers import (
-    NO_ANSWER,
-    Offer,
-    Poll,
-    SendReply,
-    classify_get,
-    classify_send,
-)
 from murmur.formation.member.reach import reaches_door
 from murmur.ids import new_id
 from murmur.session import BUSY_MESSAGE, ORIGIN_HEADER, TRUST_HEADER, TraceWriteError
 from murmur.workload import TaskServices, TraceSink
+
+from .offers import NO_ANSWER, Offer, Poll, SendReply, classify_get, classify_send
 
 if TYPE_CHECKING:
     import httpx
