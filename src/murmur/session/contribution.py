@@ -1,5 +1,5 @@
 """What one contributor adds to a session, as a value, and the one place such values are merged
-(spec/session.md "Extension points"; issue 31).
+(spec/session.md "Extension points").
 
 A session contributor (the formation member side, the process tree, the delegation side)
 returns a :class:`Contribution` instead of appending to, inserting into and wrapping the

@@ -1,4 +1,4 @@
-"""A task's life in one place (spec/session.md "Tasks", "Task states"; issue 31).
+"""A task's life in one place (spec/session.md "Tasks", "Task states").
 
 * :mod:`~murmur.session.tasks.book` — the tasks, their event logs, the one place a task changes
   state, and what the book holds of finished tasks;
