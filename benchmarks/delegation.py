@@ -5,7 +5,7 @@ Over a temporary MURMUR_HOME holding a delegating capsule and a plan child, with
 
 * **floor** — starting the same ``mur run --capsule … --json`` directly: spawn to its
   readiness line, and spawn to readiness plus the task taken by ``SendMessage``;
-* **one child** — :meth:`murmur.delegation.launcher.Launcher.delegate` from the call
+* **one child** — :meth:`murmur.delegation.parent.Launcher.delegate` from the call
   (``POST /spawn`` first) to ``started`` (the child holds its task);
 * **four children at once** — four concurrent calls: the wall time until all four have
   started, and the slowest single call;
@@ -109,7 +109,7 @@ async def floor_once(work: Path, *, deliver: bool) -> float:
 async def main(runs: int) -> None:
     """Measure and print."""
     from murmur.delegation.book import DelegationBook
-    from murmur.delegation.launcher import Launcher
+    from murmur.delegation.parent import Launcher
     from murmur.manifest.load import load_manifest
     from murmur.roost.client import RoostClient
     from murmur.tree.lineage import LINEAGE_ENV, root_lineage

@@ -28,11 +28,13 @@ import trio
 
 from murmur.ids import new_id
 from murmur.manifest.model import AfterTask, Lifecycle, Manifest, TaskAcceptance
-from murmur.session import door, held, tasks
+from murmur.session import door
 from murmur.session.lifecycle import Policy
 from murmur.session.records import create_records, records_dir_for
 from murmur.session.session import Session
 from murmur.session.setup import SessionSetup
+from murmur.session.tasks import book as tasks
+from murmur.session.tasks import held
 from murmur.session.winddown import signal_wind_down
 from murmur.workload import TaskContext, TaskOutcome
 

@@ -28,7 +28,8 @@ from typing import Any
 import trio
 
 from murmur import containment, shell
-from murmur.containment import context, groups
+from murmur.containment import groups
+from murmur.containment import units as context
 
 TIMES: dict[str, list[float]] = defaultdict(list)
 _current: dict[str, float] = defaultdict(float)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from _test_unit import enter, pytest_unconfigure
+from loop_guard import guard_items
 
 __all__ = ["pytest_unconfigure"]
 enter()  # the test session's own containment unit, before any other conftest (_test_unit.py)
@@ -42,8 +43,15 @@ SLOW_TESTS = (
 )
 
 
+# Tests run under the blocked-loop guard (tests/loop_guard.py, issue 31): one task step that
+# holds the event loop for more than 100 ms fails the test.
+GUARDED_TESTS = ("tests/session/", "tests/formation/", "tests/delegation/")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the multi-process tests of :data:`SLOW_TESTS` (and every ``e2e`` test) ``slow``."""
+    """Mark the multi-process tests of :data:`SLOW_TESTS` (and every ``e2e`` test) ``slow``;
+    run the async tests of :data:`GUARDED_TESTS` under the blocked-loop guard."""
     for item in items:
         if item.get_closest_marker("e2e") is not None or item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+    guard_items(item for item in items if item.nodeid.startswith(GUARDED_TESTS))

@@ -14,7 +14,8 @@ from murmur.demo.commands import (
     rerun_script,
     roost_command,
 )
-from murmur.demo.layout import Layout, shell_status, task_text
+from murmur.demo.layout import Layout, task_text
+from murmur.exitstatus import shell_status
 
 LAYOUT = Layout(Path("/d"))
 MUR = ["mur"]

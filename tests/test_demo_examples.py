@@ -16,7 +16,7 @@ from e2e._demo import make_fixture
 from murmur import registry
 from murmur.demo.layout import CAPSULE_DIRS, copy_example, examples_dir, prepare_layout
 from murmur.errors import DiagnosticError
-from murmur.formation.admission import admit_file, store_resolver
+from murmur.formation.roster.admission import admit_file, store_resolver
 from murmur.manifest.load import load_manifest, parse_manifest
 from murmur.plan import PlanWorkload
 from murmur.plan.load import load_plan

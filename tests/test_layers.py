@@ -106,6 +106,39 @@ def test_allowlist_has_no_fixed_entries() -> None:
     assert stale == [], "remove these fixed entries from ALLOWED: " + repr(stale)
 
 
+# Sub-tiers inside a unit: (importing sub-package, sub-package it may not import) -> why.
+SUB_TIER_RULES: dict[tuple[str, str], str] = {
+    ("murmur.formation.member", "murmur.formation.launch"):
+        "member code runs inside a member's session; launch code runs in the launcher (spec/architecture.md)",
+}
+
+
+def sub_tier_breaks() -> list[tuple[str, str]]:
+    """(importing file, imported module) for every import a sub-tier rule forbids."""
+    out: list[tuple[str, str]] = []
+    for path in sorted(SRC.rglob("*.py")):
+        here = module_name(path)
+        for source, banned in SUB_TIER_RULES:
+            if here == source or here.startswith(source + "."):
+                out += [(path.relative_to(SRC).as_posix(), t) for t in imported(path)
+                        if t == banned or t.startswith(banned + ".")]
+    return out
+
+
+def test_member_code_does_not_import_launch_code() -> None:
+    """The sub-tier rules of :data:`SUB_TIER_RULES` hold (formation's member side is apart)."""
+    for source, banned in SUB_TIER_RULES:
+        assert (SRC.parent / source.replace(".", "/")).is_dir() and (SRC.parent / banned.replace(".", "/")).is_dir()
+    assert sub_tier_breaks() == []
+
+
+def test_a_sub_tier_break_is_found() -> None:
+    """The rule reads the same imports as the tiers (a lazy import counts)."""
+    text = "def f():\n    from murmur.formation.launch.supervise import Timers\n"
+    assert [t for t in imports_in(text, "murmur.formation.member") if t.startswith("murmur.formation.launch")] == [
+        "murmur.formation.launch.supervise"]
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [

@@ -16,7 +16,6 @@ from murmur.shell import (
     ShellRefused,
     baseline_env,
     check_allowed,
-    kill_group,
     run_shell,
 )
 from plan.procs import live_members, wait_group_gone
@@ -183,12 +182,6 @@ class TestRunShell:
         assert set(r.trace_fields()) == {
             "binary", "command", "exit_code", "stdout_bytes", "stderr_bytes", "duration_ms"
         }
-
-
-class TestKillGroup:
-    def test_empty_group_quiet(self) -> None:
-        """Killing a group with no members is not an error."""
-        kill_group(2**22 + 12345)
 
 
 def _manifest(**caps: object) -> Manifest:

@@ -23,7 +23,6 @@ import errno
 import fnmatch
 import os
 import shutil
-import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,6 @@ __all__ = [
     "ShellResult",
     "baseline_env",
     "check_allowed",
-    "kill_group",
     "run_shell",
 ]
 
@@ -209,17 +207,6 @@ def _check_exec_format(binary: str, executable: str) -> None:
         raise ShellRefused(binary, f"`{binary}` could not be started: {exc.strerror or exc}") from exc
     if not head.startswith((b"\x7fELF", b"#!")):
         raise ShellRefused(binary, f"`{binary}` could not be started: not an executable format")
-
-
-def kill_group(pgid: int) -> None:
-    """Send ``SIGKILL`` to a whole process group; an empty group is not an error."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        # Every member left and the id now names a group we do not own: nothing of ours is left.
-        pass
 
 
 async def run_shell(

@@ -14,7 +14,7 @@ Specification: ``spec/roost.md``, "Tokens". A token is three dot-separated parts
 
 A credential names one session. An approval names the granting session, one artifact (name,
 version, sha256), the child's depth budget and its absolute expiry in unix milliseconds.
-Formation tokens (``mft1``, Ed25519) are not here; see ``murmur.formation.tokens``.
+Formation tokens (``mft1``, Ed25519) are not here; see ``murmur.formation.wire.edge_tokens``.
 """
 
 from __future__ import annotations

@@ -141,6 +141,9 @@ class TaskContext:
             when its effective spawn set is non-empty; None otherwise (spec/links.md).
         ask (AskFn | None): the session's side of :meth:`request_input`; None when nobody
             can answer (not an A2A task).
+        delegation_bound_secs (int): the session's delegation bound (a plan ``capsule`` or
+            ``member`` step waits at most this long); by default the manifest's
+            ``lifecycle.delegation_deadline_secs``.
     """
 
     session_id: str
@@ -161,6 +164,8 @@ class TaskContext:
     formation_id: str | None = None
     links_context: Path | None = None
     ask: AskFn | None = attrs.field(default=None, repr=False)
+    delegation_bound_secs: int = attrs.field(
+        default=attrs.Factory(lambda self: int(self.manifest.lifecycle.delegation_deadline_secs), takes_self=True))
 
     async def request_input(self, prompt: str) -> str:
         """Ask the task's user ``prompt`` and wait for the answer (spec/conversations.md).

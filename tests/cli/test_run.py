@@ -96,6 +96,13 @@ class TestPrepare:
         assert (tmp_path / "w").is_dir() and setup.workdir == (tmp_path / "w").resolve()
         assert setup.policy.idle_timeout is None  # a launch task waits for nothing
 
+    @pytest.mark.parametrize(("raw", "bound"), [(None, 600), ("7", 7), (" 9 ", 9), ("0", 600), ("1.5", 600), ("٣", 600)])
+    def test_delegation_bound_resolved_once(self, capsule: Path, raw: str | None, bound: int) -> None:
+        """MURMUR_DELEGATION_TIMEOUT_SECS is read once, at composition, onto the setup (issue 31)."""
+        environ = {} if raw is None else {"MURMUR_DELEGATION_TIMEOUT_SECS": raw}
+        setup = prepare(RunOptions(), environ=environ, cwd=capsule)
+        assert setup.delegation_bound_secs == bound
+
     def test_workdir_parent_must_exist(self, capsule: Path, tmp_path: Path) -> None:
         """--workdir in a directory that does not exist is refused and nothing is created."""
         with pytest.raises(DiagnosticError) as info:

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from murmur.formation.envnames import CHANNEL_ENV, ID_ENV, LIFELINE_ENV, PEERS_ENV, names_formation
+from murmur.formation.wire.envnames import (
+    CHANNEL_ENV,
+    ID_ENV,
+    LIFELINE_ENV,
+    PEERS_ENV,
+    names_formation,
+)
 
 MANIFEST = "name: imports\nversion: 0.1.0\nplan: plan.yaml\n{extra}"
 PLAN = 'steps:\n  - id: say\n    template: "echo: {{ task }}"\noutput: "{{ steps.say.output }}"\n'
@@ -36,8 +42,8 @@ PLAIN_THIRD_PARTY = [
 # The parts of murmur a plain session never needs (formation member side, delegation side,
 # roost client, agent transports).
 NOT_FOR_A_PLAIN_SESSION = (
-    "murmur.formation.member", "murmur.formation.membership", "murmur.formation.firstline",
-    "murmur.formation.verifier", "murmur.formation.tokens", "murmur.formation.channel",
+    "murmur.formation.member.member", "murmur.formation.member.membership", "murmur.formation.member.firstline",
+    "murmur.formation.member.verifier", "murmur.formation.wire.edge_tokens", "murmur.formation.wire.channel",
     "murmur.delegation.contributor", "murmur.delegation.runtime", "murmur.roost.", "murmur.agent.",
     "murmur.gateway",  # the inference gateway: only for a session that calls models (spec/gateway.md)
 )
@@ -90,7 +96,7 @@ def test_delegating_manifest_loads_the_delegation_side(tmp_path: Path) -> None:
     murmur_modules = got["murmur"]
     assert isinstance(murmur_modules, list)
     assert "murmur.delegation.contributor" in murmur_modules and "murmur.delegation.runtime" in murmur_modules
-    assert "murmur.formation.member" not in murmur_modules
+    assert "murmur.formation.member.member" not in murmur_modules
 
 
 @pytest.mark.parametrize(
@@ -112,7 +118,7 @@ def test_names_formation(environ: dict[str, str], named: bool) -> None:
 
 MEMBER_PROBE = """\
 import json, sys
-import murmur.cli.mur, murmur.assembly, murmur.formation.member, murmur.formation.channel
+import murmur.cli.mur, murmur.assembly, murmur.formation.member.member, murmur.formation.wire.channel
 third = sorted({m.split(".")[0] for m in sys.modules if not m.startswith("_")} - set(sys.stdlib_module_names))
 print(json.dumps(third))
 """
@@ -132,7 +138,7 @@ def test_a_token_check_loads_cryptography_when_it_runs() -> None:
     """The lazy import still verifies: a forged token is refused and cryptography is then loaded."""
     probe = (
         "import sys\n"
-        "from murmur.formation.tokens import FormationKey, FormationTokenError, VerifyKey\n"
+        "from murmur.formation.wire.edge_tokens import FormationKey, FormationTokenError, VerifyKey\n"
         "assert 'cryptography' not in sys.modules\n"
         "key = FormationKey.generate()\n"
         "fid = 'frm_' + '0' * 32\n"

@@ -22,8 +22,8 @@ import pytest
 import trio
 
 from murmur import procs
-from murmur.containment.context import Containment, Unit
 from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, detect, pid_cgroup
+from murmur.containment.units import Containment, Unit
 
 from .conftest import HOST, SETSID_ESCAPEE, Owned, alive, label, present, start_time
 
@@ -109,7 +109,7 @@ def test_command_fails_as_a_direct_start_would(contained: Containment, tmp_path:
                 assert got.value.errno == (errno.ENOENT if error is FileNotFoundError else errno.EACCES)
                 assert got.value.filename == program
     finally:
-        unit.release()
+        unit.release_blocking()
 
 
 def test_command_resolves_with_the_commands_path(contained: Containment) -> None:
@@ -122,7 +122,7 @@ def test_command_resolves_with_the_commands_path(contained: Containment) -> None
         else:
             assert argv == ["sleep", "1"] and unit.prefix(ENV) == []
     finally:
-        unit.release()
+        unit.release_blocking()
 
 
 # -- units ----------------------------------------------------------------------------------------
@@ -141,8 +141,8 @@ def test_new_unit_places_units_in_the_session_unit(contained: Containment) -> No
         else:
             assert a.path is None and a.kind == "group" and contained.unit_dir is None
     finally:
-        a.release()
-        b.release()
+        a.release_blocking()
+        b.release_blocking()
     assert contained.live_units() == []
 
 
@@ -157,7 +157,7 @@ async def test_a_started_command_is_contained_and_release_kills_it(
         if contained.class_name == CGROUP:
             assert unit.path is not None
             assert pid_cgroup(proc.pid) == pid_cgroup(escapee) == unit.env()[UNIT_ENV]
-        unit.release()
+        await unit.release()
         with trio.fail_after(5):
             assert await proc.wait() == -9
         assert unit.released and unit.key not in {u.key for u in contained.live_units()}
@@ -169,7 +169,7 @@ async def test_a_started_command_is_contained_and_release_kills_it(
             # the documented limit of the class: an escapee that left its group, with no
             # subreaper above it (the test process is none), is not this unit's to kill
             assert alive(escapee, escapee_start)
-        unit.release()  # idempotent
+        await unit.release()  # idempotent
     finally:
         await reap(proc)
 
@@ -187,8 +187,8 @@ async def test_is_started_process_holds_only_for_the_same_process(contained: Con
         assert not unit.is_started_process(proc.pid)
     finally:
         await reap(proc)
-        unit.release()
-        never.release()
+        await unit.release()
+        await never.release()
 
 
 async def test_wait_empty_returns_once_the_unit_is_killed(contained: Containment, owned: Owned) -> None:
@@ -203,7 +203,7 @@ async def test_wait_empty_returns_once_the_unit_is_killed(contained: Containment
         assert not unit.populated() and not unit.released
     finally:
         await reap(proc)
-        unit.release()
+        await unit.release()
 
 
 async def test_kill_all_kills_every_live_unit_without_releasing(contained: Containment, owned: Owned) -> None:
@@ -231,14 +231,14 @@ def test_env_names_the_unit_for_a_runtime_started_in_it(contained: Containment) 
                              capture_output=True, text=True, timeout=10, check=True)
         assert f"0::{claim}\n" in got.stdout
     finally:
-        unit.release()
+        unit.release_blocking()
 
 
 INHERIT = textwrap.dedent(
     """
     import json, os, sys
     from murmur import procs
-    from murmur.containment.context import Containment
+    from murmur.containment.units import Containment
     from murmur.containment.host import detect
     env = dict(os.environ)
     c = Containment(detect(env), "inh", env)
@@ -246,7 +246,7 @@ INHERIT = textwrap.dedent(
     if c.inherited:
         u = procs.new_unit("cmd", c)
         out.update(sub=str(u.path), janitor=c.janitor_pid)
-        u.release()
+        u.release_blocking()
         out["sub_left"] = os.path.exists(str(u.path))
         c.close()
         out["unit_left"] = os.path.isdir(out["unit_dir"])
@@ -281,7 +281,7 @@ def test_an_inherited_unit_is_recognised_only_when_proc_agrees(contained: Contai
         assert child(claim + "-not-mine") == {"inherited": False, "unit_dir": None}
         assert child(str(Path(claim).parent)) == {"inherited": False, "unit_dir": None}
     finally:
-        unit.release()
+        unit.release_blocking()
 
 
 # -- close() and the janitor ---------------------------------------------------------------------
@@ -313,7 +313,7 @@ OWNER = textwrap.dedent(
     """
     import json, os, subprocess, sys
     from murmur import procs
-    from murmur.containment.context import Containment
+    from murmur.containment.units import Containment
     from murmur.containment.host import detect
     env = dict(os.environ)
     c = Containment(detect(env), sys.argv[1], env)

@@ -7,7 +7,7 @@ from typing import Any
 
 from murmur.delegation.book import DelegationBook, Entry, outcome_of
 from murmur.session import wire
-from murmur.session.door import CompletionRequest
+from murmur.session.completion_hook import CompletionRequest
 from murmur.session.wire import InboundMessage
 
 DLG = "dlg_" + "a" * 32

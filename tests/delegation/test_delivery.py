@@ -83,7 +83,7 @@ class TestAnswerFromRecords:
 
     def test_no_result(self, tmp_path: Path) -> None:
         status, why = delivery.answer_from_records(str(tmp_path), "tsk_1", -9)
-        assert (status, why) == ("failed", "the child ended (killed by signal 9) before its answer could be read")
+        assert (status, why) == ("failed", "the child ended (signal SIGKILL) before its answer could be read")
         assert delivery.answer_from_records(None, "tsk_1", 3)[0] == "failed"
 
 

@@ -26,7 +26,7 @@ from murmur.containment.host import pid_cgroup
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.child_process import capsule_ref, mur_command
-from murmur.delegation.launcher import ChildArtifact, Launcher, child_dir_name
+from murmur.delegation.parent import ChildArtifact, Launcher, child_dir_name
 from murmur.manifest.model import Capabilities, EnvCaps, Manifest, SpawnCaps
 from murmur.roost.client import RoostClient
 
@@ -187,7 +187,7 @@ class TestLaunchFailures:
     @pytest.mark.parametrize(
         ("mode", "kw", "reason"),
         [
-            ("exit-early", {}, "the child exited with exit status 3 before reporting ready: boom: no capsule"),
+            ("exit-early", {}, "the child exited with status 3 before reporting ready: boom: no capsule"),
             ("garbage", {}, "the child's first line is not a readiness line"),
             ("nodoor", {}, "the child reported no door"),
             ("silent", {"launch_bound": 0.5}, "the child did not report ready within 0.5 s"),
@@ -262,7 +262,7 @@ class TestWatch:
         child_dir = tmp_path / "work" / result["child_workdir"]
         data = await completion_record(child_dir)
         assert (data["status"], data["reported_by"], data["delivered"]) == ("crashed", "launcher", True)
-        assert "exit status 3" in data["detail"] and "fatal: lost" in data["detail"]
+        assert "(status 3)" in data["detail"] and "fatal: lost" in data["detail"]
         (post,) = r.door.requests
         assert post.headers["x-murmur-delegation-id"] == result["delegation_id"]
         assert post.headers["x-murmur-completion-session"] == "ses_" + "0" * 32

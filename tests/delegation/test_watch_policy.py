@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from murmur.delegation.watch_policy import Ending, delegation_bound, describe_exit, launcher_report
+from murmur.delegation.watch_policy import Ending, launcher_report
+from murmur.exitstatus import describe
 from murmur.manifest.model import Lifecycle, Manifest
+from murmur.timing import delegation_bound
 
 
 def manifest(secs: int = 600) -> Manifest:
@@ -29,7 +31,7 @@ class TestBound:
     )
     def test_env_overrides_only_when_positive_whole(self, env: dict[str, str], declared: int, bound: int) -> None:
         """MURMUR_DELEGATION_TIMEOUT_SECS wins when a positive whole number; else the manifest."""
-        assert delegation_bound(manifest(declared), env) == bound
+        assert delegation_bound(manifest(declared).lifecycle.delegation_deadline_secs, env) == bound
 
 
 class TestLauncherReport:
@@ -37,7 +39,7 @@ class TestLauncherReport:
         """A child that exited without a completion: crashed, posted, with status and stderr."""
         r = launcher_report(Ending.EXITED, returncode=3, stderr_tail=["", "boom", "bang"], bound=600)
         assert (r.status, r.post) == ("crashed", True)
-        assert "exit status 3" in r.detail and r.detail.endswith("boom\nbang")
+        assert "(status 3)" in r.detail and r.detail.endswith("boom\nbang")
 
     def test_expired_names_the_bound(self) -> None:
         """The watch bound passed: terminated, posted, naming the bound in seconds."""
@@ -50,7 +52,7 @@ class TestLauncherReport:
         r = launcher_report(Ending.STOPPED, returncode=None, bound=600, reason="its session ended")
         assert (r.status, r.post) == ("terminated", False) and "its session ended" in r.detail
 
-    @pytest.mark.parametrize(("code", "text"), [(None, "still running"), (0, "exit status 0"), (-9, "killed by signal 9")])
+    @pytest.mark.parametrize(("code", "text"), [(None, "still running"), (0, "status 0"), (-9, "signal SIGKILL")])
     def test_describe_exit(self, code: int | None, text: str) -> None:
-        """Exit statuses read as words."""
-        assert describe_exit(code) == text
+        """Exit statuses read as words (the formation's words too: murmur.exitstatus)."""
+        assert describe(code) == text

@@ -2,7 +2,7 @@
 
 Specification: ``spec/formation.md`` "``call-member``" and ``spec/door.md`` "Cancelling by the
 offer's messageId". The member is a real ``mur run`` door; the caller is the real
-:class:`murmur.formation.calls.CallEngine` over real HTTP, with the answer to its offer held
+:class:`murmur.formation.member.calls.CallEngine` over real HTTP, with the answer to its offer held
 back (as a slow or lost reply would be), so the member has taken the task but the caller never
 learnt its id. The calling task then ends (a cancel): the member's task ends ``canceled``.
 """
@@ -17,8 +17,8 @@ import httpx
 import pytest
 import trio
 
-from murmur.formation.addresses import AddressBook
-from murmur.formation.calls import CallEngine
+from murmur.formation.member.addresses import AddressBook
+from murmur.formation.member.calls import CallEngine
 
 from ._session import SLEEP_PLAN, MurProcess, env_for, write_capsule
 

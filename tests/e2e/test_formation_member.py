@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 import pytest
 
-from murmur.formation import channel
-from murmur.formation.tokens import FormationKey
+from murmur.formation.wire import channel
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.ids import new_id
 
 from ._census import Formation, unit_pids

@@ -1,6 +1,6 @@
 """Kill scenarios with real `mur run` members (the `mur new --roster` scaffold).
 
-The members are real sessions (``murmur.formation.member``: the channel, ``formation_id`` in
+The members are real sessions (``murmur.formation.member.member``: the channel, ``formation_id`` in
 the readiness line, the formation lifeline). The launcher side is also proven with the fake
 member in the other e2e modules.
 """

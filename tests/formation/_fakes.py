@@ -11,11 +11,11 @@ import attrs
 import trio
 
 from murmur import ids
-from murmur.formation import launchplan
-from murmur.formation.admission import AdmittedMember, AdmittedRoster, Edge
-from murmur.formation.roster import ReachabilityKind
-from murmur.formation.supervise import MemberSpec
-from murmur.formation.tokens import FormationKey
+from murmur.formation.launch import launchplan
+from murmur.formation.launch.supervise import MemberSpec
+from murmur.formation.roster.admission import AdmittedMember, AdmittedRoster, Edge
+from murmur.formation.roster.schema import ReachabilityKind
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.manifest.model import Manifest
 
 _pids = itertools.count(40000)

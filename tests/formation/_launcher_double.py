@@ -3,7 +3,7 @@
 The test process plays the launcher: it mints the formation id and key, writes each member's
 credentials (and later lines) on a pipe whose read end the member reads, and holds the write
 end of each member's lifeline. Members here are in-process sessions prepared by the real
-``murmur.assembly.prepare`` (so the ``murmur.formation.member`` contributor runs), or
+``murmur.assembly.prepare`` (so the ``murmur.formation.member.member`` contributor runs), or
 real ``mur run`` processes that inherit the read ends.
 """
 
@@ -19,8 +19,8 @@ import attrs
 import trio
 
 from murmur.assembly import RunOptions, prepare
-from murmur.formation import channel
-from murmur.formation.tokens import FormationKey
+from murmur.formation.wire import channel
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.ids import new_id
 from murmur.session.session import Session
 from murmur.session.setup import SessionSetup, SessionSummary

@@ -11,8 +11,8 @@ import attrs
 import httpx
 import trio
 
-from murmur.formation.addresses import AddressBook
-from murmur.formation.calls import CallEngine
+from murmur.formation.member.addresses import AddressBook
+from murmur.formation.member.calls import CallEngine
 
 WORKER_URL = "http://127.0.0.1:45123"
 CRITIC_URL = "http://127.0.0.1:45124"

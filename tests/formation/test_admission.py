@@ -9,14 +9,14 @@ import pytest
 
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
-from murmur.formation.admission import (
+from murmur.formation.roster.admission import (
     AdmittedRoster,
     Edge,
     admit,
     admit_file,
     tasks_held_at_once,
 )
-from murmur.formation.roster import ReachabilityKind, parse_roster
+from murmur.formation.roster.schema import ReachabilityKind, parse_roster
 from murmur.manifest.model import (
     AfterTask,
     Authentication,

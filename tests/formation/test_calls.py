@@ -9,19 +9,19 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.formation.addresses import AddressBook, virtual_address
-from murmur.formation.call_policy import (
+from murmur.formation.member.addresses import AddressBook, virtual_address
+from murmur.formation.member.call_policy import (
     CUT_MARKER,
     OUTPUT_CAP,
     busy_wait,
-    call_deadline_secs,
     cut_output,
     deadline_ending,
     scrub,
 )
-from murmur.formation.calls import CallRefused
-from murmur.formation.offers import Offer, classify_get, classify_send
-from murmur.formation.reach import reaches_door, reaches_member_doors
+from murmur.formation.member.calls import CallRefused
+from murmur.formation.member.offers import Offer, classify_get, classify_send
+from murmur.formation.member.reach import reaches_door, reaches_member_doors
+from murmur.timing import delegation_bound
 
 from ._member_fakes import (
     BUSY,
@@ -49,9 +49,9 @@ class TestSchedule:
 
     def test_deadline_override(self) -> None:
         """MURMUR_DELEGATION_TIMEOUT_SECS overrides the manifest's bound when positive."""
-        assert call_deadline_secs(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "30"}) == 30.0
-        assert call_deadline_secs(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "0"}) == 600.0
-        assert call_deadline_secs(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "x"}) == 600.0
+        assert delegation_bound(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "30"}) == 30
+        assert delegation_bound(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "0"}) == 600
+        assert delegation_bound(600, {"MURMUR_DELEGATION_TIMEOUT_SECS": "x"}) == 600
 
 
     @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from murmur.errors import DiagnosticError
-from murmur.formation.channel import (
+from murmur.formation.wire.channel import (
     MAX_LINE_BYTES,
     Address,
     Addresses,
@@ -25,7 +25,7 @@ from murmur.formation.channel import (
     encode_entry_role,
     is_door_url,
 )
-from murmur.formation.tokens import FormationKey
+from murmur.formation.wire.edge_tokens import FormationKey
 
 FRM = "frm_0199c4e2f1b7712a9d3e4f5061728394"
 OTHER_FRM = "frm_0199c4e2f1b7712a9d3e4f5061728395"

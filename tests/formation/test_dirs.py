@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from murmur import ids
-from murmur.formation import dirs
+from murmur.formation.launch import dirs
 
 
 def _layout(tmp_path: Path, murmur_home: Path) -> dirs.FormationLayout:

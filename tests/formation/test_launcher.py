@@ -14,10 +14,10 @@ import trio.testing
 from murmur import ids
 from murmur.cli.run_roster import refuse_inside_formation
 from murmur.errors import DiagnosticError
-from murmur.formation import channel
-from murmur.formation.launcher import FormationLaunch, LaunchResult
-from murmur.formation.outcome import EndReason
-from murmur.formation.supervise import Timers
+from murmur.formation.launch.ending import EndReason
+from murmur.formation.launch.launcher import FormationLaunch, LaunchResult
+from murmur.formation.launch.supervise import Timers
+from murmur.formation.wire import channel
 
 from ._fakes import FakeSpawner, Script, member, plan_for, roster
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from murmur import ids
-from murmur.formation.launcher import EndReason, FormationLaunch
+from murmur.formation.launch.launcher import EndReason, FormationLaunch
 
 from ._fakes import FakeSpawner, Script, member, plan_for, roster
 

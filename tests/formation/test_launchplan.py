@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from murmur import ids
-from murmur.formation import channel, launchplan
-from murmur.formation.launchplan import RosterOptions, member_argv, member_env
+from murmur.formation.launch import launchplan
+from murmur.formation.launch.launchplan import RosterOptions, member_argv, member_env
+from murmur.formation.wire import channel
 
 from ._fakes import member, plan_for, roster
 

@@ -16,13 +16,18 @@ import trio.testing
 
 from murmur import lifeline
 from murmur.errors import DiagnosticError
-from murmur.formation import member
-from murmur.formation.calls import CallEngine
-from murmur.formation.firstline import ChannelReadError, read_first_line
-from murmur.formation.member import install
-from murmur.formation.membership import Membership, channel_fd_problem, formation_id_problem, join
-from murmur.formation.tokens import FormationKey
-from murmur.formation.verifier import FORMATION_SCOPES, FormationVerifier
+from murmur.formation.member import member
+from murmur.formation.member.calls import CallEngine
+from murmur.formation.member.firstline import ChannelReadError, read_first_line
+from murmur.formation.member.member import install
+from murmur.formation.member.membership import (
+    Membership,
+    channel_fd_problem,
+    formation_id_problem,
+    join,
+)
+from murmur.formation.member.verifier import FORMATION_SCOPES, FormationVerifier
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.session.auth import AuthRefusal, BearerDoor, Principal
 from murmur.workload import TaskServices
 
@@ -381,7 +386,7 @@ class TestInstall:
 
 
 def _task(tid: str) -> object:
-    from murmur.session.tasks import Task
+    from murmur.session.tasks.book import Task
 
     return Task(id=tid, context_id="ctx_1", text="x", origin="user", trust="trusted", lane="user",
                 source="task_md", message={})

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from murmur import lifeline
-from murmur.formation import channel
+from murmur.formation.wire import channel
 from murmur.session.trace import read_trace
 
 from ._launcher_double import (

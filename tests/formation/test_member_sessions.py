@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from murmur import lifeline
-from murmur.formation import channel
-from murmur.formation.tokens import FormationKey
+from murmur.formation.wire import channel
+from murmur.formation.wire.edge_tokens import FormationKey
 from murmur.session.trace import read_trace
 
 from ._launcher_double import (

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from murmur.formation.outcome import EndReason, closing_diagnostics, exit_status
+from murmur.formation.launch.ending import EndReason, closing_diagnostics, exit_status
 
 
 class TestExitStatus:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from murmur.formation.process import ProcessSpawner, mur_command
-from murmur.formation.supervise import MemberSpec, stop_member
+from murmur.formation.launch.process import ProcessSpawner, mur_command
+from murmur.formation.launch.supervise import MemberSpec, stop_member
 
 # A child that reports what it inherited, then waits for lifeline EOF.
 CHILD = r"""

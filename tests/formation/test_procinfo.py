@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from murmur import procstat
-from murmur.formation import procinfo
+from murmur.formation.launch import procinfo
 
 
 class TestProcinfo:

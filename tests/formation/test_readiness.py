@@ -12,8 +12,8 @@ import trio
 import trio.testing
 
 from murmur import ids
-from murmur.formation import readiness
-from murmur.formation.readiness import (
+from murmur.formation.launch import readiness
+from murmur.formation.launch.readiness import (
     NO_DOOR,
     NO_FORMATION,
     NOT_A_READINESS_LINE,

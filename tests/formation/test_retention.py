@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from murmur import procstat
-from murmur.formation import dirs, retention
-from murmur.formation.retention import FormationEntry, Removal, decide
+from murmur.formation.launch import dirs, retention
+from murmur.formation.launch.retention import FormationEntry, Removal, decide
 from murmur.manifest.model import Retain
 
 DAY_MS = 86_400_000

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from murmur.errors import DiagnosticError
-from murmur.formation.roster import (
+from murmur.formation.roster.schema import (
     ReachabilityKind,
     load_roster,
     parse_roster,

@@ -9,8 +9,8 @@ import attrs
 import pytest
 
 from murmur.errors import DiagnosticError
-from murmur.formation.admission import admit_file
-from murmur.formation.scaffold import roster_files, write_roster_scaffold
+from murmur.formation.roster.admission import admit_file
+from murmur.formation.roster.roster_scaffold import roster_files, write_roster_scaffold
 from murmur.manifest import scaffold as writer  # the one new-directory writer
 from murmur.manifest.load import load_manifest
 from murmur.manifest.model import AfterTask, Manifest, TaskAcceptance

@@ -11,7 +11,7 @@ import pytest
 
 from murmur import ids, procstat
 from murmur.errors import DiagnosticError
-from murmur.formation import dirs, stop
+from murmur.formation.launch import dirs, stop
 from murmur.session.running_record import RunningRecord, write_running
 
 # A stand-in launcher: exits 143 on SIGTERM (killing its child first), or ignores it.

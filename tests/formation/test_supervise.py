@@ -6,12 +6,11 @@ import pytest
 import trio
 import trio.testing
 
-from murmur.formation.supervise import (
+from murmur.exitstatus import describe, shell_status
+from murmur.formation.launch.supervise import (
     Failure,
     PeerBoard,
-    describe_status,
     exited_before_reporting,
-    shell_status,
     stop_member,
 )
 
@@ -19,7 +18,7 @@ from ._fakes import FakeMember, Script
 
 
 def _member(script: Script, nursery: trio.Nursery) -> FakeMember:
-    from murmur.formation.supervise import MemberSpec
+    from murmur.formation.launch.supervise import MemberSpec
 
     m = FakeMember(MemberSpec("m", ("x",), {}, "/", b"", True), script, "frm_" + "0" * 32)
     nursery.start_soon(m.life)
@@ -69,7 +68,7 @@ class TestWording:
                               (-15, "signal SIGTERM", 143)])
     def test_status(self, code: int, text: str, shell: int) -> None:
         """Exit statuses read as the host reports them."""
-        assert describe_status(code) == text and shell_status(code) == shell
+        assert describe(code) == text and shell_status(code) == shell
 
     def test_stderr_quoted(self) -> None:
         """The last stderr lines follow the reason, one indented line each."""

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from murmur.formation.tokens import (
+from murmur.formation.wire.edge_tokens import (
     MAX_TOKEN_CHARS,
     FormationKey,
     FormationTokenError,

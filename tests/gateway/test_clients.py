@@ -7,7 +7,7 @@ import types
 import pytest
 
 from murmur.agent.harness.choose import protocol_for
-from murmur.agent.transports import harness
+from murmur.agent.transports import process as harness
 from murmur.agent.transports.http import GATEWAY_PLACEHOLDER, via_gateway
 from murmur.gateway import PLACEHOLDER_KEY, base_url
 

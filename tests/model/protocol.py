@@ -62,7 +62,7 @@ from murmur.roost.ledger import (
 )
 from murmur.roost.ledger import _Approval as _LApproval
 from murmur.roost.ledger import _Session as _LSession
-from murmur.session.door import CompletionRequest
+from murmur.session.completion_hook import CompletionRequest
 from murmur.session.lifecycle import Admission, Policy
 from murmur.session.states import TaskEvent, TaskState, step
 from murmur.session.wire import InboundMessage

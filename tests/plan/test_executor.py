@@ -7,6 +7,7 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -508,10 +509,10 @@ class TestServices:
         assert calls == [("local/helper", "0.1.0", "summarise doc", True)]
 
     async def test_capsule_times_out_at_delegation_bound(
-        self, tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, autojump_clock: trio.testing.MockClock
     ) -> None:
-        """A capsule step waits at most the delegation deadline, then times out."""
-        monkeypatch.setenv("MURMUR_DELEGATION_TIMEOUT_SECS", "7")
+        """A capsule step waits at most the session's delegation bound (resolved at
+        composition and carried on the task context), then times out."""
 
         async def delegate(capsule: str, version: str, task: str, wait: bool) -> Mapping[str, object]:
             await trio.sleep_forever()
@@ -519,7 +520,9 @@ class TestServices:
 
         trace = FakeTrace()
         begun = trio.current_time()
-        out = await run(self.CAPSULE, make_ctx(tmp_path, services=TaskServices(delegate=delegate), trace=trace))
+        ctx = attrs.evolve(make_ctx(tmp_path, services=TaskServices(delegate=delegate), trace=trace),
+                           delegation_bound_secs=7)
+        out = await run(self.CAPSULE, ctx)
         assert trio.current_time() - begun == pytest.approx(7)
         assert out == TaskOutcome("failed", "plan step `ask` failed: timed out after 7 s")
         assert trace.steps("ask") == [("timed_out", 1)]

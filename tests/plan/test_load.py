@@ -359,7 +359,7 @@ class TestScaffolds:
 
     def test_roster_scaffold_plans_load(self) -> None:
         """Both members of the roster scaffold have plans that load."""
-        from murmur.formation.scaffold import roster_files
+        from murmur.formation.roster.roster_scaffold import roster_files
         from murmur.manifest.load import parse_manifest
 
         files = roster_files("team")

@@ -227,7 +227,7 @@ class TestCompletion:
 
     async def test_handler_refuses(self, tmp_path: Path) -> None:
         """A completion handler can refuse (-31002 by default)."""
-        from murmur.session.door import CompletionVerdict
+        from murmur.session.completion_hook import CompletionVerdict
 
         setup = make_setup(tmp_path, manifest(), EchoWorkload(), completion_handler=lambda req: CompletionVerdict(accept=False))
         async with running(setup) as h, httpx.AsyncClient(base_url=h.url) as c:

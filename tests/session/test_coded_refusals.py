@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from murmur.errors import DiagnosticError
-from murmur.formation import stop as formation_stop
+from murmur.formation.launch import stop as formation_stop
 from murmur.session import running_record as running
 from murmur.tree.forest import Node
 from murmur.tree.stop import find_node

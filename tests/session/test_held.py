@@ -9,10 +9,10 @@ import httpx
 import pytest
 import trio
 
-from murmur.session import held
 from murmur.session.records import result_text
 from murmur.session.states import TaskEvent
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks import held
+from murmur.session.tasks.book import Task, TaskBook
 from murmur.workload import TaskContext, TaskOutcome
 
 from .helpers import make_setup, manifest, result, rpc, running, send_params, sse_events
@@ -74,7 +74,7 @@ class TestBook:
         assert _text_bytes_held(tasks) == 0
         assert book.held_total < 120 * 1024
         assert all(t.spilled is not None for t in tasks)
-        back = held.restored(tasks[7], held.load_answer(tasks[7].spilled))  # type: ignore[arg-type]
+        back = tasks[7].restored(held.load_answer(tasks[7].spilled))  # type: ignore[arg-type]
         assert back.artifacts[0]["parts"][0]["text"] == _answer(7)
         assert back.status_message == _answer(7)
         assert [ev.message for ev in back.events if ev.kind == "status"][-1] == _answer(7)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from murmur.manifest.model import AfterTask, Lifecycle, TaskAcceptance
-from murmur.session.intake import Intake
 from murmur.session.lifecycle import BUSY_MESSAGE, CLOSING_MESSAGE, Admission, Policy
 from murmur.session.states import TaskEvent, TaskState
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.desk import Intake
 from murmur.session.trace import SessionTrace, TraceWriter, read_trace
 
 
@@ -44,7 +44,7 @@ def test_queue_holds_running_plus_depth(trace: SessionTrace) -> None:
     desk, book, path = intake(trace)
     first, second = arrive(desk, book, "a"), arrive(desk, book, "b")
     assert desk.next() is first
-    desk.running = first
+    desk.start(first)
     third = arrive(desk, book, "c")
     assert (second.state, third.state) == (TaskState.SUBMITTED, TaskState.REJECTED)
     assert desk.taken == 2 and desk.waiting == 1
@@ -86,3 +86,17 @@ async def test_wake_sets_the_event_the_runner_waits_on(trace: SessionTrace) -> N
     before = desk.changed
     desk.wake()
     assert before.is_set() and not desk.changed.is_set()
+
+
+def test_the_desk_alone_records_which_task_runs(trace: SessionTrace) -> None:
+    """``running`` changes only through start/finish; one task at a time (issue 31)."""
+    desk, book, _ = intake(trace)
+    first, second = arrive(desk, book, "a"), arrive(desk, book, "b")
+    desk.start(first)
+    assert desk.running is first
+    with pytest.raises(AssertionError):
+        desk.start(second)
+    desk.finish(second)  # not the running one: nothing changes
+    assert desk.running is first
+    desk.finish(first)
+    assert desk.running is None

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from murmur.session.lanes import LANES, LaneQueue
+from murmur.session.tasks.lanes import LANES, LaneQueue
 
 
 class TestLaneQueue:

@@ -187,6 +187,20 @@ class TestLifecycle:
             s = await h.wait()
         assert s.status == "ok"
 
+    async def test_the_delegation_bound_reaches_the_task_context(self, tmp_path: Path) -> None:
+        """The bound the composition resolved on the setup is the one a workload sees (issue 31)."""
+        seen: list[int] = []
+
+        class Bound(EchoWorkload):
+            async def run_task(self, ctx: TaskContext) -> TaskOutcome:
+                seen.append(ctx.delegation_bound_secs)
+                return await super().run_task(ctx)
+
+        setup = make_setup(tmp_path, manifest(acceptance="none"), Bound(), task_text="t", delegation_bound_secs=7)
+        async with running(setup) as h:
+            s = await h.wait()
+        assert s.status == "ok" and seen == [7]
+
 
 class TestWindDown:
     async def test_sigterm_while_busy(self, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from murmur.ids import is_id
 from murmur.session.states import TaskEvent, TaskState
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
 
 
 def new(book: TaskBook, **kw: object) -> Task:

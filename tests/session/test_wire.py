@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from murmur.session.states import TaskEvent
-from murmur.session.tasks import TaskBook
+from murmur.session.tasks.book import TaskBook
 from murmur.session.wire import (
     RpcError,
     agent_card,

@@ -21,8 +21,8 @@ import trio
 import trio.testing
 
 from murmur import containment, starter
-from murmur.formation.process import ProcessSpawner, mur_command
-from murmur.formation.supervise import MemberSpec
+from murmur.formation.launch.process import ProcessSpawner, mur_command
+from murmur.formation.launch.supervise import MemberSpec
 from murmur.starter import early, procarea, protocol
 from murmur.starter.client import Starter, Unavailable, WarmProcess
 
@@ -63,7 +63,7 @@ def test_wanted(environ: dict[str, str], warm: bool) -> None:
 def test_mur_command_has_one_home() -> None:
     """The formation and delegation sides start the same ``mur`` (``murmur.starter``)."""
     from murmur.delegation import child_process
-    from murmur.formation import process
+    from murmur.formation.launch import process
 
     assert process.mur_command is child_process.mur_command is starter.mur_command
     assert starter.mur_command({"MURMUR_MUR_BINARY": " /opt/mur "}) == ["/opt/mur"]
@@ -264,7 +264,7 @@ async def test_cgroup_join_first(warm: Starter, tmp_path: Path) -> None:
             assert await warm.wait_exit(pid) == 125
         assert b"could not join containment unit" in _read_all(r)
     finally:
-        unit.release()
+        await unit.release()
 
 
 async def test_owner_gone_starter_goes(tmp_path: Path) -> None:

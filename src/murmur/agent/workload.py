@@ -44,7 +44,6 @@ from murmur.agent.transports import (
     UserText,
 )
 from murmur.agent.transports.anthropic import DEFAULT_VERSION, AnthropicDriver
-from murmur.agent.transports.harness import run_harness_task
 from murmur.agent.transports.http import (
     GATEWAY_PLACEHOLDER,
     REQUEST_TIMEOUT,
@@ -53,6 +52,7 @@ from murmur.agent.transports.http import (
     via_gateway,
 )
 from murmur.agent.transports.openai import OpenAIDriver
+from murmur.agent.transports.process import run_harness_task
 from murmur.agent.transports.stdio import run_stdio_task
 from murmur.manifest import Manifest
 from murmur.shell import run_shell

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from murmur import timing
 from murmur.assembly import contributors, gatewaying
 from murmur.assembly import conversations as convo
 from murmur.assembly.capsule import resolve_capsule
@@ -42,8 +43,8 @@ from murmur.session import (
     parse_deadline,
     parse_idle_timeout,
     records_dir_for,
+    records_root,
 )
-from murmur.session.records import records_root
 from murmur.tree import narrowings
 
 
@@ -139,6 +140,7 @@ def prepare(
         spawn_narrowings=narrowed,
         containment=klass,
         launch_context_id=staged.context_id,
+        delegation_bound_secs=timing.delegation_bound(manifest.lifecycle.delegation_deadline_secs, env),
     )
     convo.apply(setup, workload, staged)
     attach_session_hooks(setup, workload)

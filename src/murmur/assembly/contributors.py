@@ -1,9 +1,13 @@
 """The session contributors: the pieces that extend every ``mur run`` before it starts.
 
 Each contributor takes the :class:`~murmur.session.session.SessionSetup` being prepared and the
-session's environment, and adds its watchers, hooks, verifiers and services, in this order:
+session's environment, writes the facts it decides on the setup as data (the formation id, the
+lineage, ``session_start`` fields) and returns a :class:`~murmur.session.Contribution` — its
+watchers, hooks, verifiers, services layer and workload wrapper — or None. :func:`contribute`
+runs them in this order and merges what they return once, at the end, in the order
+:func:`murmur.session.add_contributions` states:
 
-1. the formation member side (:func:`murmur.formation.member.contribute`), when the
+1. the formation member side (:func:`murmur.formation.member.member.contribute`), when the
    environment names a formation;
 2. the process tree (:func:`murmur.tree.contributor.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
@@ -21,20 +25,20 @@ import; spec/session.md "Start-up").
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 from murmur.formation import names_formation
-from murmur.session import SessionSetup
+from murmur.session import Contribution, SessionSetup, add_contributions
+from murmur.stderr import say
 from murmur.tree import contribute as tree_contribute
 
 if TYPE_CHECKING:
     from murmur.delegation import DelegationRuntime
 
-Contributor = Callable[[SessionSetup, Mapping[str, str]], None]
-"""``contribute(setup, environ)``; a ``DiagnosticError`` refuses the launch."""
+Contributor = Callable[[SessionSetup, Mapping[str, str]], "Contribution | None"]
+"""``contribute(setup, environ) -> Contribution | None``; a ``DiagnosticError`` refuses the launch."""
 
 
 def delegation_wanted(setup: SessionSetup, environ: Mapping[str, str]) -> bool:
@@ -43,35 +47,39 @@ def delegation_wanted(setup: SessionSetup, environ: Mapping[str, str]) -> bool:
     return SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or bool(setup.manifest.spawn_allow)
 
 
-def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def formation_member(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
     """Join the formation the environment names (``E-RUN-044``/``E-RUN-046`` refuse)."""
     if not names_formation(environ):
-        return
+        return None
     # the member side, only for a run in a formation
     from murmur.formation import contribute as formation_contribute
 
-    formation_contribute(setup, environ)
+    return formation_contribute(setup, environ)
 
 
-def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution:
     """Decide the lineage against the spawner handle and hook the tree journal in
     (``E-RUN-020``: an unreadable ``MURMUR_SPAWNER``; ``E-TRE-001``: a bad lineage)."""
     spawner = parse_spawner(environ.get(SPAWNER_ENV))
-    tree_contribute(setup, environ, spawner_session=spawner.session_id if spawner else None,
-                    spawner_delegation=spawner.delegation_id if spawner else None)
+    return tree_contribute(setup, environ, spawner_session=spawner.session_id if spawner else None,
+                           spawner_delegation=spawner.delegation_id if spawner else None)
 
 
-def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
     """The delegation side: a delegated child's completion, ``delegate-task`` services, and
     for a capsule that may delegate, its capsule links (:func:`capsule_links`)."""
     if not delegation_wanted(setup, environ):
-        return
+        return None
     # the delegation side, only when it has work
     from murmur.delegation import contribute as delegation_contribute
 
-    runtime = delegation_contribute(setup, environ)
-    if runtime is not None and setup.manifest.spawn_allow:
+    got = delegation_contribute(setup, environ)
+    if got is None:
+        return None
+    given, runtime = got
+    if setup.manifest.spawn_allow:
         capsule_links(setup, runtime)
+    return given
 
 
 def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> None:
@@ -82,18 +90,12 @@ def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> None:
     try:
         install_links(setup, runtime)
     except OSError as exc:
-        _say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
-
-
-def _say(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
+        say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
 
 
 def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """The sandbox of the session's commands (spec/containment.md); advisory imports nothing."""
+    """The sandbox of the session's commands (spec/containment.md); advisory imports nothing.
+    It writes the command environment on the setup itself (it has no hooks to contribute)."""
     if setup.containment.value == "advisory":
         return
     from murmur.assembly.sandboxing import contribute as sandbox_contribute
@@ -101,25 +103,25 @@ def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     sandbox_contribute(setup, environ)
 
 
-def span_export(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def span_export(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
     """OpenTelemetry export at the session's end, when ``observability.otel_endpoint`` or the
     standard ``OTEL_EXPORTER_OTLP_*ENDPOINT`` names a collector (spec/trace.md); the exporter
     is imported only then."""
     configured = setup.manifest.observability.otel_endpoint if setup.manifest.observability else None
     if not (configured or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
             or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()):
-        return
+        return None
     from murmur.observe import otlp
 
     url = otlp.endpoint(configured, environ)
     if url is None:
-        return
+        return None
     trace, log, bound = setup.records.trace, setup.records.logs / "otel.log", otlp.timeout(environ)
 
     def after_end(_summary: object) -> None:
         otlp.export_session(trace, url, log=log, timeout=bound)
 
-    setup.after_end.append(after_end)
+    return Contribution(after_end=(after_end,))
 
 
 CONTRIBUTORS: tuple[Contributor, ...] = (
@@ -129,10 +131,10 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
 
 
 def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """Let every contributor (:data:`CONTRIBUTORS`) extend ``setup``, in order.
+    """Run every contributor (:data:`CONTRIBUTORS`) in order, then merge what they returned
+    into ``setup`` once (:func:`murmur.session.add_contributions`).
 
     Raises:
         DiagnosticError: a contributor refuses the launch (e.g. ``E-RUN-046``, ``E-RUN-020``).
     """
-    for contributor in CONTRIBUTORS:
-        contributor(setup, environ)
+    add_contributions(setup, [contributor(setup, environ) for contributor in CONTRIBUTORS])

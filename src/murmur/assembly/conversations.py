@@ -25,7 +25,6 @@ The resume refusals come in upstream's order: the session is resolved (``E-CNV-0
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +38,7 @@ from murmur.errors import DiagnosticError, UsageError
 from murmur.manifest import Manifest
 from murmur.manifest.model import Conversation, RecordMode, Transport
 from murmur.session import SessionSetup
+from murmur.stderr import say
 
 if TYPE_CHECKING:
     from murmur.agent.harness.sessions import HarnessMap
@@ -90,10 +90,7 @@ def make_reporter(bootstrap_log: Callable[[], Path | None]) -> Callable[[str], N
     """A ``report`` for :class:`RecordStore`: the line on stderr and in ``logs/bootstrap.log``."""
 
     def report(line: str) -> None:
-        try:
-            print(line, file=sys.stderr, flush=True)
-        except (OSError, ValueError):
-            pass
+        say(line)
         path = bootstrap_log()
         if path is not None:
             try:

@@ -2,7 +2,7 @@
 
 ``mur new demo`` writes ``./demo/`` holding a plan capsule that builds, installs and runs as
 written (:mod:`murmur.manifest.scaffold`). ``mur new --roster NAME`` writes a two-member
-roster project (:mod:`murmur.formation.scaffold`). Refusals: ``E-NEW-002`` (bad name),
+roster project (:mod:`murmur.formation.roster.roster_scaffold`). Refusals: ``E-NEW-002`` (bad name),
 ``E-NEW-003`` (the path exists). Nothing is ever written over.
 """
 

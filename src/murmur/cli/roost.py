@@ -169,7 +169,7 @@ def parse_args(argv: Sequence[str]) -> RoostOptions:
                     "repeat the flag: --spawn-allow a --spawn-allow b",
                 )
             from murmur.jsonbody import loggable
-            from murmur.manifest.rules import is_capsule_name
+            from murmur.manifest import is_capsule_name
 
             if not is_capsule_name(value):
                 raise _flag_error(

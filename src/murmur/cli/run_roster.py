@@ -247,7 +247,7 @@ def _export_formation(manifest: Manifest, layout: FormationLayout, started_ms: i
     if not (configured or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
             or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()):
         return
-    from murmur.formation.launchplan import formation_span
+    from murmur.formation import formation_span
     from murmur.observe import otlp
 
     url = otlp.endpoint(configured, os.environ)
@@ -304,7 +304,7 @@ def run_roster(
             signal names caught before Trio ran); a signal there starts nothing.
 
     Returns:
-        int: see :func:`murmur.formation.outcome.exit_status`; 1 for a refusal before launch (admission, directories).
+        int: see :func:`murmur.formation.launch.ending.exit_status`; 1 for a refusal before launch (admission, directories).
 
     Raises:
         DiagnosticError: ``E-RUN-046`` inside a formation; admission refusals

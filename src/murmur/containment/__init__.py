@@ -2,12 +2,12 @@
 
 Specification: ``spec/session.md`` "Containment". :func:`here` is this process's
 :class:`Containment`; :func:`detect` tells which class the host gives. See
-:mod:`murmur.containment.context` for the model, :mod:`~murmur.containment.cgroup` and
+:mod:`murmur.containment.units` for the model, :mod:`~murmur.containment.cgroup` and
 :mod:`~murmur.containment.groups` for the two classes, and
 :mod:`~murmur.containment.janitor` for what survives a SIGKILLed owner. Units are made, and processes started in them, by :mod:`murmur.procs` only.
 """
 
-from murmur.containment.context import Containment, Unit, here, kill_all_here, reset_for_tests
+from murmur.containment.groups import become_subreaper, killpg
 from murmur.containment.host import (
     CGROUP,
     FORCE_ENV,
@@ -18,6 +18,7 @@ from murmur.containment.host import (
     force_problem,
     pid_cgroup,
 )
+from murmur.containment.units import Containment, Unit, here, kill_all_here, reset_for_tests
 
 __all__ = [
     "CGROUP",
@@ -27,10 +28,12 @@ __all__ = [
     "Containment",
     "HostClass",
     "Unit",
+    "become_subreaper",
     "detect",
     "force_problem",
     "here",
     "kill_all_here",
+    "killpg",
     "pid_cgroup",
     "reset_for_tests",
 ]

@@ -32,7 +32,7 @@ from murmur import lazy
 if TYPE_CHECKING:
     from murmur.delegation.completion import read_completion
     from murmur.delegation.contributor import contribute
-    from murmur.delegation.launcher import resolve_global
+    from murmur.delegation.parent import resolve_global
     from murmur.delegation.runtime import DelegationRuntime
     from murmur.delegation.spawner import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
 
@@ -49,7 +49,7 @@ __all__ = [
 __getattr__ = lazy.face(__name__, {
     "contributor": ["contribute"],
     "completion": ["read_completion"],
-    "launcher": ["resolve_global"],
+    "parent": ["resolve_global"],
     "runtime": ["DelegationRuntime"],
     "spawner": ["SPAWNER_ENV", "SPAWNER_LIFELINE_ENV", "parse_spawner"],
 })

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from murmur import containment, procs
+from murmur import containment, exitstatus, procs
 from murmur.delegation.book import Entry
 from murmur.delegation.spawner import SPAWNER_LIFELINE_ENV
-from murmur.delegation.watch_policy import describe_exit
 from murmur.lines import read_lines
 from murmur.starter import MUR_BINARY_ENV as MUR_BINARY_ENV  # its one home: murmur.starter
 from murmur.starter import mur_command as mur_command
@@ -269,7 +268,7 @@ async def read_first_line(child: Child, stdout: trio.abc.ReceiveStream, bound: f
             await child.exited.wait()
         if child.returncode is None:
             raise LaunchFailed(child.tail("the child closed its output before reporting ready"))
-        raise LaunchFailed(child.tail(f"the child exited with {describe_exit(child.returncode)} before reporting ready"))
+        raise LaunchFailed(child.tail(f"the child exited with {exitstatus.describe(child.returncode)} before reporting ready"))
     return got.line
 
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import attrs
 
 from murmur.delegation.approval import read_approval
 from murmur.delegation.runtime import DelegationRuntime, roost_url_unset
@@ -35,39 +36,57 @@ from murmur.jsonbody import loggable
 from murmur.lifeline import claim_lifeline
 from murmur.manifest import AfterTask, TaskAcceptance
 from murmur.roost import roost_url_fault, roost_url_from_env
-from murmur.session import create_records
-from murmur.workload import TaskContext, TaskOutcome, TaskServices, Workload
+from murmur.session import Contribution, add_contributions, create_records
+from murmur.stderr import say
+from murmur.workload import TaskContext, TaskOutcome, Workload
 
 if TYPE_CHECKING:
-    from murmur.session import Policy, SessionSetup, Task
+    from murmur.session import Policy, SessionSetup
 
 W_SEC_020_LINK = "https://docs.murmur.nexus/reference/diagnostics/#w-sec-020"
 _LIFELINE_HINT = "MURMUR_SPAWNER_LIFELINE is set by a delegating capsule's runtime; unset it to run on your own"
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> DelegationRuntime | None:
-    """Extend ``setup`` for delegation (see the module docstring).
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> tuple[Contribution, DelegationRuntime] | None:
+    """What delegation adds to the session (see the module docstring).
 
     Returns:
-        DelegationRuntime | None: the runtime wired in (the capsule links serve through it,
-        :func:`murmur.assembly.contributors.delegated_child`), or None when the session
-        neither delegates nor was delegated.
+        tuple[Contribution, DelegationRuntime] | None: the contribution (merged once by
+        :mod:`murmur.assembly.contributors`) and the runtime it wires in (the capsule links
+        serve through it, :func:`murmur.assembly.contributors.delegated_child`), or None when
+        the session neither delegates nor was delegated.
 
     Raises:
         DiagnosticError: ``E-RUN-020`` (spawner handle or lifeline unreadable), ``E-RUN-019``
             (a session that must register and ``MURMUR_ROOST_URL`` is unset or blank).
     """
-    return install(setup, environ)
+    return contribution(setup, environ)
 
 
 def install(
     setup: SessionSetup, environ: Mapping[str, str], *, stdin_fd: int = 0, relay_stderr: bool = True
 ) -> DelegationRuntime | None:
-    """:func:`contribute` with its inputs explicit (tests pass another ``stdin_fd``).
+    """:func:`contribution` merged on its own (tests pass another ``stdin_fd``).
 
     Returns:
         DelegationRuntime | None: the runtime wired in, or None when the session neither
         delegates nor was delegated.
+    """
+    got = contribution(setup, environ, stdin_fd=stdin_fd, relay_stderr=relay_stderr)
+    if got is None:
+        return None
+    add_contributions(setup, [got[0]])
+    return got[1]
+
+
+def contribution(
+    setup: SessionSetup, environ: Mapping[str, str], *, stdin_fd: int = 0, relay_stderr: bool = True
+) -> tuple[Contribution, DelegationRuntime] | None:
+    """:func:`contribute` with its inputs explicit.
+
+    The facts are written on ``setup`` as data (the records directory of a delegated child, its
+    ``session_start`` fields); the runtime's hooks, watchers, services layer, completion handler
+    and the plan's completion wrapper are returned.
     """
     spawner = parse_spawner(environ.get(SPAWNER_ENV))
     lifeline_fd = claim_lifeline(
@@ -99,24 +118,22 @@ def install(
         relocate_records(setup)
         setup.trace_start_fields["spawned_by"] = spawner.session_id
         setup.trace_start_fields["delegation_id"] = spawner.delegation_id
-    setup.start_hooks.insert(0, runtime.start)
-    setup.watchers.extend([runtime.supervise, runtime.watch_spawner])
-    setup.end_hooks.append(runtime.end)
+    given = Contribution(
+        start_hooks_first=(runtime.start,),  # registers before anything reports the session
+        watchers=(runtime.supervise, runtime.watch_spawner),
+        end_hooks=(runtime.end,),
+    )
     if can_delegate:
         warning = completion_warning(setup.manifest.name, setup.policy)
         if warning is not None:
-            _say(f"[capsule-runtime] {warning.render()} ({W_SEC_020_LINK})")
-        previous = setup.services
-
-        def services(task: Task) -> TaskServices:
-            base = previous(task) if previous is not None else TaskServices()
-            return runtime.services_for(task, base)
-
-        setup.services = services
-        setup.completion_handler = runtime.completion
-        if setup.workload_kind == "plan":
-            setup.workload = PlanCompletions(setup.workload)
-    return runtime
+            say(f"[capsule-runtime] {warning.render()} ({W_SEC_020_LINK})")
+        given = attrs.evolve(
+            given,
+            services=runtime.services_for,
+            completion_handler=runtime.completion,
+            wrap_workload=PlanCompletions if setup.workload_kind == "plan" else None,
+        )
+    return given, runtime
 
 
 def completion_warning(name: str, policy: Policy) -> Diagnostic | None:
@@ -170,13 +187,6 @@ def _rmdir(path: Path) -> bool:
     except OSError:
         return False
     return True
-
-
-def _say(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 class PlanCompletions:

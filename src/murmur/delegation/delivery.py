@@ -18,9 +18,8 @@ from pathlib import Path
 import httpx
 import trio
 
-from murmur import timing
+from murmur import exitstatus, timing
 from murmur.a2a import A2AClient, replies, requests
-from murmur.delegation.watch_policy import describe_exit
 from murmur.ids import new_id
 
 POLL_FIRST = 0.05  # GetTask polling starts here and doubles up to timing.MEMBER_POLL
@@ -127,7 +126,7 @@ async def read_answer(
 
 def answer_from_records(records_dir: str | None, task_id: str, returncode: int | None) -> tuple[str, str]:
     """``(status, output)`` from the child's ``out/result_<task>.txt`` once it has exited."""
-    how = describe_exit(returncode)
+    how = exitstatus.describe(returncode)
     if records_dir is None:
         return "failed", f"the child ended ({how}) before its answer could be read"
     path = Path(records_dir) / "out" / f"result_{task_id}.txt"

@@ -24,7 +24,6 @@ end hook            in order: end every live child (``terminated``, posted to no
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,14 +33,14 @@ import trio
 
 from murmur.delegation import completion as comp
 from murmur.delegation.book import DelegationBook
-from murmur.delegation.launcher import Launcher
+from murmur.delegation.parent import Launcher
 from murmur.delegation.spawner import SpawnerHandle
-from murmur.delegation.watch_policy import delegation_bound
 from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.lifeline import wait_for_eof
 from murmur.roost import IDENTITY_MESSAGE, RoostClient, RoostError, RoostRefused
 from murmur.session import CompletionRequest, CompletionVerdict, TraceWriteError, lifeline_wind_down
+from murmur.stderr import say
 from murmur.tree import (
     CAPS_ENV,
     LINEAGE_ENV,
@@ -55,7 +54,7 @@ from murmur.tree import (
 from murmur.workload import TaskServices
 
 if TYPE_CHECKING:
-    from murmur.session import Session, SessionSetup, SessionSummary, Task, WindDownControl
+    from murmur.session import SessionHandle, SessionSetup, SessionSummary, Task, WindDownControl
 
 DEREGISTER_BOUND = 5.0  # seconds the best-effort deregistration may take
 REGISTER_TIMEOUT = 10.0  # seconds a registration request may take
@@ -99,7 +98,7 @@ class DelegationRuntime:
         self._approval = approval
         self.lifeline_fd = lifeline_fd
         self._credential: str | None = None
-        self._session: Session | None = None
+        self._session: SessionHandle | None = None
         self.book = DelegationBook(self._emit)
         self.launcher: Launcher | None = None
         self._started_ids: set[str] = set()
@@ -118,8 +117,8 @@ class DelegationRuntime:
                 door_url=lambda: self._session.url if self._session is not None else None,
                 book=self.book,
                 emit=self._emit,
-                bound=delegation_bound(self.manifest, environ),
-                relay=_stderr_line if relay_stderr else None,
+                bound=setup.delegation_bound_secs,
+                relay=say if relay_stderr else None,
             )
             self.launcher.child_env = self._tree_env
 
@@ -157,7 +156,7 @@ class DelegationRuntime:
 
     # -- hooks ----------------------------------------------------------------------------
 
-    async def start(self, session: Session) -> None:
+    async def start(self, session: SessionHandle) -> None:
         """Start hook: remember the session; register with mur-roost when required.
 
         Raises:
@@ -254,7 +253,7 @@ class DelegationRuntime:
             if not comp.claim(workdir, comp.Record(completion, "child")):
                 return  # the parent's launcher reported this delegation first
         except OSError as exc:
-            _stderr_line(f"[capsule-runtime] completion.json could not be written: {exc.strerror or exc}")
+            say(f"[capsule-runtime] completion.json could not be written: {exc.strerror or exc}")
             return
         problem = await comp.post(handle, completion)
         try:
@@ -262,7 +261,7 @@ class DelegationRuntime:
         except OSError:
             pass
         if problem is not None:
-            _stderr_line(f"[capsule-runtime] the completion of {handle.delegation_id} was not delivered: {problem}")
+            say(f"[capsule-runtime] the completion of {handle.delegation_id} was not delivered: {problem}")
 
     # -- the door's completions -------------------------------------------------------------
 
@@ -290,7 +289,8 @@ class DelegationRuntime:
     # -- services -------------------------------------------------------------------------
 
     def services_for(self, task: Task, base: TaskServices) -> TaskServices:
-        """``base`` with ``delegate`` bound to ``task``'s context and trust."""
+        """A copy of ``base`` with ``delegate`` bound to ``task``'s context and trust (a
+        services layer, :class:`murmur.session.Contribution`)."""
         if self.launcher is None:
             return base
         self.current_task = task  # a link's call takes the running task's context (spec/links.md)
@@ -298,12 +298,10 @@ class DelegationRuntime:
         async def guarded(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
             return await self.delegate_call(capsule, version, text, wait, context_id=task.context_id, trust=task.trust)
 
-        base.delegate = guarded
-        base.spawn = tuple(session_lineage(self.setup).spawn)
-        return base
+        return attrs.evolve(base, delegate=guarded, spawn=tuple(session_lineage(self.setup).spawn))
 
     @property
-    def session(self) -> Session | None:
+    def session(self) -> SessionHandle | None:
         """The session, once started."""
         return self._session
 
@@ -377,7 +375,7 @@ class DelegationRuntime:
     def _same_identity(self, capsule: str, version: str) -> bool:
         """Whether ``capsule@version`` as a child resolves it (the global store) is this
         session's own capsule: the same name and the same installed bytes (archive sha256)."""
-        from murmur.delegation.launcher import resolve_global
+        from murmur.delegation.parent import resolve_global
 
         own = self.setup.running_fields.get("artifact_sha256")
         if capsule != self.manifest.name or not own:
@@ -419,7 +417,7 @@ class DelegationRuntime:
         if self.restart_noticed:
             return
         self.restart_noticed = True
-        _stderr_line(f"[capsule-runtime] {RESTART_REFUSAL}")
+        say(f"[capsule-runtime] {RESTART_REFUSAL}")
         from murmur.tree import mark_uncertain
 
         mark_uncertain(self.setup.session_id, RESTART_REASON)
@@ -457,8 +455,3 @@ def _relative(path: Path | None, root: Path) -> str | None:
         return None
 
 
-def _stderr_line(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass  # a closed stderr must not stop anything

@@ -1,11 +1,10 @@
-"""The single delegation bound and who reports a delegation's outcome (pure).
+"""Who reports a delegation's outcome (pure).
 
-``spec/delegation.md`` "Watching a started child" and "Exactly one reporter":
+``spec/delegation.md`` "Watching a started child" and "Exactly one reporter". The single
+delegation bound (how long a started child is watched, counted from its readiness line) is
+resolved once at composition (:func:`murmur.timing.delegation_bound`) and handed to the
+launcher.
 
-* :func:`delegation_bound` — ``lifecycle.delegation_deadline_secs`` (default 600), or
-  ``MURMUR_DELEGATION_TIMEOUT_SECS`` for the whole process when that is a positive whole
-  number (anything else is ignored). It is how long a started child is watched (counted from
-  its readiness line) and how long a plan ``capsule`` step waits for its answer.
 * :func:`launcher_report` — what the parent's launcher records when the child's own report
   is missing: ``crashed`` (the child exited without a completion), ``terminated`` (the parent
   ended the delegation itself, or the child watch expired — naming the bound in seconds).
@@ -14,31 +13,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import attrs
 
-from murmur.manifest import Manifest
+from murmur import exitstatus
 
-TIMEOUT_ENV = "MURMUR_DELEGATION_TIMEOUT_SECS"
 DETAIL_LINES = 8  # stderr lines kept in a launcher report's detail
-
-
-def delegation_bound(manifest: Manifest, environ: Mapping[str, str]) -> int:
-    """The delegation bound in whole seconds.
-
-    Args:
-        manifest (Manifest): the delegating capsule's manifest.
-        environ (Mapping[str, str]): the process environment.
-
-    Returns:
-        int: ``MURMUR_DELEGATION_TIMEOUT_SECS`` when a positive whole number, else
-        ``lifecycle.delegation_deadline_secs``.
-    """
-    raw = environ.get(TIMEOUT_ENV, "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return int(manifest.lifecycle.delegation_deadline_secs)
 
 
 class Ending(enum.Enum):
@@ -63,15 +44,6 @@ class LauncherReport:
     status: str
     detail: str
     post: bool
-
-
-def describe_exit(returncode: int | None) -> str:
-    """``exit status N`` / ``killed by signal N`` / ``still running``."""
-    if returncode is None:
-        return "still running"
-    if returncode < 0:
-        return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"
 
 
 def _with_tail(head: str, tail: Sequence[str]) -> str:
@@ -103,7 +75,7 @@ def launcher_report(
     if ending is Ending.EXITED:
         return LauncherReport(
             "crashed",
-            _with_tail(f"the child exited without reporting a completion ({describe_exit(returncode)})", stderr_tail),
+            _with_tail(f"the child exited without reporting a completion ({exitstatus.describe(returncode)})", stderr_tail),
             post=True,
         )
     if ending is Ending.EXPIRED:

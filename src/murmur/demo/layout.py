@@ -187,11 +187,6 @@ def task_text(target: Path) -> str:
     return f"audit {target}"
 
 
-def shell_status(code: int) -> int:
-    """An exit status as a shell reports it: ``n``, or ``128 + sig`` for ``-sig``."""
-    return code if code >= 0 else 128 - code
-
-
 def prepare_layout(home: Path | None) -> tuple[Layout, bool]:
     """Make the demo directory: ``--home DIR`` (new, empty, or an earlier demo's), else a temp one.
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from murmur.stderr import say
+
 
 def signal_name(signum: int) -> str:
     """``SIGKILL`` for 9; ``signal N`` for a number with no name."""
@@ -84,11 +86,7 @@ class Say:
         self._err = err
 
     def __call__(self, text: str) -> None:
-        try:
-            self._err.write(f"[demo] {text}\n")
-            self._err.flush()
-        except (OSError, ValueError):
-            pass
+        say(f"[demo] {text}", self._err)
 
 
 class TraceFollower:

@@ -43,7 +43,6 @@ from murmur.demo.layout import (
     copy_example,
     prepare_layout,
     resolve_target,
-    shell_status,
     task_text,
 )
 from murmur.demo.processes import Child, LineReader, drain, relay
@@ -51,6 +50,8 @@ from murmur.demo.progress import Say, TraceFollower, signal_name
 from murmur.demo.sweep import kill_tree, process_table, session_pids
 from murmur.diagnostics import error
 from murmur.errors import DiagnosticError
+from murmur.exitstatus import shell_status
+from murmur.stderr import say
 
 _INSTALL_OUTPUT = 1 << 20  # bytes of an install's output kept (its stderr is the failure's text)
 
@@ -427,10 +428,7 @@ async def demo(options: DemoOptions, *, out: TextIO, err: TextIO,
 
 def _emit(text: str, stream: TextIO) -> None:
     """One block on stdout; a reader that went away (``mur demo | head``) is not an error."""
-    try:
-        print(text, file=stream, flush=True)
-    except (OSError, ValueError):
-        pass
+    say(text, stream)
 
 
 def _finish(run: DemoRun, elapsed: float) -> None:

@@ -45,22 +45,31 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
-    from murmur.formation.admission import AdmittedRoster, admit_file
-    from murmur.formation.artifacts import artifact_check
-    from murmur.formation.dirs import FormationLayout, Marker, marker_warning_line, prepare_dirs
-    from murmur.formation.envnames import names_formation
-    from murmur.formation.launcher import FORMATION_SIGNALS, FormationLaunch
-    from murmur.formation.launchplan import RosterOptions, build_launch_plan
-    from murmur.formation.member import contribute
-    from murmur.formation.outcome import not_launched
-    from murmur.formation.process import ProcessSpawner, mur_command, warm_starter
-    from murmur.formation.readiness import HttpProbe
-    from murmur.formation.retention import retention_pass
-    from murmur.formation.roster import ROSTER_FILENAME, ReachabilityKind, resolve_roster_path
-    from murmur.formation.scaffold import write_roster_scaffold
-    from murmur.formation.stop import resolve_session, stop_formation, stop_named
-    from murmur.formation.supervise import Timers
-    from murmur.formation.tokens import FormationKey
+    from murmur.formation.launch.artifacts import artifact_check
+    from murmur.formation.launch.dirs import (
+        FormationLayout,
+        Marker,
+        marker_warning_line,
+        prepare_dirs,
+    )
+    from murmur.formation.launch.ending import not_launched
+    from murmur.formation.launch.launcher import FORMATION_SIGNALS, FormationLaunch
+    from murmur.formation.launch.launchplan import RosterOptions, build_launch_plan, formation_span
+    from murmur.formation.launch.process import ProcessSpawner, mur_command, warm_starter
+    from murmur.formation.launch.readiness import HttpProbe
+    from murmur.formation.launch.retention import retention_pass
+    from murmur.formation.launch.stop import resolve_session, stop_formation, stop_named
+    from murmur.formation.launch.supervise import Timers
+    from murmur.formation.member.member import contribute
+    from murmur.formation.roster.admission import AdmittedRoster, admit_file
+    from murmur.formation.roster.roster_scaffold import write_roster_scaffold
+    from murmur.formation.roster.schema import (
+        ROSTER_FILENAME,
+        ReachabilityKind,
+        resolve_roster_path,
+    )
+    from murmur.formation.wire.edge_tokens import FormationKey
+    from murmur.formation.wire.envnames import names_formation
 
 __all__ = [
     "FORMATION_SIGNALS",
@@ -79,6 +88,7 @@ __all__ = [
     "artifact_check",
     "build_launch_plan",
     "contribute",
+    "formation_span",
     "marker_warning_line",
     "mur_command",
     "names_formation",
@@ -94,20 +104,20 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "admission": ["AdmittedRoster", "admit_file"],
-    "artifacts": ["artifact_check"],
-    "dirs": ["FormationLayout", "Marker", "marker_warning_line", "prepare_dirs"],
-    "envnames": ["names_formation"],
-    "launcher": ["FORMATION_SIGNALS", "FormationLaunch"],
-    "launchplan": ["RosterOptions", "build_launch_plan"],
-    "member": ["contribute"],
-    "outcome": ["not_launched"],
-    "process": ["ProcessSpawner", "mur_command", "warm_starter"],
-    "readiness": ["HttpProbe"],
-    "retention": ["retention_pass"],
-    "roster": ["ROSTER_FILENAME", "ReachabilityKind", "resolve_roster_path"],
-    "scaffold": ["write_roster_scaffold"],
-    "stop": ["resolve_session", "stop_formation", "stop_named"],
-    "supervise": ["Timers"],
-    "tokens": ["FormationKey"],
+    "roster.admission": ["AdmittedRoster", "admit_file"],
+    "launch.artifacts": ["artifact_check"],
+    "launch.dirs": ["FormationLayout", "Marker", "marker_warning_line", "prepare_dirs"],
+    "wire.envnames": ["names_formation"],
+    "launch.launcher": ["FORMATION_SIGNALS", "FormationLaunch"],
+    "launch.launchplan": ["RosterOptions", "build_launch_plan", "formation_span"],
+    "member.member": ["contribute"],
+    "launch.ending": ["not_launched"],
+    "launch.process": ["ProcessSpawner", "mur_command", "warm_starter"],
+    "launch.readiness": ["HttpProbe"],
+    "launch.retention": ["retention_pass"],
+    "roster.schema": ["ROSTER_FILENAME", "ReachabilityKind", "resolve_roster_path"],
+    "roster.roster_scaffold": ["write_roster_scaffold"],
+    "launch.stop": ["resolve_session", "stop_formation", "stop_named"],
+    "launch.supervise": ["Timers"],
+    "wire.edge_tokens": ["FormationKey"],
 })

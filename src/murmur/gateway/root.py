@@ -16,7 +16,7 @@ from murmur import procstat
 from murmur.gateway.keys import KeyTable
 from murmur.gateway.nodes import Node, Tree
 from murmur.gateway.route import origin_of
-from murmur.manifest.model import Manifest
+from murmur.manifest import Manifest
 
 __all__ = ["calls_models", "reach", "root_tree"]
 

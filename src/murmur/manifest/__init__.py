@@ -39,10 +39,19 @@ if TYPE_CHECKING:
     from murmur.manifest.rules import RESERVED_VERSIONS, VERSION_RE, is_capsule_name
     from murmur.manifest.scaffold import write_capsule_scaffold, write_new_tree
     from murmur.manifest.support import unsupported
-    from murmur.manifest.yamltext import YMap, YStr, as_int, parse_located, position
+    from murmur.manifest.yamltext import (
+        MAX_FLOW_DEPTH,
+        YMap,
+        YStr,
+        as_int,
+        flow_depth_exceeded,
+        parse_located,
+        position,
+    )
 
 __all__ = [
     "MANIFEST_FILE",
+    "MAX_FLOW_DEPTH",
     "MAX_MANIFEST_BYTES",
     "RESERVED_VERSIONS",
     "VERSION_RE",
@@ -60,6 +69,7 @@ __all__ = [
     "as_int",
     "covers",
     "entry_covers",
+    "flow_depth_exceeded",
     "has_reference",
     "is_capsule_name",
     "is_loopback_host",
@@ -84,5 +94,5 @@ __getattr__ = lazy.face(__name__, {
     "rules": ["RESERVED_VERSIONS", "VERSION_RE", "is_capsule_name"],
     "scaffold": ["write_capsule_scaffold", "write_new_tree"],
     "support": ["unsupported"],
-    "yamltext": ["YMap", "YStr", "as_int", "parse_located", "position"],
+    "yamltext": ["MAX_FLOW_DEPTH", "YMap", "YStr", "as_int", "flow_depth_exceeded", "parse_located", "position"],
 })

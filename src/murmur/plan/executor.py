@@ -108,14 +108,6 @@ def _tail(text: str) -> str:
     return last if len(last) <= _REASON_TAIL else last[:_REASON_TAIL] + "…"
 
 
-def _delegation_deadline(ctx: TaskContext) -> float:
-    """``MURMUR_DELEGATION_TIMEOUT_SECS`` when a positive integer, else the manifest's bound."""
-    raw = os.environ.get("MURMUR_DELEGATION_TIMEOUT_SECS", "")
-    if raw.isdigit() and int(raw) > 0:
-        return float(raw)
-    return float(ctx.manifest.lifecycle.delegation_deadline_secs)
-
-
 class PlanWorkload:
     """The plan workload: runs a validated :class:`Plan` for each task.
 
@@ -241,7 +233,7 @@ class _PlanRun:
         """One attempt, bounded by the step's timeout (and the delegation bound)."""
         timeout = step.timeout
         if isinstance(step.action, (CapsuleAction, MemberAction)):
-            bound = _delegation_deadline(self.ctx)
+            bound = float(self.ctx.delegation_bound_secs)
             timeout = bound if timeout is None else min(timeout, bound)
         try:
             with trio.fail_after(timeout if timeout is not None else math.inf):

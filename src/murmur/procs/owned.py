@@ -169,12 +169,13 @@ class OwnedProcess:
             for stream in (self.stdin, self.stdout, self.stderr):
                 if stream is not None:
                     await stream.aclose()
-        self.release()
+            await self.release()
 
-    def release(self) -> None:
-        """Kill what is left in its unit and remove the unit (idempotent)."""
+    async def release(self) -> None:
+        """Kill what is left in its unit and remove the unit (idempotent; shielded, see
+        :meth:`murmur.containment.Unit.release`)."""
         if self.unit is not None:
-            self.unit.release()
+            await self.unit.release()
 
 
 def _pipe(kind: Stdio, *, read: bool, close: list[int]) -> tuple[Stdio, int | None]:
@@ -270,7 +271,7 @@ async def open_process(
             if fd is not None:
                 os.close(fd)
         if unit is not None:
-            unit.release()
+            unit.release_blocking()  # the start failed: nothing runs in it
         raise
     finally:
         for fd in close:
@@ -324,7 +325,8 @@ async def fork_process(
         wire = confinement.to_wire() if confinement is not None else None
         running = await forker(argv, penv, str(unit.path) if unit.path is not None else None, wire, extra)
     except BaseException:
-        unit.release()  # a child the starter forked before it went away goes with it
+        with trio.CancelScope(shield=True):
+            await unit.release()  # a child the starter forked before it went away goes with it
         raise
     unit.started(running.pid, own_group=session, winds_down=winds_down, child=False)
     return OwnedProcess(running, unit, stdin=getattr(running, "stdin", None),

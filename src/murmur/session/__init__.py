@@ -16,17 +16,17 @@ from murmur import lazy
 
 if TYPE_CHECKING:
     from murmur.session.auth import AuthRefusal, Principal, invalid_token
+    from murmur.session.completion_hook import CompletionRequest, CompletionVerdict
     from murmur.session.console import Console
+    from murmur.session.contribution import Contribution, ServicesLayer, add_contributions
     from murmur.session.deadline import on_trio_clock, parse_deadline, rfc3339
     from murmur.session.describe import dumps_line
-    from murmur.session.door import CompletionRequest, CompletionVerdict
     from murmur.session.lifecycle import BUSY_MESSAGE, Policy, parse_idle_timeout
     from murmur.session.origin import ORIGIN_HEADER, TRUST_HEADER
-    from murmur.session.records import create_records, records_dir_for
-    from murmur.session.runner import shell_env
+    from murmur.session.records import create_records, records_dir_for, records_root
     from murmur.session.running_record import RunningRecord, list_running
     from murmur.session.session import Session
-    from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
+    from murmur.session.setup import SessionHandle, SessionSetup, SessionSummary, WindDownControl
     from murmur.session.signals import (
         CASCADE_SIGNAL,
         SESSION_SIGNALS,
@@ -36,13 +36,15 @@ if TYPE_CHECKING:
         install_early_handlers,
         signal_watcher,
     )
-    from murmur.session.tasks import Task
+    from murmur.session.tasks.book import Task
+    from murmur.session.tasks.runner import shell_env
     from murmur.session.trace import TraceWriteError
     from murmur.session.winddown import (
         WindDown,
         add_forced_exit_hook,
         cascade_wind_down,
         deadline_wind_down,
+        forced_exit,
         lifeline_wind_down,
         signal_wind_down,
     )
@@ -59,24 +61,29 @@ __all__ = [
     "CompletionRequest",
     "CompletionVerdict",
     "Console",
+    "Contribution",
     "EarlySignals",
     "Policy",
     "Principal",
     "RpcError",
     "RunningRecord",
+    "ServicesLayer",
     "Session",
+    "SessionHandle",
     "SessionSetup",
     "SessionSummary",
     "Task",
     "TraceWriteError",
     "WindDown",
     "WindDownControl",
+    "add_contributions",
     "add_forced_exit_hook",
     "cascade_wind_down",
     "counted",
     "create_records",
     "deadline_wind_down",
     "dumps_line",
+    "forced_exit",
     "hold_signals_to_exit",
     "install_early_handlers",
     "invalid_token",
@@ -86,6 +93,7 @@ __all__ = [
     "parse_deadline",
     "parse_idle_timeout",
     "records_dir_for",
+    "records_root",
     "rfc3339",
     "shell_env",
     "signal_watcher",
@@ -97,25 +105,27 @@ __getattr__ = lazy.face(__name__, {
     "console": ["Console"],
     "deadline": ["on_trio_clock", "parse_deadline", "rfc3339"],
     "describe": ["dumps_line"],
-    "door": ["CompletionRequest", "CompletionVerdict"],
+    "completion_hook": ["CompletionRequest", "CompletionVerdict"],
+    "contribution": ["Contribution", "ServicesLayer", "add_contributions"],
     "lifecycle": ["BUSY_MESSAGE", "Policy", "parse_idle_timeout"],
     "origin": ["ORIGIN_HEADER", "TRUST_HEADER"],
-    "records": ["create_records", "records_dir_for"],
-    "runner": ["shell_env"],
+    "records": ["create_records", "records_dir_for", "records_root"],
+    "tasks.runner": ["shell_env"],
     "running_record": ["RunningRecord", "list_running"],
     "session": ["Session"],
-    "setup": ["SessionSetup", "SessionSummary", "WindDownControl"],
+    "setup": ["SessionHandle", "SessionSetup", "SessionSummary", "WindDownControl"],
     "signals": [
         "CASCADE_SIGNAL", "SESSION_SIGNALS", "EarlySignals", "counted", "hold_signals_to_exit",
         "install_early_handlers", "signal_watcher",
     ],
-    "tasks": ["Task"],
+    "tasks.book": ["Task"],
     "trace": ["TraceWriteError"],
     "winddown": [
         "WindDown",
         "add_forced_exit_hook",
         "cascade_wind_down",
         "deadline_wind_down",
+        "forced_exit",
         "lifeline_wind_down",
         "signal_wind_down",
     ],

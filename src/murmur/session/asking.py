@@ -19,7 +19,7 @@ import trio
 
 from murmur.session.results import Results
 from murmur.session.states import TaskEvent, TaskState
-from murmur.session.tasks import InputSlot, Task, TaskBook
+from murmur.session.tasks.book import InputSlot, Task, TaskBook
 from murmur.session.trace import SessionTrace
 from murmur.workload import InputTimeout, InputUnavailable
 

@@ -2,7 +2,7 @@
 
 :class:`SessionBackend` is the session's side of
 :class:`~murmur.session.door.DoorBackend`: it turns a checked message into a task and hands
-it to admission (:class:`~murmur.session.intake.Intake`), cancels through the runner,
+it to admission (:class:`~murmur.session.tasks.desk.Intake`), cancels through the runner,
 answers task look-ups from the book, builds the agent card once per kind, and asks the
 completion handler about completions.
 """
@@ -13,13 +13,13 @@ from typing import Any
 
 from murmur.session import wire
 from murmur.session.auth import Principal
-from murmur.session.door import CompletionHandler, CompletionRequest, CompletionVerdict
-from murmur.session.intake import Intake
+from murmur.session.completion_hook import CompletionHandler, CompletionRequest, CompletionVerdict
 from murmur.session.origin import Classification
-from murmur.session.runner import Runner
 from murmur.session.setup import SessionSetup
 from murmur.session.states import TaskState
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.desk import Intake
+from murmur.session.tasks.runner import Runner
 from murmur.session.trace import SessionTrace
 from murmur.session.wire import RpcError
 

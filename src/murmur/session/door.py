@@ -29,8 +29,9 @@ import attrs
 import trio
 
 from murmur import jsonbody, timing
-from murmur.session import held, wire
+from murmur.session import wire
 from murmur.session.auth import Authenticator, AuthRefusal, Principal, peer_not_accepted
+from murmur.session.completion_hook import CompletionRequest, CompletionVerdict
 from murmur.session.door_asgi import DOOR_GRACE as DOOR_GRACE  # re-exported for callers
 from murmur.session.door_asgi import (
     ROUTES,
@@ -49,7 +50,8 @@ from murmur.session.door_asgi import hypercorn_config as hypercorn_config
 from murmur.session.door_asgi import serve_door as serve_door
 from murmur.session.origin import Classification, classify, forget_requested
 from murmur.session.states import TaskState
-from murmur.session.tasks import Task
+from murmur.session.tasks import held
+from murmur.session.tasks.book import Task
 from murmur.session.wire import RpcError
 
 TASK_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
@@ -64,48 +66,6 @@ PUSH_METHODS = frozenset(
 KNOWN_METHODS = TASK_METHODS | PUSH_METHODS | frozenset(
     {"GetTask", "ListTasks", "CancelTask", "SubscribeToTask", "GetExtendedAgentCard"}
 )
-
-
-@attrs.frozen
-class CompletionRequest:
-    """A request classified ``completion`` that is addressed to this session.
-
-    Attributes:
-        delegation_id (str | None): ``x-murmur-delegation-id``.
-        trust (str): the inherited trust class.
-        message (wire.InboundMessage): the checked message (its text carries the fields).
-    """
-
-    delegation_id: str | None
-    trust: str
-    message: wire.InboundMessage
-
-
-@attrs.frozen
-class CompletionVerdict:
-    """What the completion hook decided.
-
-    Attributes:
-        accept (bool): false refuses it with ``error`` (default ``-31002``).
-        run_as_task (bool): queue it as a ``completion``-origin task in the bg lane.
-        context_id (str | None): the context the task runs under (the delegating one).
-        text (str | None): the task text (default: the message text).
-        error (RpcError | None): the refusal when ``accept`` is false.
-    """
-
-    accept: bool
-    run_as_task: bool = True
-    context_id: str | None = None
-    text: str | None = None
-    error: RpcError | None = None
-
-
-CompletionHandler = Callable[[CompletionRequest], CompletionVerdict]
-
-
-def default_completion_handler(req: CompletionRequest) -> CompletionVerdict:
-    """Without a delegation module: run every well-addressed completion as a bg-lane task."""
-    return CompletionVerdict(accept=True, run_as_task=True, context_id=req.message.context_id)
 
 
 class DoorBackend(Protocol):
@@ -508,7 +468,7 @@ class Door:
             raise RpcError(
                 wire.INTERNAL_ERROR, f"the answer of task {task.id} could not be read back from the session's records"
             ) from None
-        return held.restored(task, answer)
+        return task.restored(answer)
 
     async def _list(self, q: wire.ListQuery, principal: Principal) -> dict[str, Any]:
         tasks = [t for t in self.backend.all_tasks() if _visible(t, principal) is not None]

@@ -9,15 +9,22 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
-if TYPE_CHECKING:
-    from murmur.session.door import Door
-
 DOOR_GRACE = 2.0  # seconds in-flight requests get once the door is told to stop
+
+
+class Servable(Protocol):
+    """What :func:`serve_door` serves (a :class:`murmur.session.door.Door`)."""
+
+    @property
+    def app(self) -> Any: ...  # the ASGI app, shielded last sends included
+
+    @property
+    def log(self) -> logging.Logger: ...
 
 
 def shield_send(app: Any, bound: float = 5.0) -> Any:
@@ -164,7 +171,7 @@ def hypercorn_config(*, bind: str = "127.0.0.1:0", graceful: float = DOOR_GRACE,
 
 
 async def serve_door(
-    door: Door,
+    door: Servable,
     stop: trio.Event,
     *,
     bind: str = "127.0.0.1:0",

@@ -189,6 +189,7 @@ class RecordWriter:
         self._closing = False
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._when_idle: list[Callable[[], None]] = []
 
     def write(self, path: Path, text: str, *, then: Callable[[], None] | None = None) -> None:
         """Queue ``text`` to become the content of ``path`` (returns at once).
@@ -225,6 +226,21 @@ class RecordWriter:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+                    told, self._when_idle = (self._when_idle, []) if not self._order else ([], self._when_idle)
+                for tell in told:
+                    tell()
+
+    def when_idle(self, tell: Callable[[], None]) -> bool:
+        """Have ``tell`` called (on the writer thread) once every queued write is done.
+
+        Returns:
+            bool: False when nothing is queued now (``tell`` is not called); True otherwise.
+        """
+        with self._cond:
+            if not self._order and not self._busy:
+                return False
+            self._when_idle.append(tell)
+            return True
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write is done; whether it finished within ``timeout`` s."""

@@ -9,17 +9,14 @@ event loop; what could not be written is kept in :attr:`Results.lost` for the en
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import trio
 
-from murmur.session.held import answer_recorded
+from murmur import realtime
 from murmur.session.records import Records, RecordWriter, result_text
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
 
-FLUSH_SLICE = 0.002
-"""Seconds the records flush may hold the event loop at a time."""
 FLUSH_BOUND = 10.0
 """Real seconds the session waits for its records files before it ends without them."""
 
@@ -65,7 +62,7 @@ class Results:
         if task.launch and state == "completed":
             self.answer = body
         path = self._records.task_result(task.id)
-        self._writer.write(path, body, then=answer_recorded(self._book, task, path, body))
+        self._writer.write(path, body, then=self._book.recorder(task, path, body))
         if task.started or task.launch:  # a task that never ran leaves result.txt alone
             self._writer.write(self._records.result, body)
             self.result_written = True
@@ -73,14 +70,25 @@ class Results:
     async def flush(self) -> None:
         """Wait until every file queued so far is written.
 
-        The wait gives the event loop back every :data:`FLUSH_SLICE` seconds (the door keeps
-        serving) and gives up after :data:`FLUSH_BOUND` real seconds (the files that were not
-        written are reported as lost by the writer). It never parks the whole loop: a
-        ``to_thread`` wait would look idle to Trio, and an autojumping ``MockClock`` would
-        leap past every timer (the deadline, the caller's bounds) while the writer works.
+        The writer thread tells the loop when it is idle (:meth:`RecordWriter.when_idle`, a
+        ``run_sync_soon``); the wait holds no part of the loop (the door keeps serving) and
+        gives up after :data:`FLUSH_BOUND` real seconds (the files that were not written are
+        reported as lost by the writer). It is a :func:`murmur.realtime.wait_real`, so an
+        autojumping ``MockClock`` does not leap past every timer (the deadline, the caller's
+        bounds) while the writer works.
         """
-        give_up = time.monotonic() + FLUSH_BOUND
-        while not self._writer.flush(timeout=FLUSH_SLICE) and time.monotonic() < give_up:
+        written = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def tell() -> None:  # on the writer thread
+            try:
+                token.run_sync_soon(written.set)
+            except trio.RunFinishedError:
+                pass
+
+        if self._writer.when_idle(tell):
+            await realtime.wait_real(written.wait, FLUSH_BOUND)
+        else:
             await trio.lowlevel.checkpoint()
 
     def close(self) -> None:

@@ -13,8 +13,8 @@ the parts and owns the nurseries; each part is its own module:
 
 * :mod:`~murmur.session.setup`: what a session is built from, its extension points;
 * :mod:`~murmur.session.backend`: what the door calls;
-* :mod:`~murmur.session.intake`: whether a task is taken (the queue, closing);
-* :mod:`~murmur.session.runner`: running a taken task on the workload;
+* :mod:`~murmur.session.tasks.desk`: whether a task is taken (the queue, closing);
+* :mod:`~murmur.session.tasks.runner`: running a taken task on the workload;
 * :mod:`~murmur.session.results`: the task files (``task.md``, ``out/result*.txt``);
 * :mod:`~murmur.session.winddown`: the wind-down, its guard and the deadline watcher;
 * :mod:`~murmur.session.outcome`: how the session ends (pure);
@@ -38,18 +38,19 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.session.auth import BearerDoor, PublicDoor, make_authenticator
 from murmur.session.backend import SessionBackend
+from murmur.session.completion_hook import default_completion_handler
 from murmur.session.deadline import on_trio_clock
 from murmur.session.describe import readiness, running_record, session_start_fields
-from murmur.session.door import DOOR_GRACE, Door, default_completion_handler, serve_door
-from murmur.session.intake import Intake
+from murmur.session.door import DOOR_GRACE, Door, serve_door
 from murmur.session.lifecycle import close_cause
 from murmur.session.outcome import deciding_status, exit_code, final_status
 from murmur.session.results import Results
-from murmur.session.runner import Runner
 from murmur.session.running_record import RunningRecord, remove_running, write_running
 from murmur.session.sessionlog import attach_log, detach_log
 from murmur.session.setup import SessionSetup, SessionSummary, WindDownControl
-from murmur.session.tasks import Task, TaskBook
+from murmur.session.tasks.book import Task, TaskBook
+from murmur.session.tasks.desk import Intake
+from murmur.session.tasks.runner import Runner
 from murmur.session.trace import SessionTrace, TraceWriteError, TraceWriter
 from murmur.session.winddown import (
     Guard,

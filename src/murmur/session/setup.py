@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -36,15 +36,15 @@ from murmur import timing
 from murmur.diagnostics import Diagnostic
 from murmur.manifest import Containment, Manifest
 from murmur.session.auth import TokenVerifier
-from murmur.session.door import CompletionHandler
+from murmur.session.completion_hook import CompletionHandler
 from murmur.session.lifecycle import Policy
 from murmur.session.records import Records
-from murmur.session.tasks import Task
+from murmur.session.tasks.book import Task
 from murmur.session.winddown import WindDown, forced_exit
 from murmur.workload import TaskServices, Workload
 
 if TYPE_CHECKING:
-    from murmur.session.session import Session
+    from murmur.session.trace import TraceWriter
 
 
 @attrs.frozen
@@ -80,10 +80,40 @@ class SessionSummary:
     answer: str | None = None
 
 
+class SessionHandle(Protocol):
+    """The narrow face of a running session that its hooks and watchers see (a
+    :class:`murmur.session.session.Session` is one; spec/session.md "Extension points")."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def trace(self) -> TraceWriter: ...
+
+    @property
+    def url(self) -> str | None: ...
+
+    @property
+    def session_event_id(self) -> str | None: ...
+
+    @property
+    def wind_down_reason(self) -> WindDown | None: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def deadline_at(self) -> float | None: ...
+
+    def wind_down(self, reason: WindDown) -> None: ...
+
+    def note_delegations(self) -> None: ...
+
+
 class WindDownControl:
     """What a watcher may do: start the wind-down (first trigger wins)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionHandle) -> None:
         self._session = session
 
     def trigger(self, reason: WindDown) -> None:
@@ -106,13 +136,13 @@ class WindDownControl:
         return at is not None and trio.current_time() >= at - slack
 
     @property
-    def session(self) -> Session:
+    def session(self) -> SessionHandle:
         """The session (read its ``session_id``, ``url``, ``trace``)."""
         return self._session
 
 
 Watcher = Callable[[WindDownControl], Awaitable[None]]
-StartHook = Callable[["Session"], Awaitable[None]]
+StartHook = Callable[[SessionHandle], Awaitable[None]]
 EndHook = Callable[[SessionSummary], Awaitable[None]]
 ServicesFactory = Callable[[Task], TaskServices]
 
@@ -142,6 +172,10 @@ class SessionSetup:
             (spec/containment.md); advisory unless a floor, flag or parent raised it.
         running_fields (dict[str, Any]): extra fields of the running record (what the
             session started from, ``murmur.routing.profile``; the formation member).
+        delegation_bound_secs (int): the delegation bound, resolved once by the composition
+            root (:func:`murmur.timing.delegation_bound`); by default the manifest's
+            ``lifecycle.delegation_deadline_secs``. It bounds a child's watch, a plan's
+            ``capsule``/``member`` step and a member's call (spec/architecture.md "Deadlines").
     """
 
     manifest: Manifest
@@ -173,6 +207,8 @@ class SessionSetup:
     lineage: dict[str, Any] | None = None
     spawn_narrowings: tuple[Any, ...] = ()
     delegation_counts: dict[str, int] = attrs.field(factory=lambda: {"started": 0, "refused": 0})
+    delegation_bound_secs: int = attrs.field(
+        default=attrs.Factory(lambda self: int(self.manifest.lifecycle.delegation_deadline_secs), takes_self=True))
     wind_down_hooks: list[Callable[[WindDown], None]] = attrs.field(factory=list)
     after_end: list[Callable[[SessionSummary], None]] = attrs.field(factory=list)
     links_bin: Path | None = None  # capsule links, first on every command's PATH (spec/links.md)

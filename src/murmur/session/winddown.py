@@ -25,7 +25,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import attrs
 import trio
@@ -35,8 +35,8 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.session.deadline import rfc3339
 
 if TYPE_CHECKING:
-    from murmur.session.intake import Intake
-    from murmur.session.runner import Runner
+    from murmur.session.tasks.book import Task
+    from murmur.session.tasks.desk import Intake
     from murmur.session.trace import SessionTrace
 
 
@@ -160,9 +160,10 @@ def run_forced_exit_hooks() -> None:
             pass
 
 
-def forced_exit(status: int = 143) -> None:
+def forced_exit(status: int = 143) -> NoReturn:
     """Exit the process now with ``status`` (hooks run, the contained processes killed,
-    stdio flushed, no unwinding)."""
+    stdio flushed, no unwinding). The one forced exit: a session's (second signal, the 20 s
+    guard) and a formation launcher's (a second signal)."""
     run_forced_exit_hooks()
     try:
         containment.kill_all_here()
@@ -212,13 +213,19 @@ class Guard:
 # --- one session's wind-down -------------------------------------------------------------------
 
 
+class TaskCanceller(Protocol):
+    """What the wind-down needs of the runner (a :class:`murmur.session.tasks.runner.Runner`)."""
+
+    def cancel(self, task: Task, reason: str) -> bool: ...
+
+
 class WindingDown:
     """One session's wind-down: begun once, by the first trigger (spec/session.md "Wind-down").
 
     Args:
         trace (SessionTrace): where the trigger's own record goes.
         intake (Intake): admission (closed; its queued tasks are refused).
-        runner (Runner): the runner (its running task is cancelled).
+        runner (TaskCanceller): the runner (its running task is cancelled).
         guard (Guard | None): armed when the wind-down begins; None in in-process tests.
         hooks (Sequence[Callable[[WindDown], None]]): ``SessionSetup.wind_down_hooks``.
         log (logging.Logger): where a failing hook is logged.
@@ -232,7 +239,7 @@ class WindingDown:
         self,
         trace: SessionTrace,
         intake: Intake,
-        runner: Runner,
+        runner: TaskCanceller,
         *,
         guard: Guard | None,
         hooks: Sequence[Callable[[WindDown], None]],

@@ -15,7 +15,7 @@ import attrs
 
 from murmur.jsonbody import ECHO_LIMIT as ECHO_LIMIT  # re-exported: the door cuts echoed input
 from murmur.jsonbody import echo as echo
-from murmur.session.tasks import StreamEvent, Task
+from murmur.session.tasks.book import StreamEvent, Task
 
 # --- JSON-RPC / A2A error codes (spec/door.md "Request checks, in order", "Methods") -------------
 PARSE_ERROR = -32700

@@ -64,9 +64,7 @@ def adopt_members() -> bool:
     """Mark this process a child subreaper, so a process the starter forked is re-parented
     here (and its status read by :func:`reap_adopted`) if the starter dies first; False when
     the host refuses it."""
-    from murmur.containment import groups
-
-    return groups.become_subreaper()
+    return containment.become_subreaper()
 
 
 class Unavailable(Exception):
@@ -74,7 +72,7 @@ class Unavailable(Exception):
 
 
 class WarmProcess:
-    """A member or child forked by the starter (what :class:`murmur.formation.process.ProcessHandle`
+    """A member or child forked by the starter (what :class:`murmur.formation.launch.process.ProcessHandle`
     and :class:`murmur.delegation.child_process.Child` hold in place of a ``trio.Process``).
 
     Attributes:
@@ -172,7 +170,7 @@ class Starter:
                               unit.command if unit is not None else None, env=env)
         if spawned is None:
             if unit is not None:
-                unit.release()
+                unit.release_blocking()  # nothing ran in it
             return None
         if unit is not None:
             unit.started(spawned.popen.pid, own_group=True, winds_down=False)
@@ -190,7 +188,7 @@ class Starter:
             got.contain(unit)
         except OSError:
             got.discard()
-            unit.release()
+            unit.release_blocking()  # the starter was never moved into it
             raise
         return got
 
@@ -215,7 +213,7 @@ class Starter:
         early.kill_group(self._popen)
         self._sock.close()
         if self._unit is not None:
-            self._unit.release()
+            self._unit.release_blocking()  # its one process is reaped: nothing is left to wait for
 
     @property
     def pid(self) -> int:
@@ -282,12 +280,9 @@ class Starter:
             finally:
                 os.close(pidfd)
         if self._unit is not None:
-            self._unit.release()  # kills it if it is still there
+            await self._unit.release()  # kills it if it is still there
         else:
-            try:
-                os.killpg(self._popen.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            containment.killpg(self._popen.pid)
         try:
             self._popen.wait(timeout=_CLOSE_BOUND)
         except subprocess.TimeoutExpired:

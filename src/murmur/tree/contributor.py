@@ -16,13 +16,13 @@ before the delegation contributor (whose runtime reads the effective set from
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from murmur import procstat
-from murmur.session import WindDown, add_forced_exit_hook
+from murmur.session import Contribution, WindDown, add_forced_exit_hook
+from murmur.stderr import say
 from murmur.tree import journal
 from murmur.tree.lineage import (
     LINEAGE_ENV,
@@ -37,7 +37,7 @@ from murmur.tree.lineage import (
 )
 
 if TYPE_CHECKING:
-    from murmur.session import Session, SessionSetup, SessionSummary
+    from murmur.session import SessionHandle, SessionSetup, SessionSummary
 
 
 def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,
@@ -74,8 +74,9 @@ def decide_lineage(setup: SessionSetup, environ: Mapping[str, str], *, spawner_s
 
 
 def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_session: str | None = None,
-               spawner_delegation: str | None = None) -> None:
-    """Decide the lineage and hook the journal into ``setup`` (see the module docstring).
+               spawner_delegation: str | None = None) -> Contribution:
+    """Decide the lineage (written on ``setup``) and return the journal's hooks (see the module
+    docstring; merged once by :mod:`murmur.assembly.contributors`).
 
     ``spawner_session`` and ``spawner_delegation`` come from the run's ``MURMUR_SPAWNER``
     handle, parsed by the caller (:func:`murmur.assembly.contributors.process_tree`).
@@ -88,12 +89,11 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str], *, spawner_sessi
     )
     setup.lineage = lineage.to_json()
     for w in warnings:
-        _say(w.render())
+        say(w.render())
     hooks = JournalHooks(setup)
     hooks.caps = _caps_shown(environ)
-    setup.start_hooks.insert(0, hooks.start)
-    setup.wind_down_hooks.append(hooks.winding_down)
-    setup.after_end.append(hooks.end)
+    return Contribution(start_hooks_first=(hooks.start,), wind_down_hooks=(hooks.winding_down,),
+                        after_end=(hooks.end,))
 
 
 def session_lineage(setup: SessionSetup) -> Lineage:
@@ -122,9 +122,9 @@ class JournalHooks:
         try:
             journal.append(event, self.setup.session_id, _now_ms(), fields)
         except OSError as exc:
-            _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+            say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
-    async def start(self, session: Session) -> None:
+    async def start(self, session: SessionHandle) -> None:
         """Start hook (runs first): the ``start`` event, before the readiness line."""
         pid = os.getpid()
         m = self.setup.manifest
@@ -181,19 +181,12 @@ class JournalHooks:
         )
 
 
-def _say(text: str) -> None:
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
-
-
 def mark_uncertain(session_id: str, reason: str) -> None:
     """Journal that ``session_id`` is ``uncertain`` (its parent or mur-roost was lost)."""
     try:
         journal.append("uncertain", session_id, _now_ms(), {"reason": reason})
     except OSError as exc:
-        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+        say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
 
 def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) -> None:
@@ -203,7 +196,7 @@ def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) ->
     try:
         journal.append("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
     except OSError as exc:
-        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+        say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
 
 def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: str, status: str,

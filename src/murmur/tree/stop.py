@@ -2,7 +2,7 @@
 
 The node may be a formation id, a session id, or a short id unique in the forest. At the
 trigger's moment every live descendant gets the cascade signal and the node itself SIGTERM
-(a formation: its launcher, through :func:`murmur.formation.stop.stop_formation`, which
+(a formation: its launcher, through :func:`murmur.formation.launch.stop.stop_formation`, which
 keeps spec/formation.md's "How a formation ends" for its members); 25 s after the trigger whatever of the subtree is
 still alive is SIGKILLed (:func:`murmur.tree.cascade.kill_left`).
 """
