@@ -26,14 +26,17 @@ def test_corpus_lists_every_fixture() -> None:
 
 @pytest.fixture
 def agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a user running these capsules has: a provider key and the `claude` CLI on PATH."""
+    """What a user running these capsules has: the provider keys and the `claude` and `codex`
+    CLIs on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stub = bin_dir / "claude"
-    stub.write_text("#!/bin/sh\nexit 0\n")
-    stub.chmod(0o755)
+    for cli in ("claude", "codex"):
+        stub = bin_dir / cli
+        stub.write_text("#!/bin/sh\nexit 0\n")
+        stub.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-a-secret")
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.setenv(key, "test-key-not-a-secret")
 
 
 def _companions(capsule: Path, case: Expect) -> list[str]:
@@ -81,6 +84,8 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     capsule.mkdir()
     shutil.copyfile(CORPUS_DIR / case.file, capsule / "murmur.yaml")
     (capsule / "credentials.txt").write_text("stray file a build must not pack\n")
+    for name in case.page_files:  # what the page has its reader write beside the manifest
+        (capsule / name).write_text(f"{name}: written as the page says\n")
     declared = _companions(capsule, case)
     for art_file in case.installs:  # the artifacts the capsule uses, as its user installs them
         art = tmp_path / art_file.removesuffix(".yaml")

@@ -5,9 +5,17 @@
 and ``mur run`` refuse it), ``None`` (it builds and passes ``mur doctor``), or ``artifact``
 (an artifact manifest that ``mur build`` packs as upstream does and ``mur doctor`` passes).
 ``absent`` names declared files the fixture's author does not have; ``installs`` names the
-corpus artifacts (built and installed into the project store first) a capsule uses. ``codes`` are
-the refusal codes (or, when it passes, the warning codes). ``component`` marks refusals
-because the manifest needs a WASM or native component this runtime does not run.
+corpus artifacts (built and installed into the project store first) a capsule uses;
+``page_files`` the files the page has its reader write beside the manifest (a prompt file).
+``codes`` are the refusal codes (or, when it passes, the warning codes). ``component`` marks
+refusals because the manifest needs a WASM or native component this runtime does not run.
+
+``run`` is how the example runs as its page says (``tests/manifest/test_upstream_runs.py``,
+``mur run`` against a scripted provider standing in for the network): ``task`` (one task,
+answered), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
+``skill`` (the model calls the skill and gets ``skill.md``), ``fds`` (the fd-hygiene
+check: the shell and native probes see no leaked descriptor). None: it does not run
+(``stage`` and ``codes`` say why).
 """
 
 from __future__ import annotations
@@ -27,11 +35,14 @@ class Expect:
     host: str | None = None  # MURMUR_SANDBOX_HOST for the doctor run (what the host is made to lack)
     absent: tuple[str, ...] = ()
     installs: tuple[str, ...] = ()
+    page_files: tuple[str, ...] = ()
+    run: str | None = None
 
 
 def _e(file: str, source: str, stage: str | None, *codes: str, component: bool = False,
-       host: str | None = None, absent: tuple[str, ...] = (), installs: tuple[str, ...] = ()) -> Expect:
-    return Expect(file, source, stage, frozenset(codes), component, host, absent, installs)
+       host: str | None = None, absent: tuple[str, ...] = (), installs: tuple[str, ...] = (),
+       page_files: tuple[str, ...] = (), run: str | None = None) -> Expect:
+    return Expect(file, source, stage, frozenset(codes), component, host, absent, installs, page_files, run)
 
 
 _D = "docs/content/"
@@ -41,8 +52,8 @@ _WEL = _D + "reference/workdir-exec-landlock-manual-verification.md"
 
 CORPUS: tuple[Expect, ...] = (
     # agent capsules with a built-in driver: build and pass
-    _e("docs-capsules-13.yaml", _D + "concepts/capsules.md:13", None),
-    _e("docs-deploy-capsule-cloud-45.yaml", _D + "how-to/deploy-capsule-cloud.md:45", None, "W-MAN-001"),
+    _e("docs-capsules-13.yaml", _D + "concepts/capsules.md:13", None, run="task"),
+    _e("docs-deploy-capsule-cloud-45.yaml", _D + "how-to/deploy-capsule-cloud.md:45", None, "W-MAN-001", run="task"),
     # artifact manifests (tools, hooks, skills, native binaries): packed as upstream packs them
     _e("docs-manifest-25.yaml", _D + "reference/manifest.md:25", "artifact"),
     _e("docs-package-skill-artifact-142.yaml", _D + "how-to/package-skill-artifact.md:142", "artifact"),
@@ -63,7 +74,7 @@ CORPUS: tuple[Expect, ...] = (
     _e("docs-python-206.yaml", _D + "language-guides/python.md:206", "load", "E-MAN-005", component=True),
     _e("docs-python-native-134.yaml", _D + "language-guides/python-native.md:134", "load", "E-MAN-005", component=True),
     _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", None,
-       installs=("docs-subprocess-fd-hygiene-verification-228.yaml",)),
+       installs=("docs-subprocess-fd-hygiene-verification-228.yaml",), run="fds"),
     _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", "run", "E-MAN-005", component=True),
     # the reference "supported shape": its threaded conversation loads; its tool and hook do not run
     _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "run", "E-REG-001"),
@@ -91,3 +102,74 @@ CORPUS: tuple[Expect, ...] = (
     _e("fixture-missing-name.yaml", _F + "missing-name/murmur.yaml", "load", "E-MAN-001"),
     _e("fixture-missing-version.yaml", _F + "missing-version/murmur.yaml", "load", "E-MAN-001"),
 )
+
+# The tabbed examples (``=== "Anthropic"`` / ``"OpenAI"`` / ``"DeepSeek"``): one manifest per
+# provider tab, each kept as the page renders it.
+_HOW = _D + "how-to/"
+_DS = "E-REG-001"  # murmur-driver-deepseek: upstream's WASM driver, not a built-in here
+_TABBED: tuple[Expect, ...] = (
+    # getting-started/quickstart.md: the minimal agent, and the subscription (CLI) variant
+    _e("docs-quickstart-22.yaml", _D + "getting-started/quickstart.md:22", None, run="task"),
+    _e("docs-quickstart-47.yaml", _D + "getting-started/quickstart.md:47", None, run="task"),
+    _e("docs-quickstart-72.yaml", _D + "getting-started/quickstart.md:72", "run", _DS),
+    _e("docs-quickstart-189.yaml", _D + "getting-started/quickstart.md:189", None),
+    _e("docs-quickstart-201.yaml", _D + "getting-started/quickstart.md:201", None),
+    # how-to pages
+    _e("docs-capsule-system-prompt-21.yaml", _HOW + "capsule-system-prompt.md:21", None, run="task"),
+    _e("docs-capsule-system-prompt-51.yaml", _HOW + "capsule-system-prompt.md:51", None, run="task"),
+    _e("docs-capsule-system-prompt-81.yaml", _HOW + "capsule-system-prompt.md:81", "run", _DS),
+    _e("docs-capsules-a2a-messaging-40.yaml", _HOW + "capsules-a2a-messaging.md:40", None, run="a2a"),
+    _e("docs-capsules-a2a-messaging-73.yaml", _HOW + "capsules-a2a-messaging.md:73", None, run="a2a"),
+    _e("docs-capsules-a2a-messaging-106.yaml", _HOW + "capsules-a2a-messaging.md:106", "run", _DS),
+    _e("docs-capsules-a2a-messaging-182.yaml", _HOW + "capsules-a2a-messaging.md:182", None, run="task"),
+    _e("docs-capsules-a2a-messaging-208.yaml", _HOW + "capsules-a2a-messaging.md:208", None, run="task"),
+    _e("docs-capsules-a2a-messaging-234.yaml", _HOW + "capsules-a2a-messaging.md:234", "run", _DS),
+    _e("docs-different-ways-to-run-murmur-21.yaml", _HOW + "different-ways-to-run-murmur.md:21", None, run="task"),
+    _e("docs-different-ways-to-run-murmur-46.yaml", _HOW + "different-ways-to-run-murmur.md:46", None, run="task"),
+    _e("docs-different-ways-to-run-murmur-71.yaml", _HOW + "different-ways-to-run-murmur.md:71", "run", _DS),
+    _e("docs-generate-manifest-250.yaml", _HOW + "generate-manifest.md:250", None, run="task"),
+    _e("docs-generate-manifest-281.yaml", _HOW + "generate-manifest.md:281", None, run="task"),
+    _e("docs-generate-manifest-312.yaml", _HOW + "generate-manifest.md:312", "run", _DS),
+    _e("docs-lock-down-capsule-31.yaml", _HOW + "lock-down-capsule.md:31", None, run="task"),
+    _e("docs-lock-down-capsule-59.yaml", _HOW + "lock-down-capsule.md:59", None, run="task"),
+    _e("docs-lock-down-capsule-87.yaml", _HOW + "lock-down-capsule.md:87", "run", _DS),
+    _e("docs-long-running-capsule-22.yaml", _HOW + "long-running-capsule.md:22", None, run="a2a"),
+    _e("docs-long-running-capsule-53.yaml", _HOW + "long-running-capsule.md:53", None, run="a2a"),
+    _e("docs-long-running-capsule-84.yaml", _HOW + "long-running-capsule.md:84", "run", _DS),
+    _e("docs-topology-view-90.yaml", _HOW + "topology-view.md:90", None, run="task"),
+    _e("docs-topology-view-118.yaml", _HOW + "topology-view.md:118", None, run="task"),
+    _e("docs-topology-view-146.yaml", _HOW + "topology-view.md:146", "run", _DS),
+    _e("docs-topology-view-266.yaml", _HOW + "topology-view.md:266", None, run="a2a"),
+    _e("docs-topology-view-298.yaml", _HOW + "topology-view.md:298", None, run="a2a"),
+    _e("docs-topology-view-330.yaml", _HOW + "topology-view.md:330", "run", _DS),
+    # a skill artifact the page builds (package-skill-artifact.md:158) and the capsule using it
+    _e("docs-package-skill-artifact-217.yaml", _HOW + "package-skill-artifact.md:217", None,
+       installs=("docs-package-skill-artifact-158.yaml",), run="skill"),
+    _e("docs-package-skill-artifact-248.yaml", _HOW + "package-skill-artifact.md:248", None,
+       installs=("docs-package-skill-artifact-158.yaml",), run="skill"),
+    _e("docs-package-skill-artifact-279.yaml", _HOW + "package-skill-artifact.md:279", "run", _DS,
+       installs=("docs-package-skill-artifact-158.yaml",)),
+    # upstream's default artifacts (WASM tools and hooks from its registry): not installed here
+    _e("docs-agent-eval-score-20.yaml", _HOW + "agent-eval-score.md:20", "run", "E-REG-001"),
+    _e("docs-agent-eval-score-73.yaml", _HOW + "agent-eval-score.md:73", "run", "E-REG-001"),
+    _e("docs-agent-eval-score-126.yaml", _HOW + "agent-eval-score.md:126", "run", "E-REG-001"),
+    _e("docs-context-compaction-24.yaml", _HOW + "context-compaction.md:24", "run", "E-REG-001"),
+    _e("docs-context-compaction-55.yaml", _HOW + "context-compaction.md:55", "run", "E-REG-001"),
+    _e("docs-context-compaction-86.yaml", _HOW + "context-compaction.md:86", "run", "E-REG-001"),
+    _e("docs-generate-manifest-154.yaml", _HOW + "generate-manifest.md:154", "run", "E-REG-001"),
+    _e("docs-generate-manifest-185.yaml", _HOW + "generate-manifest.md:185", "run", "E-REG-001"),
+    _e("docs-generate-manifest-216.yaml", _HOW + "generate-manifest.md:216", "run", "E-REG-001"),
+    _e("docs-grafana-tempo-spans-121.yaml", _HOW + "grafana-tempo-spans.md:121", "run", "E-REG-001"),
+    _e("docs-grafana-tempo-spans-156.yaml", _HOW + "grafana-tempo-spans.md:156", "run", "E-REG-001"),
+    _e("docs-grafana-tempo-spans-191.yaml", _HOW + "grafana-tempo-spans.md:191", "run", "E-REG-001"),
+    _e("docs-hitl-request-input-20.yaml", _HOW + "hitl-request-input.md:20", "run", "E-REG-001"),
+    _e("docs-hitl-request-input-55.yaml", _HOW + "hitl-request-input.md:55", "run", "E-REG-001"),
+    _e("docs-hitl-request-input-90.yaml", _HOW + "hitl-request-input.md:90", "run", "E-REG-001"),
+    _e("docs-task-decomposition-single-capsule-27.yaml", _HOW + "task-decomposition-single-capsule.md:27", "run",
+       "E-REG-001", page_files=("instructions.md",)),
+    _e("docs-task-decomposition-single-capsule-75.yaml", _HOW + "task-decomposition-single-capsule.md:75", "run",
+       "E-REG-001", page_files=("instructions.md",)),
+    _e("docs-task-decomposition-single-capsule-123.yaml", _HOW + "task-decomposition-single-capsule.md:123", "run",
+       "E-REG-001", page_files=("instructions.md",)),
+)
+CORPUS = CORPUS + _TABBED
