@@ -127,7 +127,7 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     else:
         assert built == 0, build_err
         with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
-            assert zf.namelist() == sorted(["murmur.yaml", *declared])
+            assert zf.namelist() == sorted(["murmur.yaml", *declared, *case.page_files])  # a prompt file too
         assert rc == 1 and refusals == case.codes
     if case.component and case.stage != "artifact" and not case.codes & {"E-BLD-003", "E-IO-003"}:
         messages = [d["message"] for d in doc["diagnostics"] if d["code"] in ("E-MAN-005", "E-RUN-006", "E-CMP-002")]
