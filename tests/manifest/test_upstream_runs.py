@@ -1,0 +1,270 @@
+"""Upstream's examples run as their pages say: ``mur run`` of every corpus manifest whose
+``run`` is set (``tests/manifest/upstream_corpus.py``), as a real process, against a scripted
+provider standing in for the network (spec/components.md "Upstream's examples here").
+
+The manifest is the page's, byte for byte, except the network: the provider's URL
+(``https://api.anthropic.com`` / ``https://api.openai.com``) becomes the scripted provider's
+loopback URL, and a door port the page pins (``network.internal_port``) becomes a free one, in
+every place it appears. The test asserts nothing else changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+import yaml
+
+from agent.scripted import Received, Reply, ScriptedServer, an_text, an_tools, oa_text, oa_tools
+from manifest.upstream_corpus import CORPUS, Expect
+
+pytestmark = pytest.mark.e2e
+
+CORPUS_DIR = Path(__file__).parent / "upstream"
+KEY = "sk-upstream-run-SECRET-4b1d"
+PROVIDERS = {"https://api.anthropic.com": "anthropic", "https://api.openai.com": "openai"}
+PATHS = {"anthropic": "/v1/messages", "openai": "/chat/completions"}
+A2A = {"A2A-Version": "1.0", "content-type": "application/json"}
+RUNS = [e for e in CORPUS if e.run]
+SKILL_MD = "# Code review conventions\n\nEvery PR names its issue; no commented-out code.\n"
+
+# A stand-in for the page's fd probe (its C source is the page's; this is ours): it lists the
+# descriptors open in its own process without opening any, then writes fdprobe-<tag>.txt in
+# its cwd and answers in the native tool protocol.
+PROBE = """#!{python}
+import json, os, sys
+fds = []
+for fd in range(1024):
+    try:
+        os.fstat(fd)
+    except OSError:
+        continue
+    fds.append(fd)
+extra = [fd for fd in fds if fd > 2]
+tag = sys.argv[1] if len(sys.argv) > 1 else "native"
+with open("fdprobe-" + tag + ".txt", "w") as out:
+    out.write("open_fds: " + " ".join(map(str, fds)) + "\\nextra_fds: " + str(len(extra)) + "\\n")
+print(json.dumps({{"status": "passed", "summary": "extra_fds=" + str(len(extra)), "data": "wrote fdprobe-" + tag + ".txt"}}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _network(text: str, server_url: str) -> tuple[str, str]:
+    """(the manifest with its network replaced, the provider dialect); asserts that only the
+    provider URL and a pinned door port changed."""
+    [(url, dialect)] = [(u, d) for u, d in PROVIDERS.items() if u in text]
+    out = text.replace(url, server_url)
+    pinned = re.search(r"internal_port: (\d+)", text)
+    if pinned:
+        out = out.replace(pinned.group(1), str(_free_port()))
+    changed = [(a, b) for a, b in zip(text.splitlines(), out.splitlines(), strict=True) if a != b]
+    assert changed and all(url in a or (pinned and pinned.group(1) in a) for a, _ in changed)
+    return out, dialect
+
+
+def _text(dialect: str, text: str) -> dict[str, object]:
+    return an_text(text) if dialect == "anthropic" else oa_text(text)
+
+
+def _call(dialect: str, cid: str, name: str, args: object) -> dict[str, object]:
+    return an_tools((cid, name, args)) if dialect == "anthropic" else oa_tools((cid, name, args))
+
+
+def _system(dialect: str, req: Received) -> str:
+    assert isinstance(req.body, dict)
+    if dialect == "anthropic":
+        return json.dumps(req.body.get("system"))
+    return json.dumps([m for m in req.body["messages"] if m["role"] == "system"])
+
+
+def _key_sent(dialect: str, req: Received) -> bool:
+    if dialect == "anthropic":
+        return req.headers.get("x-api-key") == KEY
+    return req.headers.get("authorization") == f"Bearer {KEY}"
+
+
+@pytest.fixture
+async def provider(nursery: trio.Nursery) -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer()
+    await nursery.start(server.serve)
+    yield server
+
+
+def _stage(case: Expect, tmp_path: Path, server_url: str) -> tuple[Path, str, dict[str, object], dict[str, str]]:
+    """The capsule directory (the page's manifest, its network replaced, its artifacts
+    installed as the page has them built), its dialect, its parsed manifest, the environment."""
+    cap = tmp_path / "capsule"
+    cap.mkdir()
+    text, dialect = _network((CORPUS_DIR / case.file).read_text(encoding="utf-8"), server_url)
+    (cap / "murmur.yaml").write_text(text, encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    probe = PROBE.format(python=sys.executable)
+    (bin_dir / "fdprobe").write_text(probe)
+    (bin_dir / "fdprobe").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
+    env.update(MURMUR_HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY=KEY, OPENAI_API_KEY=KEY,
+               PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for art_file in case.installs:
+        art = tmp_path / art_file.removesuffix(".yaml")
+        art.mkdir()
+        (art / "murmur.yaml").write_bytes((CORPUS_DIR / art_file).read_bytes())
+        if "skill" in art_file:
+            (art / "skill.md").write_text(SKILL_MD)
+        else:  # the fd probe, packed as the page packs it (bin/fdprobe-native)
+            (art / "bin").mkdir()
+            (art / "bin" / "fdprobe-native").write_text(probe)
+            (art / "bin" / "fdprobe-native").chmod(0o755)
+        r = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "install", str(art)], cwd=cap, env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    manifest = yaml.safe_load(text)
+    assert isinstance(manifest, dict)
+    return cap, dialect, manifest, env
+
+
+async def _mur(args: list[str], cap: Path, env: Mapping[str, str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(90):
+        return await trio.run_process([sys.executable, "-m", "murmur.cli.mur", "run", *args], cwd=cap,
+                                      env=dict(env), capture_stdout=True, capture_stderr=True, check=False,
+                                      **kw)  # type: ignore[arg-type]
+
+
+def _trace(env: Mapping[str, str]) -> list[dict[str, object]]:
+    [path] = Path(env["MURMUR_HOME"]).glob("records/**/trace.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_every_example_that_builds_and_doctors_runs_or_says_why() -> None:
+    """Every example that passes doctor is run here; one that does not run has a refusal code."""
+    assert {e.file for e in CORPUS if e.stage is None and e.codes <= {"W-MAN-001"}} - {e.file for e in RUNS} == {
+        "docs-quickstart-189.yaml", "docs-quickstart-201.yaml"}  # transport: process (spec/harness pages)
+    assert all(e.stage is None for e in RUNS)
+    assert {e.run for e in RUNS} == {"task", "a2a", "skill", "fds", "E-RUN-019"}
+
+
+@pytest.mark.parametrize("case", RUNS, ids=lambda e: e.file.removesuffix(".yaml"))
+async def test_example_runs(case: Expect, tmp_path: Path, provider: ScriptedServer, nursery: trio.Nursery) -> None:
+    cap, dialect, manifest, env = _stage(case, tmp_path, provider.url)
+    inference = manifest["inference"]
+    assert isinstance(inference, dict)
+    if case.run == "a2a":
+        await _served(cap, dialect, env, provider, manifest)
+        return
+    task = "Explain what makes an infrastructure deployment reproducible, in three bullet points."
+    if case.run is not None and case.run.startswith("E-"):  # refused at launch here
+        r = await _mur(["--task", task], cap, env)
+        assert r.returncode == 1 and f"error[{case.run}]" in r.stderr.decode() and not provider.requests
+        return
+    answer = "1. pinned inputs 2. declared reach 3. a trace"
+    if case.run == "skill":
+        provider.add(Reply(_call(dialect, "t1", "code-review-conventions", {})), Reply(_text(dialect, answer)))
+    elif case.run == "fds":
+        provider.add(Reply(_call(dialect, "t1", "fdprobe", {"args": ["shell"]})),
+                     Reply(_call(dialect, "t2", "fdprobe-native", {})), Reply(_text(dialect, answer)))
+    else:
+        provider.add(Reply(_text(dialect, answer)))
+    kw: dict[str, object] = {}
+    leaked = None
+    if case.run == "fds":  # the page's step 4: a descriptor mur inherits without FD_CLOEXEC
+        leaked = os.open("/etc/passwd", os.O_RDONLY)  # outside the work folder and every grant
+        kw["pass_fds"] = (leaked,)
+    try:
+        r = await _mur(["--task", task], cap, env, **kw)
+    finally:
+        if leaked is not None:
+            os.close(leaked)
+    err = r.stderr.decode()
+    assert (r.returncode, r.stdout.decode()) == (0, answer + "\n"), err
+    assert err.rstrip().endswith("status: ok")
+    first = provider.requests[0]
+    assert (first.method, first.path) == ("POST", PATHS[dialect]) and _key_sent(dialect, first)
+    assert isinstance(first.body, dict) and first.body["model"] == inference["model"]
+    assert task in json.dumps(first.body["messages"])
+    if isinstance(inference.get("system_prompt"), str):  # the page's prompt reaches the model
+        assert json.dumps(inference["system_prompt"].strip())[1:-1] in _system(dialect, first)
+    records = _trace(env)
+    assert [r["event_type"] for r in records].count("inference") == len(provider.requests)
+    if case.run == "skill":
+        assert [r["event_type"] for r in records].count("skill_call") == 1
+        assert json.dumps(SKILL_MD)[1:-1] in json.dumps(provider.requests[1].body)  # skill.md reached the model
+    if case.run == "fds":
+        await _fds_clean(cap, probe=Path(env["PATH"].split(os.pathsep)[0]) / "fdprobe", env=env)
+        assert [r["tool_name"] for r in records if r["event_type"] == "tool_call"] == ["fdprobe", "fdprobe-native"]
+    assert KEY not in json.dumps(records)
+
+
+async def _fds_clean(cap: Path, *, probe: Path, env: Mapping[str, str]) -> None:
+    """Both probes wrote their report in the work folder and saw only stdio (the page's pass
+    condition); the probe itself does see a leaked descriptor (the page's sanity check)."""
+    for tag in ("shell", "native"):
+        report = (cap / f"fdprobe-{tag}.txt").read_text()
+        assert "extra_fds: 0" in report and report.startswith("open_fds: 0 1 2\n"), (tag, report)
+    fd = os.open(probe, os.O_RDONLY)
+    try:  # negative control: the same probe, handed the descriptor, reports it
+        await trio.run_process([str(probe), "baseline"], cwd=cap, env=dict(env), pass_fds=(fd,),
+                               capture_stdout=True)
+    finally:
+        os.close(fd)
+    assert "extra_fds: 1" in (cap / "fdprobe-baseline.txt").read_text()
+
+
+async def _served(cap: Path, dialect: str, env: Mapping[str, str], provider: ScriptedServer,
+                  manifest: Mapping[str, object]) -> None:
+    """The long-running shape: ``mur run`` (no task) serves; two tasks sent over A2A in one
+    context are answered in turn (a threaded conversation hands the second the first); SIGTERM
+    ends the session."""
+    provider.add(Reply(_text(dialect, "four entries")), Reply(_text(dialect, "alice")))
+    proc = await trio.lowlevel.open_process([sys.executable, "-m", "murmur.cli.mur", "run", "--json"], cwd=str(cap),
+                                            env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        line = b""
+        with trio.fail_after(30):
+            while not line.endswith(b"\n"):
+                chunk = await proc.stdout.receive_some(1)
+                assert chunk, "mur run ended before it was ready"
+                line += chunk
+        url = json.loads(line)["url"]
+        answers = []
+        async with httpx.AsyncClient(trust_env=False, timeout=60) as client:
+            for n, text in enumerate(("alice=92, bob=85, carol=78, dave=91. How many entries?", "Who is highest?")):
+                body = {"jsonrpc": "2.0", "id": n, "method": "SendMessage",
+                        "params": {"message": {"messageId": f"msg-{n}", "contextId": "ctx-001", "role": "ROLE_USER",
+                                               "parts": [{"text": text}]}}}
+                reply = (await client.post(url.rstrip("/") + "/", json=body, headers=A2A)).json()
+                task = reply["result"]["task"]
+                assert task["status"]["state"] == "TASK_STATE_COMPLETED", reply
+                answers.append("".join(p.get("text", "") for a in task.get("artifacts", []) for p in a["parts"]))
+        assert answers == ["four entries", "alice"]
+        second = json.dumps(provider.requests[1].body)
+        lifecycle = manifest.get("lifecycle")
+        threaded = isinstance(lifecycle, dict) and lifecycle.get("conversation") == "threaded"
+        assert ("How many entries?" in second) is threaded  # the thread reaches the model, or not
+        proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            code = await proc.wait()
+        assert code in (0, 143)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        with trio.CancelScope(shield=True):
+            await proc.wait()
