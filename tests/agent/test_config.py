@@ -37,6 +37,18 @@ class TestDrivers:
         assert driver_kind("murmur/murmur-driver-openai") == "openai"
         assert driver_kind("murmur-driver-gemini") is None
 
+    def test_deepseek_is_the_openai_dialect(self) -> None:
+        """Upstream's DeepSeek driver speaks OpenAI Chat Completions: the name is built in,
+        a manifest naming it resolves to the OpenAI driver, and the component check passes it
+        (it was E-RUN-006 / an uninstalled E-REG-001 artifact before)."""
+        from murmur.manifest.support import is_builtin_driver, unsupported
+
+        assert driver_kind("murmur-driver-deepseek") == "openai" and is_builtin_driver("murmur/murmur-driver-deepseek")
+        manifest = _with(agent_manifest("https://api.deepseek.com"), driver=DriverRef("murmur-driver-deepseek"))
+        cfg = agent_config(manifest, Path("."), environ={"API_KEY": "k"})
+        assert (cfg.driver, cfg.endpoint) == ("openai", "https://api.deepseek.com")
+        assert unsupported(manifest) == []
+
     def test_no_driver_is_e_run_005(self) -> None:
         """transport http without driver.artifact refuses with E-RUN-005."""
         assert _code(_with(agent_manifest("https://x"), driver=None)) == "E-RUN-005"

@@ -3,7 +3,7 @@
 provider standing in for the network (spec/components.md "Upstream's examples here").
 
 The manifest is the page's, byte for byte, except the network: the provider's URL
-(``https://api.anthropic.com`` / ``https://api.openai.com``) becomes the scripted provider's
+(``https://api.anthropic.com`` / ``api.openai.com`` / ``api.deepseek.com``) becomes the scripted provider's
 loopback URL, and a door port the page pins (``network.internal_port``) becomes a free one, in
 every place it appears. The test asserts nothing else changed.
 """
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.e2e
 
 CORPUS_DIR = Path(__file__).parent / "upstream"
 KEY = "sk-upstream-run-SECRET-4b1d"
-PROVIDERS = {"https://api.anthropic.com": "anthropic", "https://api.openai.com": "openai"}
+PROVIDERS = {"https://api.anthropic.com": "anthropic", "https://api.openai.com": "openai",
+             "https://api.deepseek.com": "openai"}  # DeepSeek's API is OpenAI Chat Completions
 PATHS = {"anthropic": "/v1/messages", "openai": "/chat/completions"}
 A2A = {"A2A-Version": "1.0", "content-type": "application/json"}
 RUNS = [e for e in CORPUS if e.run]
@@ -118,7 +119,7 @@ def _stage(case: Expect, tmp_path: Path, server_url: str) -> tuple[Path, str, di
     (bin_dir / "fdprobe").write_text(probe)
     (bin_dir / "fdprobe").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
-    env.update(MURMUR_HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY=KEY, OPENAI_API_KEY=KEY,
+    env.update(MURMUR_HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY=KEY, OPENAI_API_KEY=KEY, DEEPSEEK_API_KEY=KEY,
                PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     for art_file in case.installs:
         art = tmp_path / art_file.removesuffix(".yaml")

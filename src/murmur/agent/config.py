@@ -39,8 +39,12 @@ MAX_SYSTEM_PROMPT_BYTES = 1 << 20
 
 __all__ = ["DRIVERS", "AgentConfig", "agent_config", "driver_kind"]
 
+DEEPSEEK_ARTIFACT = "murmur-driver-deepseek"
+"""Upstream's DeepSeek driver posts OpenAI Chat Completions to ``<endpoint>/chat/completions``
+with a bearer key, as the OpenAI driver here does (spec/agent.md "Drivers")."""
+
 # Built-in drivers by upstream artifact name.
-DRIVERS = {openai.ARTIFACT: "openai", anthropic.ARTIFACT: "anthropic"}
+DRIVERS = {openai.ARTIFACT: "openai", anthropic.ARTIFACT: "anthropic", DEEPSEEK_ARTIFACT: "openai"}
 
 
 @attrs.frozen

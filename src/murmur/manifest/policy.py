@@ -143,7 +143,7 @@ KEYS: tuple[KeyRule, ...] = (
     KeyRule("inference.model", _H, "the model"),
     KeyRule("inference.api_key", _H, "`${VAR}` resolved only in the capsule's own process"),
     KeyRule("inference.driver", _H, "the driver"),
-    KeyRule("inference.driver.artifact", _H, "murmur-driver-openai or murmur-driver-anthropic"),
+    KeyRule("inference.driver.artifact", _H, "murmur-driver-openai, murmur-driver-anthropic or murmur-driver-deepseek"),
     KeyRule("inference.driver.config", _H, "driver settings", free=True),
     KeyRule("inference.command", _H, "the agent CLI (process transport)"),
     KeyRule("inference.max_turns", _H, "inference calls per task"),

@@ -2,7 +2,7 @@
 
 Upstream murmur runs WASM and native components (tools, hooks, drivers, a capsule's own
 ``capsule.wasm``); this runtime runs a capsule's ``plan:`` or its ``inference:`` agent, with
-two built-in drivers. A manifest that loads may still declare a component; :func:`unsupported`
+three built-in drivers. A manifest that loads may still declare a component; :func:`unsupported`
 names each one, so ``mur build``, ``mur doctor`` and ``mur run`` refuse the same capsules with
 the same words instead of dropping a component without a word. Pure: manifest in,
 diagnostics out. Specification: ``spec/manifest.md`` ("What runs here").
@@ -13,7 +13,7 @@ from __future__ import annotations
 from murmur.diagnostics import Diagnostic, error
 from murmur.manifest.model import Manifest, Transport
 
-BUILTIN_DRIVERS: tuple[str, ...] = ("murmur-driver-openai", "murmur-driver-anthropic")
+BUILTIN_DRIVERS: tuple[str, ...] = ("murmur-driver-openai", "murmur-driver-anthropic", "murmur-driver-deepseek")
 """Driver artifact names this runtime provides itself (bare names; a scope prefix is allowed)."""
 
 def is_builtin_driver(artifact: str) -> bool:

@@ -8,7 +8,8 @@ and the provider's reply into an :class:`InferenceResult`. Built-in HTTP drivers
 * ``murmur-driver-openai`` — OpenAI-compatible Chat Completions with tool calls
   (:mod:`murmur.agent.transports.openai`);
 * ``murmur-driver-anthropic`` — Anthropic Messages API with tool use
-  (:mod:`murmur.agent.transports.anthropic`).
+  (:mod:`murmur.agent.transports.anthropic`);
+* ``murmur-driver-deepseek`` — the OpenAI driver (DeepSeek's API is Chat Completions).
 
 ``inference.transport: process`` runs an agent CLI per task instead
 (:mod:`murmur.agent.transports.stdio`); it does not use these types.
