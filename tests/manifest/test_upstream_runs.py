@@ -146,6 +146,43 @@ async def _mur(args: list[str], cap: Path, env: Mapping[str, str], **kw: object)
                                       **kw)  # type: ignore[arg-type]
 
 
+async def _roost(cap: Path, env: Mapping[str, str], name: str, nursery: trio.Nursery) -> str:
+    """Publish the capsule to the global store and serve mur-roost over it, the capsule's name
+    in ``--spawn-allow`` (spec/roost.md); its URL. The daemon is killed when the test ends."""
+    with trio.fail_after(60):
+        r = await trio.run_process([sys.executable, "-m", "murmur.cli.mur", "install", "-g", str(cap)], cwd=cap,
+                                   env=dict(env), capture_stdout=True, capture_stderr=True, check=False)
+    assert r.returncode == 0, r.stderr
+    home = env["MURMUR_HOME"]
+    proc = await trio.lowlevel.open_process(
+        [str(Path(sys.executable).parent / "mur-roost"), "--port", "0", "--registry-path", f"{home}/artifacts",
+         "--spawn-allow", name, "--die-with-parent"], env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+
+    async def reap() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            with trio.CancelScope(shield=True):
+                await proc.wait()
+
+    nursery.start_soon(reap)
+    assert proc.stdout is not None
+    line = b""
+    with trio.fail_after(30):
+        while not line.endswith(b"\n"):
+            chunk = await proc.stdout.receive_some(1)
+            assert chunk, "mur-roost ended before it listened"
+            line += chunk
+    listening = re.fullmatch(r"mur-roost: listening on (127\.0\.0\.1:\d+)", line.decode().strip())
+    assert listening is not None, line
+    return f"http://{listening.group(1)}"
+
+
 def _trace(env: Mapping[str, str]) -> list[dict[str, object]]:
     [path] = Path(env["MURMUR_HOME"]).glob("records/**/trace.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -156,7 +193,7 @@ def test_every_example_that_builds_and_doctors_runs_or_says_why() -> None:
     assert {e.file for e in CORPUS if e.stage is None and e.codes <= {"W-MAN-001"}} - {e.file for e in RUNS} == {
         "docs-quickstart-189.yaml", "docs-quickstart-201.yaml"}  # transport: process (spec/harness pages)
     assert all(e.stage is None for e in RUNS)
-    assert {e.run for e in RUNS} == {"task", "a2a", "skill", "fds", "E-RUN-019"}
+    assert {e.run for e in RUNS} == {"task", "a2a", "skill", "fds", "roost"}
 
 
 @pytest.mark.parametrize("case", RUNS, ids=lambda e: e.file.removesuffix(".yaml"))
@@ -168,10 +205,10 @@ async def test_example_runs(case: Expect, tmp_path: Path, provider: ScriptedServ
         await _served(cap, dialect, env, provider, manifest)
         return
     task = "Explain what makes an infrastructure deployment reproducible, in three bullet points."
-    if case.run is not None and case.run.startswith("E-"):  # refused at launch here
+    if case.run == "roost":  # a session that may delegate registers with mur-roost here
         r = await _mur(["--task", task], cap, env)
-        assert r.returncode == 1 and f"error[{case.run}]" in r.stderr.decode() and not provider.requests
-        return
+        assert r.returncode == 1 and "error[E-RUN-019]" in r.stderr.decode() and not provider.requests
+        env = {**env, "MURMUR_ROOST_URL": await _roost(cap, env, str(manifest["name"]), nursery)}
     answer = "1. pinned inputs 2. declared reach 3. a trace"
     if case.run == "skill":
         provider.add(Reply(_call(dialect, "t1", "code-review-conventions", {})), Reply(_text(dialect, answer)))

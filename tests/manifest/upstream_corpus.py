@@ -14,9 +14,9 @@ refusals because the manifest needs a WASM or native component this runtime does
 ``mur run`` against a scripted provider standing in for the network): ``task`` (one task,
 answered), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
 ``skill`` (the model calls the skill and gets ``skill.md``), ``fds`` (the fd-hygiene
-check: the shell and native probes see no leaked descriptor), or a code (``mur run`` refuses
-it with that code before any model call, where upstream runs it). None: it does not run
-(``stage`` and ``codes`` say why).
+check: the shell and native probes see no leaked descriptor), ``roost`` (a capsule that may
+delegate: ``E-RUN-019`` with no mur-roost, where upstream runs it; a task, with one serving).
+None: it does not run (``stage`` and ``codes`` say why).
 """
 
 from __future__ import annotations
@@ -127,9 +127,9 @@ _TABBED: tuple[Expect, ...] = (
     _e("docs-different-ways-to-run-murmur-21.yaml", _HOW + "different-ways-to-run-murmur.md:21", None, run="task"),
     _e("docs-different-ways-to-run-murmur-46.yaml", _HOW + "different-ways-to-run-murmur.md:46", None, run="task"),
     _e("docs-different-ways-to-run-murmur-71.yaml", _HOW + "different-ways-to-run-murmur.md:71", None, run="task"),
-    _e("docs-generate-manifest-250.yaml", _HOW + "generate-manifest.md:250", None, run="E-RUN-019"),
-    _e("docs-generate-manifest-281.yaml", _HOW + "generate-manifest.md:281", None, run="E-RUN-019"),
-    _e("docs-generate-manifest-312.yaml", _HOW + "generate-manifest.md:312", None, run="E-RUN-019"),
+    _e("docs-generate-manifest-250.yaml", _HOW + "generate-manifest.md:250", None, run="roost"),
+    _e("docs-generate-manifest-281.yaml", _HOW + "generate-manifest.md:281", None, run="roost"),
+    _e("docs-generate-manifest-312.yaml", _HOW + "generate-manifest.md:312", None, run="roost"),
     _e("docs-lock-down-capsule-31.yaml", _HOW + "lock-down-capsule.md:31", None, run="task"),
     _e("docs-lock-down-capsule-59.yaml", _HOW + "lock-down-capsule.md:59", None, run="task"),
     _e("docs-lock-down-capsule-87.yaml", _HOW + "lock-down-capsule.md:87", None, run="task"),
