@@ -15,7 +15,9 @@ refusals because the manifest needs a WASM or native component this runtime does
 answered), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
 ``skill`` (the model calls the skill and gets ``skill.md``), ``fds`` (the fd-hygiene
 check: the shell and native probes see no leaked descriptor), ``roost`` (a capsule that may
-delegate: ``E-RUN-019`` with no mur-roost, where upstream runs it; a task, with one serving).
+delegate: ``E-RUN-019`` with no mur-roost, where upstream runs it; a task, with one serving),
+``cli`` (``transport: process``: the real agent CLI, its base URL pointing at the scripted
+provider).
 None: it does not run (``stage`` and ``codes`` say why).
 """
 
@@ -112,8 +114,8 @@ _TABBED: tuple[Expect, ...] = (
     _e("docs-quickstart-22.yaml", _D + "getting-started/quickstart.md:22", None, run="task"),
     _e("docs-quickstart-47.yaml", _D + "getting-started/quickstart.md:47", None, run="task"),
     _e("docs-quickstart-72.yaml", _D + "getting-started/quickstart.md:72", None, run="task"),
-    _e("docs-quickstart-189.yaml", _D + "getting-started/quickstart.md:189", None),
-    _e("docs-quickstart-201.yaml", _D + "getting-started/quickstart.md:201", None),
+    _e("docs-quickstart-189.yaml", _D + "getting-started/quickstart.md:189", None, run="cli"),
+    _e("docs-quickstart-201.yaml", _D + "getting-started/quickstart.md:201", None, run="cli"),
     # how-to pages
     _e("docs-capsule-system-prompt-21.yaml", _HOW + "capsule-system-prompt.md:21", None, run="task"),
     _e("docs-capsule-system-prompt-51.yaml", _HOW + "capsule-system-prompt.md:51", None, run="task"),
