@@ -195,7 +195,7 @@ def test_every_example_that_builds_and_doctors_runs_or_says_why() -> None:
     """Every example that passes doctor is run here; one that does not run has a refusal code."""
     assert {e.file for e in CORPUS if e.stage is None and e.codes <= {"W-MAN-001"}} <= {e.file for e in RUNS}
     assert all(e.stage is None for e in RUNS)
-    assert {e.run for e in RUNS} == {"task", "a2a", "skill", "fds", "roost", "cli"}
+    assert {e.run for e in RUNS} == {"task", "shell", "a2a", "skill", "fds", "roost", "cli"}
 
 
 CLI_RUNS = [e for e in RUNS if e.run == "cli"]
@@ -266,6 +266,9 @@ async def test_example_runs(case: Expect, tmp_path: Path, provider: ScriptedServ
     answer = "1. pinned inputs 2. declared reach 3. a trace"
     if case.run == "skill":
         provider.add(Reply(_call(dialect, "t1", "code-review-conventions", {})), Reply(_text(dialect, answer)))
+    elif case.run == "shell":  # the page's Step 5: each shell invocation is a `shell` record
+        provider.add(Reply(_call(dialect, "t1", "bash", {"args": ["-c", "echo lock-down-ok"]})),
+                     Reply(_text(dialect, answer)))
     elif case.run == "fds":
         provider.add(Reply(_call(dialect, "t1", "fdprobe", {"args": ["shell"]})),
                      Reply(_call(dialect, "t2", "fdprobe-native", {})), Reply(_text(dialect, answer)))
@@ -295,6 +298,10 @@ async def test_example_runs(case: Expect, tmp_path: Path, provider: ScriptedServ
     if case.run == "skill":
         assert [r["event_type"] for r in records].count("skill_call") == 1
         assert json.dumps(SKILL_MD)[1:-1] in json.dumps(provider.requests[1].body)  # skill.md reached the model
+    if case.run == "shell":
+        [shell] = [r for r in records if r["event_type"] == "shell"]
+        assert (shell["exit_code"], "bash" in str(shell["command"])) == (0, True)
+        assert "lock-down-ok" in json.dumps(provider.requests[1].body)  # its output reached the model
     if case.run == "fds":
         await _fds_clean(cap, probe=Path(env["PATH"].split(os.pathsep)[0]) / "fdprobe", env=env)
         assert [r["tool_name"] for r in records if r["event_type"] == "tool_call"] == ["fdprobe", "fdprobe-native"]

@@ -12,7 +12,7 @@ refusals because the manifest needs a WASM or native component this runtime does
 
 ``run`` is how the example runs as its page says (``tests/manifest/test_upstream_runs.py``,
 ``mur run`` against a scripted provider standing in for the network): ``task`` (one task,
-answered), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
+answered), ``shell`` (the model runs a granted binary: a ``shell`` record), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
 ``skill`` (the model calls the skill and gets ``skill.md``), ``fds`` (the fd-hygiene
 check: the shell and native probes see no leaked descriptor), ``roost`` (a capsule that may
 delegate: ``E-RUN-019`` with no mur-roost, where upstream runs it; a task, with one serving),
@@ -55,7 +55,7 @@ _WEL = _D + "reference/workdir-exec-landlock-manual-verification.md"
 
 CORPUS: tuple[Expect, ...] = (
     # agent capsules with a built-in driver: build and pass
-    _e("docs-capsules-13.yaml", _D + "concepts/capsules.md:13", None, run="task"),
+    _e("docs-capsules-13.yaml", _D + "concepts/capsules.md:13", None, run="shell"),
     _e("docs-deploy-capsule-cloud-45.yaml", _D + "how-to/deploy-capsule-cloud.md:45", None, "W-MAN-001", run="task"),
     # artifact manifests (tools, hooks, skills, native binaries): packed as upstream packs them
     _e("docs-manifest-25.yaml", _D + "reference/manifest.md:25", "artifact"),
@@ -132,9 +132,9 @@ _TABBED: tuple[Expect, ...] = (
     _e("docs-generate-manifest-250.yaml", _HOW + "generate-manifest.md:250", None, run="roost"),
     _e("docs-generate-manifest-281.yaml", _HOW + "generate-manifest.md:281", None, run="roost"),
     _e("docs-generate-manifest-312.yaml", _HOW + "generate-manifest.md:312", None, run="roost"),
-    _e("docs-lock-down-capsule-31.yaml", _HOW + "lock-down-capsule.md:31", None, run="task"),
-    _e("docs-lock-down-capsule-59.yaml", _HOW + "lock-down-capsule.md:59", None, run="task"),
-    _e("docs-lock-down-capsule-87.yaml", _HOW + "lock-down-capsule.md:87", None, run="task"),
+    _e("docs-lock-down-capsule-31.yaml", _HOW + "lock-down-capsule.md:31", None, run="shell"),
+    _e("docs-lock-down-capsule-59.yaml", _HOW + "lock-down-capsule.md:59", None, run="shell"),
+    _e("docs-lock-down-capsule-87.yaml", _HOW + "lock-down-capsule.md:87", None, run="shell"),
     _e("docs-long-running-capsule-22.yaml", _HOW + "long-running-capsule.md:22", None, run="a2a"),
     _e("docs-long-running-capsule-53.yaml", _HOW + "long-running-capsule.md:53", None, run="a2a"),
     _e("docs-long-running-capsule-84.yaml", _HOW + "long-running-capsule.md:84", None, run="a2a"),
