@@ -214,6 +214,37 @@ async def test_script_capsule_session_invokes_installed_tool(project: Path) -> N
     assert [(r["tool_name"], r["status"]) for r in trace.of("tool_call")] == [("echo", "ok")]
 
 
+async def test_script_capsule_found_beside_the_manifest(project: Path) -> None:
+    """As upstream's `mur run`: a capsule with no workload whose requires_files lists no
+    component runs the capsule.wasm beside its manifest (else the one root *.wasm); none, or
+    several with no capsule.wasm, is E-MAN-005."""
+    from murmur.agent.script import ScriptWorkload
+    from murmur.assembly.workload_choice import load_workload
+    from murmur.manifest.support import component_beside, unsupported
+
+    _install(project, "echo", "name: echo\nversion: 0.1.0\nruntime: tool\nrequires_files: [echo.wasm]\n",
+             {"echo.wasm": component("echo")})
+    text = "name: scripted\nversion: 0.1.0\nartifacts:\n  - {name: echo, version: 0.1.0}\n"
+    (project / "murmur.yaml").write_text(text)
+    manifest = parse_manifest(text, path="murmur.yaml")
+    with pytest.raises(DiagnosticError) as info:  # nothing beside it yet
+        load_workload(manifest, project, {})
+    assert info.value.code == "E-MAN-005" and [d.code for d in unsupported(manifest, root=project)] == ["E-MAN-005"]
+    (project / "a.wasm").write_bytes(component("script"))
+    (project / "b.wasm").write_bytes(component("script"))
+    assert component_beside(project) is None  # several, none of them capsule.wasm
+    (project / "b.wasm").unlink()
+    assert component_beside(project) == "a.wasm"
+    (project / "capsule.wasm").write_bytes(component("script"))
+    assert component_beside(project) == "capsule.wasm" and unsupported(manifest, root=project) == []
+    assert [d.code for d in unsupported(manifest)] == ["E-MAN-005"]  # the manifest alone packs none
+    workload = load_workload(manifest, project, {})
+    assert isinstance(workload, ScriptWorkload)
+    trace = FakeTrace()
+    outcome = await workload.run_task(task_context(manifest, project, trace))
+    assert outcome.status == "ok" and [r["tool_name"] for r in trace.of("tool_call")] == ["echo"]
+
+
 def test_formation_peers_in_roster_order_and_absent_for_nobody(tmp_path: Path) -> None:
     """Components get MURMUR_FORMATION_PEERS in roster order; it is absent (not empty) when the
     member may call nobody; native tools never get it (they get no MURMUR_* at all)."""

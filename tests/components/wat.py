@@ -171,6 +171,14 @@ for _peer in ("coder", "mallory"):
         (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 336) (i32.const 5) (i32.const 512))
       (if (i32.ne (i32.load8_u (i32.const 512)) (i32.const 0)) (then unreachable)))""")
 
+# upstream's graduation capsule's shape: invoke "jsonl-line-count" (a stand-in for its compiled
+# capsule.wasm; the tool behind the name is whatever is installed); traps unless ok
+BODIES["graduation"] = ("script", """(data (i32.const 256) "jsonl-line-count") (data (i32.const 288) "input.jsonl")
+    (func (export "murmur:capsule/run@0.1.0#run")
+      (call $invoke (i32.const 256) (i32.const 16) (i32.const 1) (i32.const 288) (i32.const 11)
+        (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 512))
+      (if (i32.ne (i32.load8_u (i32.const 512)) (i32.const 0)) (then unreachable)))""")
+
 _IMPORTS = {
     "plain": "",
     "chunky": """(import "murmur:text/chunks@0.1.0" "emit-chunk" (func $chunk (param i32 i32)))

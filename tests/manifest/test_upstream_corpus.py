@@ -39,6 +39,18 @@ def agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, "test-key-not-a-secret")
 
 
+def page_file(case: Expect, name: str) -> bytes:
+    """A file the page (or fixture) has beside the manifest: a ``capsule.wasm`` is the page's
+    bare module header, or the stand-in component for a compiled one; anything else is text."""
+    if name.endswith(".wasm"):
+        if case.stand_in is None:
+            return b"\0asm\x01\0\0\0"
+        from components.wat import component
+
+        return component(case.stand_in)
+    return f"{name}: written as the page says\n".encode()
+
+
 def _companions(capsule: Path, case: Expect) -> list[str]:
     """Create the files the manifest declares (as its author has them); return their names,
     in the order declared. A ``.wasm`` is a real tool component (``components.wat``'s echo)
@@ -85,7 +97,7 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     shutil.copyfile(CORPUS_DIR / case.file, capsule / "murmur.yaml")
     (capsule / "credentials.txt").write_text("stray file a build must not pack\n")
     for name in case.page_files:  # what the page has its reader write beside the manifest
-        (capsule / name).write_text(f"{name}: written as the page says\n")
+        (capsule / name).write_bytes(page_file(case, name))
     declared = _companions(capsule, case)
     for art_file in case.installs:  # the artifacts the capsule uses, as its user installs them
         art = tmp_path / art_file.removesuffix(".yaml")
@@ -127,13 +139,38 @@ def test_answer(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pyte
     else:
         assert built == 0, build_err
         with zipfile.ZipFile(next(capsule.glob("*.mur.zip"))) as zf:
-            assert zf.namelist() == sorted(["murmur.yaml", *declared, *case.page_files])  # a prompt file too
+            packed = [f for f in case.page_files if not f.endswith(".wasm")]  # an unlisted capsule.wasm is not
+            assert zf.namelist() == sorted(["murmur.yaml", *declared, *packed])  # a prompt file is
         assert rc == 1 and refusals == case.codes
     if case.component and case.stage != "artifact" and not case.codes & {"E-BLD-003", "E-IO-003"}:
         messages = [d["message"] for d in doc["diagnostics"] if d["code"] in ("E-MAN-005", "E-RUN-006", "E-CMP-002")]
         assert messages and all(w in m for m in messages
                                 if (w := next((w for w in ("does not run", "does not support", "packs none",
                                                            "not a WebAssembly component") if w in m), "?")))
+
+
+@pytest.mark.parametrize("case", [e for e in CORPUS if e.host and e.page_files == ("capsule.wasm",)],
+                         ids=lambda e: e.file.removesuffix(".yaml"))
+def test_manual_checks_on_this_host(case: Expect, tmp_path: Path, agent_env: None, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The containment manual checks (given ``E-CAP-003`` above on a host made to lack the
+    class) on the host as it is: where it backs the floor they get past containment to the
+    page's bare capsule.wasm, which is no component (``E-CMP-002``; upstream's ``E-RUN-001``,
+    which the page counts as the gate passed); where it does not, ``E-CAP-003``."""
+    from murmur.manifest.load import load_manifest
+    from murmur.sandbox.host import probe
+
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    shutil.copyfile(CORPUS_DIR / case.file, capsule / "murmur.yaml")
+    (capsule / "capsule.wasm").write_bytes(page_file(case, "capsule.wasm"))
+    monkeypatch.delenv("MURMUR_SANDBOX_HOST", raising=False)
+    floor = load_manifest(capsule / "murmur.yaml").capabilities.containment  # type: ignore[union-attr]
+    backed = floor is not None and not probe(fresh=True).lacks(floor)
+    rc, report = _doctor(capsule, monkeypatch, capsys)
+    doc = report["capsule"]
+    assert isinstance(doc, dict)
+    assert (rc, {d["code"] for d in doc["diagnostics"]}) == (1, {"E-CMP-002"} if backed else {"E-CAP-003"})
 
 
 def test_passing_capsules_warn_only_about_inert_keys() -> None:

@@ -29,6 +29,8 @@ import yaml
 from agent.npm_cli import npm_bin
 from agent.scripted import Received, Reply, ScriptedServer, an_text, an_tools, oa_text, oa_tools
 from agent.scripted_openai import ModelReply, ScriptedResponses, message
+from components.wat import component
+from manifest.test_upstream_corpus import page_file
 from manifest.upstream_corpus import CORPUS, Expect
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +73,10 @@ def _free_port() -> int:
 def _network(text: str, server_url: str) -> tuple[str, str]:
     """(the manifest with its network replaced, the provider dialect); asserts that only the
     provider URL and a pinned door port changed."""
-    [(url, dialect)] = [(u, d) for u, d in PROVIDERS.items() if u in text]
+    found = [(u, d) for u, d in PROVIDERS.items() if u in text]
+    if not found:  # no model: nothing of the network in the manifest
+        return text, "none"
+    [(url, dialect)] = found
     out = text.replace(url, server_url)
     pinned = re.search(r"internal_port: (\d+)", text)
     if pinned:
@@ -124,12 +129,16 @@ def _stage(case: Expect, tmp_path: Path, server_url: str) -> tuple[Path, str, di
     env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
     env.update(MURMUR_HOME=str(tmp_path / "home"), ANTHROPIC_API_KEY=KEY, OPENAI_API_KEY=KEY, DEEPSEEK_API_KEY=KEY,
                PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for name in case.page_files:
+        (cap / name).write_bytes(page_file(case, name))
     for art_file in case.installs:
         art = tmp_path / art_file.removesuffix(".yaml")
         art.mkdir()
         (art / "murmur.yaml").write_bytes((CORPUS_DIR / art_file).read_bytes())
         if "skill" in art_file:
             (art / "skill.md").write_text(SKILL_MD)
+        elif "graduation" in art_file:  # the graduation tool: our echo component stands in
+            (art / "jsonl-line-count.wasm").write_bytes(component("echo"))
         else:  # the fd probe, packed as the page packs it (bin/fdprobe-native)
             (art / "bin").mkdir()
             (art / "bin" / "fdprobe-native").write_text(probe)
@@ -195,7 +204,7 @@ def test_every_example_that_builds_and_doctors_runs_or_says_why() -> None:
     """Every example that passes doctor is run here; one that does not run has a refusal code."""
     assert {e.file for e in CORPUS if e.stage is None and e.codes <= {"W-MAN-001"}} <= {e.file for e in RUNS}
     assert all(e.stage is None for e in RUNS)
-    assert {e.run for e in RUNS} == {"task", "shell", "a2a", "skill", "fds", "roost", "cli"}
+    assert {e.run for e in RUNS} == {"task", "shell", "a2a", "skill", "fds", "roost", "cli", "script"}
 
 
 CLI_RUNS = [e for e in RUNS if e.run == "cli"]
@@ -253,6 +262,12 @@ def _claude_side(r: Received) -> Reply | None:
 @pytest.mark.parametrize("case", [e for e in RUNS if e.run != "cli"], ids=lambda e: e.file.removesuffix(".yaml"))
 async def test_example_runs(case: Expect, tmp_path: Path, provider: ScriptedServer, nursery: trio.Nursery) -> None:
     cap, dialect, manifest, env = _stage(case, tmp_path, provider.url)
+    if case.run == "script":  # the capsule's own component is the work: no model at all
+        r = await _mur(["--task", "count the lines"], cap, env)
+        assert r.returncode == 0 and r.stderr.decode().rstrip().endswith("status: ok"), r.stderr.decode()
+        calls = [(x["tool_name"], x["status"], x["input_bytes"]) for x in _trace(env) if x["event_type"] == "tool_call"]
+        assert calls == [("jsonl-line-count", "ok", len("input.jsonl"))] and not provider.requests
+        return
     inference = manifest["inference"]
     assert isinstance(inference, dict)
     if case.run == "a2a":

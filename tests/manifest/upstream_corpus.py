@@ -6,13 +6,16 @@ and ``mur run`` refuse it), ``None`` (it builds and passes ``mur doctor``), or `
 (an artifact manifest that ``mur build`` packs as upstream does and ``mur doctor`` passes).
 ``absent`` names declared files the fixture's author does not have; ``installs`` names the
 corpus artifacts (built and installed into the project store first) a capsule uses;
-``page_files`` the files the page has its reader write beside the manifest (a prompt file).
+``page_files`` the files the page has its reader write beside the manifest (a prompt file;
+a ``capsule.wasm`` is the page's bare module header, or the ``stand_in`` component for a
+compiled one the fixture ships).
 ``codes`` are the refusal codes (or, when it passes, the warning codes). ``component`` marks
 refusals because the manifest needs a WASM or native component this runtime does not run.
 
 ``run`` is how the example runs as its page says (``tests/manifest/test_upstream_runs.py``,
 ``mur run`` against a scripted provider standing in for the network): ``task`` (one task,
-answered), ``shell`` (the model runs a granted binary: a ``shell`` record), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
+answered), ``script`` (a script capsule: its ``capsule.wasm`` invokes the installed tool),
+``shell`` (the model runs a granted binary: a ``shell`` record), ``a2a`` (served: two tasks sent over A2A, answered in turn, then stopped),
 ``skill`` (the model calls the skill and gets ``skill.md``), ``fds`` (the fd-hygiene
 check: the shell and native probes see no leaked descriptor), ``roost`` (a capsule that may
 delegate: ``E-RUN-019`` with no mur-roost, where upstream runs it; a task, with one serving),
@@ -40,12 +43,14 @@ class Expect:
     installs: tuple[str, ...] = ()
     page_files: tuple[str, ...] = ()
     run: str | None = None
+    stand_in: str | None = None  # the test component (tests/components/wat.py) for the author's capsule.wasm
 
 
 def _e(file: str, source: str, stage: str | None, *codes: str, component: bool = False,
        host: str | None = None, absent: tuple[str, ...] = (), installs: tuple[str, ...] = (),
-       page_files: tuple[str, ...] = (), run: str | None = None) -> Expect:
-    return Expect(file, source, stage, frozenset(codes), component, host, absent, installs, page_files, run)
+       page_files: tuple[str, ...] = (), run: str | None = None, stand_in: str | None = None) -> Expect:
+    return Expect(file, source, stage, frozenset(codes), component, host, absent, installs, page_files, run,
+                  stand_in)
 
 
 _D = "docs/content/"
@@ -78,7 +83,10 @@ CORPUS: tuple[Expect, ...] = (
     _e("docs-python-native-134.yaml", _D + "language-guides/python-native.md:134", "load", "E-MAN-005", component=True),
     _e("docs-subprocess-fd-hygiene-verification-250.yaml", _D + "reference/subprocess-fd-hygiene-verification.md:250", None,
        installs=("docs-subprocess-fd-hygiene-verification-228.yaml",), run="fds"),
-    _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", "run", "E-MAN-005", component=True),
+    # upstream's graduation capsule: its capsule.wasm (unlisted) invokes the graduation tool
+    _e("fixture-graduation-capsule.yaml", _F + "graduation/capsule/murmur.yaml", None,
+       installs=("fixture-graduation-tool.yaml",), page_files=("capsule.wasm",), stand_in="graduation",
+       run="script"),
     # the reference "supported shape": its threaded conversation loads; its tool and hook do not run
     _e("docs-manifest-42.yaml", _D + "reference/manifest.md:42", "run", "E-REG-001"),
     # an upstream driver component
@@ -86,16 +94,16 @@ CORPUS: tuple[Expect, ...] = (
     # capsules with no workload: upstream runs their own capsule.wasm
     # a script capsule (no workload, one root .wasm): the stand-in bytes are no component
     _e("docs-python-173.yaml", _D + "language-guides/python.md:173", "run", "E-CMP-002", component=True),
-    _e("docs-shell-binary-reachability-manual-verific-129.yaml", _SBR + ":129", "run", "E-MAN-005", component=True),
-    _e("docs-shell-binary-reachability-manual-verific-175.yaml", _SBR + ":175", "run", "E-MAN-005", component=True),
-    _e("docs-shell-binary-reachability-manual-verific-199.yaml", _SBR + ":199", "run", "E-MAN-005", component=True),
-    _e("docs-shell-binary-reachability-manual-verific-236.yaml", _SBR + ":236", "run", "E-MAN-005", component=True),
-    _e("docs-shell-binary-reachability-manual-verific-265.yaml", _SBR + ":265", "run", "E-MAN-005", component=True),
-    _e("docs-shell-binary-reachability-manual-verific-308.yaml", _SBR + ":308", "run", "E-MAN-005", component=True),
-    _e("docs-staged-runtime-bind-mount-manual-verific-223.yaml", _D + "reference/staged-runtime-bind-mount-manual-verification.md:223", "run", "E-MAN-005", component=True),
-    _e("docs-workdir-exec-landlock-manual-verificatio-270-1.yaml", _WEL + ":270 (we-default)", "run", "E-MAN-005", component=True),
-    _e("docs-workdir-exec-landlock-manual-verificatio-270-2.yaml", _WEL + ":270 (we-true)", "run", "E-MAN-005", component=True),
-    _e("docs-workdir-exec-landlock-manual-verificatio-270-3.yaml", _WEL + ":270 (we-scoped)", "run", "E-MAN-005", component=True),
+    _e("docs-shell-binary-reachability-manual-verific-129.yaml", _SBR + ":129", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-shell-binary-reachability-manual-verific-175.yaml", _SBR + ":175", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-shell-binary-reachability-manual-verific-199.yaml", _SBR + ":199", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-shell-binary-reachability-manual-verific-236.yaml", _SBR + ":236", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-shell-binary-reachability-manual-verific-265.yaml", _SBR + ":265", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-shell-binary-reachability-manual-verific-308.yaml", _SBR + ":308", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-staged-runtime-bind-mount-manual-verific-223.yaml", _D + "reference/staged-runtime-bind-mount-manual-verification.md:223", "run", "E-CAP-003", host="no-mountns", page_files=("capsule.wasm",)),
+    _e("docs-workdir-exec-landlock-manual-verificatio-270-1.yaml", _WEL + ":270 (we-default)", "run", "E-CMP-002", component=True, page_files=("capsule.wasm",)),
+    _e("docs-workdir-exec-landlock-manual-verificatio-270-2.yaml", _WEL + ":270 (we-true)", "run", "E-CMP-002", component=True, page_files=("capsule.wasm",)),
+    _e("docs-workdir-exec-landlock-manual-verificatio-270-3.yaml", _WEL + ":270 (we-scoped)", "run", "E-CAP-003", host="no-landlock", page_files=("capsule.wasm",)),
     # a containment floor a host without mount namespaces cannot back (upstream refuses it there too)
     _e("docs-sealed-containment-manual-verification-122.yaml", _D + "reference/sealed-containment-manual-verification.md:122", "run", "E-CAP-003",
        host="no-mountns"),

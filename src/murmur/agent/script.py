@@ -1,7 +1,8 @@
 """Script capsules: a capsule whose work is its own component's ``murmur:capsule/run@0.1.0``.
 
 A capsule with neither ``plan:`` nor ``inference:`` whose ``requires_files`` packs
-``capsule.wasm`` (or exactly one root ``*.wasm``) is a script capsule (upstream's rule). Each
+``capsule.wasm`` (or exactly one root ``*.wasm``), or that has one beside its manifest, is a
+script capsule (upstream's rule). Each
 task runs the component's ``run()`` once, in a fresh store, with the workdir preopened, no
 environment (upstream hands a script capsule only the inference variables, and it has no
 ``inference:``), and ``murmur:tool-registry/invoke`` answered by the capsule's tool and skill
@@ -25,13 +26,20 @@ from murmur.manifest import Manifest
 from murmur.workload import TaskContext, TaskOutcome
 
 
-def script_payload(manifest: Manifest) -> str | None:
-    """The capsule's own component (``capsule.wasm`` or its one root ``*.wasm``), or None."""
+def script_payload(manifest: Manifest, capsule_root: Path | None = None) -> str | None:
+    """The capsule's own component, a path relative to its directory, or None: the
+    ``capsule.wasm`` or one root ``*.wasm`` that ``requires_files`` packs, else (given
+    ``capsule_root``) the one upstream's ``mur run`` finds beside the manifest
+    (:func:`murmur.manifest.support.component_beside`)."""
+    from murmur.manifest.support import component_beside
     from murmur.registry.artifacts import wasm_payload
 
     if manifest.plan or manifest.inference is not None:
         return None
-    return wasm_payload(list(manifest.requires_files or ()))
+    packed = wasm_payload(list(manifest.requires_files or ()))
+    if packed is not None or capsule_root is None:
+        return packed
+    return component_beside(capsule_root)
 
 
 class ScriptWorkload:
@@ -46,7 +54,7 @@ class ScriptWorkload:
         from murmur.components.check import version_refusals
         from murmur.components.host import Component
 
-        payload = script_payload(manifest)
+        payload = script_payload(manifest, capsule_root)
         path = capsule_root / (payload or "capsule.wasm")
         if payload is None or not path.is_file():
             raise DiagnosticError(error("E-IO-003", f"the script capsule's component {path.name} is missing",

@@ -44,7 +44,7 @@ def load_workload(
             (``E-MAN-003``/``E-RUN-005``/``E-RUN-006``/``E-RUN-009``), or the manifest declares
             a component this runtime does not run, or no workload (``E-MAN-005``/``E-RUN-006``).
     """
-    refusals = unsupported(manifest)
+    refusals = unsupported(manifest, root=capsule_root)
     if refusals:
         raise DiagnosticError(refusals)
     if manifest.plan and system_prompt_override is not None:
@@ -65,7 +65,7 @@ def load_workload(
         script_payload,
     )
 
-    if script_payload(manifest) is not None:
+    if script_payload(manifest, capsule_root) is not None:
         return ScriptWorkload(manifest, capsule_root)
     raise DiagnosticError(
         error(

@@ -291,7 +291,7 @@ def run_faults(capsule_root: Path, manifest: Manifest, environ: Mapping[str, str
     from murmur.assembly import check_containment, load_workload
     from murmur.manifest import unsupported
 
-    missing = unsupported(manifest)
+    missing = unsupported(manifest, root=capsule_root)
     if missing:
         return missing
     try:
