@@ -43,8 +43,8 @@ from murmur.workload import TaskContext
 
 if TYPE_CHECKING:
     from murmur.agent.transports.wasm import WasmDriver
-    from murmur.components.http import HttpPolicy
     from murmur.components.limits import Limits
+    from murmur.components.outgoing_http import HttpPolicy
 
 CAPSULE_HOME = ".capsule-home"
 """The native tool's ``HOME``, inside the workdir."""
@@ -218,8 +218,8 @@ def formation_peers(callees: Sequence[str]) -> str | None:
 
 def http_policy(ctx: TaskContext, entry: ArtifactRef) -> HttpPolicy:
     """The component's effective ``network.allow`` (its narrowing clamped by the ceiling)."""
-    from murmur.components.http import HttpPolicy
     from murmur.components.netpolicy import entry_allow
+    from murmur.components.outgoing_http import HttpPolicy
 
     return HttpPolicy(entry_allow(ctx.manifest, entry)[0])
 

@@ -20,7 +20,7 @@ from murmur.agent.transports import AssistantTurn, InferenceError, InferenceRequ
 from murmur.workload import TaskContext
 
 if TYPE_CHECKING:
-    from murmur.agent.workload import AgentWorkload
+    from murmur.agent.agent_workload import AgentWorkload
     from murmur.components.host import Hooks
 
 __all__ = ["seam"]

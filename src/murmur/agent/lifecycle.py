@@ -31,7 +31,7 @@ from murmur.agent.hooked import fire
 from murmur.workload import TaskContext, Usage
 
 if TYPE_CHECKING:
-    from murmur.agent.workload import AgentWorkload
+    from murmur.agent.agent_workload import AgentWorkload
 
 __all__ = ["END_BUDGET", "SessionHooks", "capability_names"]
 

@@ -9,7 +9,7 @@ runs them in this order and merges what they return once, at the end, in the ord
 
 1. the formation member side (:func:`murmur.formation.member.member.contribute`), when the
    environment names a formation;
-2. the process tree (:func:`murmur.tree.contributor.contribute`), always (it reads the formation
+2. the process tree (:func:`murmur.tree.journaling.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
 3. the delegated-child side (:func:`murmur.delegation.contributor.contribute`), when the run was
    delegated or its manifest may delegate, and the capsule links of a capsule that may
