@@ -195,8 +195,9 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
 
 def hook_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
     """A hook's WASI environment, as upstream's: ``MURMUR_OTEL_ENDPOINT`` (the manifest's
-    ``observability.otel_endpoint``) and ``MURMUR_FORMATION_ID`` when set, and (seed 004)
-    ``MURMUR_FORMATION_PEERS`` in a member that may call others; never the identity variables."""
+    ``observability.otel_endpoint``) and ``MURMUR_FORMATION_ID`` when set, and
+    ``MURMUR_FORMATION_PEERS`` in a member that may call others; never the identity variables
+    (spec/components.md "What uses the host")."""
     obs = ctx.manifest.observability
     pairs = [("MURMUR_OTEL_ENDPOINT", obs.otel_endpoint)] if obs is not None and obs.otel_endpoint else []
     if ctx.formation_id:
