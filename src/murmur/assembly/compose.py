@@ -144,9 +144,13 @@ def prepare(
         delegation_bound_secs=timing.delegation_bound(manifest.lifecycle.delegation_deadline_secs, env),
     )
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
-    own = [convo.apply(setup, workload, staged), session_hooks(setup, workload)]
-    # the tree's inference gateway first, so the command environment names it (spec/gateway.md)
-    gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens)
+    own = [
+        convo.apply(setup, workload, staged),
+        session_hooks(setup, workload),
+        # the tree's inference gateway before the contributors, so the command environment names it
+        # (spec/gateway.md)
+        gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens),
+    ]
     contributors.contribute(setup, env, own)
     return setup
 
