@@ -35,7 +35,7 @@ __all__ = ["InferringWorkload", "seam"]
 
 class InferringWorkload(Protocol):
     """What a hook's ``run-inference`` needs of the agent workload
-    (:class:`murmur.agent.workload.AgentWorkload` is one)."""
+    (:class:`murmur.agent.agent_workload.AgentWorkload` is one)."""
 
     config: AgentConfig
 

@@ -52,7 +52,7 @@ def capability_names(ctx: TaskContext) -> list[str]:
 
 class HookedWorkload(Protocol):
     """What the session-level events need of the agent workload
-    (:class:`murmur.agent.workload.AgentWorkload` is one): its hook hosts for a context."""
+    (:class:`murmur.agent.agent_workload.AgentWorkload` is one): its hook hosts for a context."""
 
     def hooks_for(self, ctx: TaskContext) -> list[object]: ...
 
