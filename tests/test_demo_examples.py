@@ -19,7 +19,7 @@ from murmur.errors import DiagnosticError
 from murmur.formation.roster.admission import admit_file, store_resolver
 from murmur.manifest.load import load_manifest, parse_manifest
 from murmur.plan import PlanWorkload
-from murmur.plan.load import load_plan
+from murmur.plan.planfile import load_plan
 from murmur.roost.envelope import lower, referee
 from murmur.workload import TaskContext, TaskOutcome
 

@@ -144,7 +144,7 @@ def test_a_sub_tier_break_is_found() -> None:
     [
         ("from murmur import timing\n", ["murmur.timing"]),
         ("def f():\n    from murmur.session.door import x\n", ["murmur.session.door"]),
-        ("import murmur.plan.load, os\n", ["murmur.plan.load"]),
+        ("import murmur.plan.planfile, os\n", ["murmur.plan.planfile"]),
         ("from . import door\n", ["murmur.session"]),
         ("from ..plan import load\n", ["murmur.plan"]),
         ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from murmur.agent import A\n", ["murmur.agent"]),

@@ -3,8 +3,8 @@
 No two modules under ``src/murmur/`` share a base name where the package of one imports the
 package of the other (``formation/wire/tokens.py`` beside ``murmur/tokens.py`` made a reader
 ask which ``tokens`` an import meant). Packages are directories; ``__init__`` is left out.
-The pairs left are in :data:`ALLOWED`, each with its reason; an entry that no longer collides
-fails the test, so a rename removes its entry.
+None is allowed (:data:`ALLOWED` is empty); a pair a later change must keep goes there with its
+reason, and an entry that no longer collides fails the test.
 """
 
 from __future__ import annotations
@@ -14,18 +14,7 @@ from itertools import combinations
 
 from test_cycles import modules, targets
 
-_WAIT = "a role name in two packages under parallel edit this round; renaming waits for their merge"
-ALLOWED: dict[frozenset[str], str] = {
-    frozenset({"murmur.a2a.client", "murmur.roost.client"}): _WAIT,
-    frozenset({"murmur.delegation.contributor", "murmur.tree.contributor"}):
-        "each package's session contribution (assembly/contributors.py gathers them); " + _WAIT,
-    frozenset({"murmur.agent.transports.http", "murmur.components.http"}): _WAIT,
-    frozenset({"murmur.manifest.load", "murmur.plan.load"}): _WAIT,
-    frozenset({"murmur.manifest.model", "murmur.plan.model"}): _WAIT,
-    frozenset({"murmur.manifest.model", "murmur.routing.model"}): _WAIT,
-    frozenset({"murmur.manifest.policy", "murmur.sandbox.policy"}): _WAIT,
-    frozenset({"murmur.agent.workload", "murmur.workload"}): _WAIT,
-}
+ALLOWED: dict[frozenset[str], str] = {}
 
 
 def package_of(module: str, is_init: bool) -> str:

@@ -98,18 +98,13 @@ def test_gateway_gives_endpoint_and_key(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_inert_keys_are_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """An upstream key with no effect is a ⚠ W-SEC-019 line; the capsule still passes. A
-    key that is honoured (``context.max_tokens``, spec/manifest.md "Upstream keys") is not."""
+    """An upstream key with no effect is a ⚠ W-SEC-019 line; the capsule still passes."""
     monkeypatch.setenv("DOCTOR_TEST_KEY", "k")
-    d = _capsule(tmp_path, tail="context: {max_tokens: 1000}\n")
-    rc, report = _doctor(d, monkeypatch, capsys)
-    assert rc == 0 and report["warnings"] == []  # honoured: no warning
-    (tmp_path / "inert").mkdir()
-    d = _capsule(tmp_path / "inert", tail="trace: {include_tool_output: true}\n")
+    d = _capsule(tmp_path, tail="context: {seed_budget: 1000}\n")
     rc, report = _doctor(d, monkeypatch, capsys)
     assert rc == 0 and [w["code"] for w in report["warnings"]] == ["W-SEC-019"]  # type: ignore[index]
     monkeypatch.chdir(d)
     capsys.readouterr()
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
-    assert "⚠ warning[W-SEC-019]: `trace.include_tool_output` has no effect here" in out and "✓ agent 0.1.0" in out
+    assert "⚠ warning[W-SEC-019]: `context.seed_budget` has no effect here" in out and "✓ agent 0.1.0" in out

@@ -19,6 +19,7 @@ from murmur.cli.mur import build_parser, main
 from murmur.cli.run_session import run_prepared
 from murmur.errors import DiagnosticError, UsageError
 from murmur.manifest.model import AfterTask, TaskAcceptance
+from murmur.session import Contribution
 from murmur.session.trace import read_trace
 from murmur.workload import TaskContext, TaskOutcome
 
@@ -205,6 +206,37 @@ class TestPrepare:
             contributors.formation_member, contributors.process_tree, contributors.delegated_child,
             contributors.sandboxed, contributors.span_export,
         ) == contributors.CONTRIBUTORS
+
+    def test_contributions_are_merged_once_the_root_s_first(self, capsule: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+        """What the contributors return is merged after all have run (none sees another's
+        watchers on the setup): the composition root's own first, then each contributor's, a
+        contributor's several in the order it gives them."""
+        def named(name: str) -> Any:
+            async def watcher(ctl: object) -> None:
+                pass
+
+            watcher.__name__ = name
+            return watcher
+
+        root, one, two, three = (named(n) for n in ("root", "one", "two", "three"))
+        seen: list[list[Any]] = []
+
+        def first(setup: Any, environ: Mapping[str, str]) -> Contribution:
+            seen.append(list(setup.watchers))
+            return Contribution(watchers=(one,))
+
+        def second(setup: Any, environ: Mapping[str, str]) -> tuple[Contribution | None, ...]:
+            seen.append(list(setup.watchers))
+            return Contribution(watchers=(two,)), None, Contribution(watchers=(three,))
+
+        monkeypatch.setattr(contributors, "CONTRIBUTORS", ())
+        setup = prepare(RunOptions(), environ={}, cwd=capsule)
+        before = list(setup.watchers)
+        monkeypatch.setattr(contributors, "CONTRIBUTORS", (first, second))
+        contributors.contribute(setup, {}, [Contribution(watchers=(root,)), None])
+        assert seen == [before, before]
+        assert setup.watchers == [*before, root, one, two, three]
 
 
 class TestHelpers:

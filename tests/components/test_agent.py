@@ -10,10 +10,10 @@ import pytest
 
 from agent.scripted import FakeTrace, task_context
 from components.wat import component
+from murmur.agent.agent_workload import AgentWorkload
 from murmur.agent.components import call_component_tool, load_component_tools
 from murmur.agent.transports import InferenceError
 from murmur.agent.transports.wasm import parse_reply
-from murmur.agent.workload import AgentWorkload
 from murmur.cli.mur import main
 from murmur.errors import DiagnosticError
 from murmur.manifest.load import parse_manifest

@@ -124,7 +124,7 @@ async def test_a_hook_reaches_only_its_own_network_grant(tmp_path: Path) -> None
     covered host, is handed on. Each decision reaches `imports.on_http`."""
     from components.wat import hook_http
     from murmur.components.host import Hooks
-    from murmur.components.http import HttpPolicy
+    from murmur.components.outgoing_http import HttpPolicy
 
     data = hook_http()
     decisions: list[object] = []

@@ -17,7 +17,7 @@ import trio
 from agent.scripted import FakeTrace, task_context
 from components.wat import http_probe
 from murmur.components.host import Component, Grant, Hooks, call_tool
-from murmur.components.http import HttpDecision, HttpPolicy, decide
+from murmur.components.outgoing_http import HttpDecision, HttpPolicy, decide
 
 
 @pytest.fixture

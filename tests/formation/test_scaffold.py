@@ -14,8 +14,8 @@ from murmur.formation.roster.roster_scaffold import roster_files, write_roster_s
 from murmur.manifest import scaffold as writer  # the one new-directory writer
 from murmur.manifest.load import load_manifest
 from murmur.manifest.model import AfterTask, Manifest, TaskAcceptance
-from murmur.plan.load import load_plan
-from murmur.plan.model import MemberAction, ShellAction
+from murmur.plan.planfile import load_plan
+from murmur.plan.steps import MemberAction, ShellAction
 
 
 @attrs.frozen

@@ -15,7 +15,7 @@ from murmur.diagnostics import Diagnostic
 from murmur.errors import DiagnosticError
 from murmur.manifest import model
 from murmur.manifest.load import parse_manifest
-from murmur.manifest.policy import KEYS, OWN_KEYS, VALUE_REFUSALS, Answer, KeyRule
+from murmur.manifest.upstream_keys import KEYS, OWN_KEYS, VALUE_REFUSALS, Answer, KeyRule
 
 SPEC = Path(__file__).resolve().parents[2] / "spec" / "manifest.md"
 ROWS = (*KEYS, *OWN_KEYS)

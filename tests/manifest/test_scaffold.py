@@ -9,7 +9,7 @@ import pytest
 from murmur.errors import DiagnosticError
 from murmur.manifest.load import load_manifest
 from murmur.manifest.scaffold import capsule_files, write_capsule_scaffold
-from murmur.plan.load import load_plan
+from murmur.plan.planfile import load_plan
 
 
 class TestScaffold:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from murmur import tracectx
-from murmur.a2a.client import A2AClient
+from murmur.a2a.door_client import A2AClient
 from murmur.agent.transports.http import post_json
 from murmur.links import protocol
 from murmur.roost.client import RoostClient

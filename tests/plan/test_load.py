@@ -11,7 +11,7 @@ import pytest
 from murmur.errors import DiagnosticError
 from murmur.manifest.model import Capabilities, Manifest, ShellCaps, SpawnCaps
 from murmur.plan import load_plan, parse_plan
-from murmur.plan.model import (
+from murmur.plan.steps import (
     CapsuleAction,
     MemberAction,
     OnError,

@@ -15,7 +15,7 @@ from murmur.manifest.model import (
     SpawnCaps,
     Transport,
 )
-from murmur.routing.model import Capsule, Member
+from murmur.routing.catalog import Capsule, Member
 
 
 def manifest(name: str, *, shell: tuple[str, ...] = (), net: tuple[str, ...] = (),

@@ -21,8 +21,8 @@ from agent.scripted import (
 )
 from agent.test_e2e_run import MANIFEST, Mur, capsule, mur_runner, start_mur, trace_records  # noqa: F401
 from murmur.agent import AgentWorkload
+from murmur.routing.catalog import Catalog, Formation
 from murmur.routing.index import answer
-from murmur.routing.model import Catalog, Formation
 from routing.fixtures import capsule as cap
 from routing.fixtures import member
 

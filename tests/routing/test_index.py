@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from murmur.routing.catalog import Capsule, Catalog, Formation, RankKey, RouteKind, State
 from murmur.routing.index import answer, holds, rank_key, resolve_asker, routes_for
-from murmur.routing.model import Capsule, Catalog, Formation, RankKey, RouteKind, State
 from routing.fixtures import capsule, member
 
 LEAD = capsule("lead", net=("localhost",), serves=False)

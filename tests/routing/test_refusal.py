@@ -4,8 +4,8 @@ first, and the grant line."""
 from __future__ import annotations
 
 from murmur.grants import denied_binary, denied_reason, is_binary_name
+from murmur.routing.catalog import Catalog, Formation
 from murmur.routing.index import answer
-from murmur.routing.model import Catalog, Formation
 from murmur.routing.render import delegate_line
 from murmur.shell import ShellRefused, check_allowed
 from routing.fixtures import capsule, member

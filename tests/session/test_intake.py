@@ -100,3 +100,18 @@ def test_the_desk_alone_records_which_task_runs(trace: SessionTrace) -> None:
     assert desk.running is first
     desk.finish(first)
     assert desk.running is None
+
+
+def test_latest_is_the_running_task_and_stays_after_it_ends(trace: SessionTrace) -> None:
+    """A capsule link's call takes the latest task's context and trust (spec/links.md): the
+    task running now, else the last one that ran, so a command a task left behind still calls
+    under that task's trust."""
+    desk, book, _ = intake(trace)
+    assert desk.latest is None
+    first, second = arrive(desk, book, "a"), arrive(desk, book, "b")
+    desk.start(desk.next() or first)
+    assert desk.latest is first and desk.running is first
+    desk.finish(first)
+    assert desk.running is None and desk.latest is first
+    desk.start(desk.next() or second)
+    assert desk.latest is second

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
-    from murmur.agent.workload import AgentWorkload, make_agent_workload
+    from murmur.agent.agent_workload import AgentWorkload, make_agent_workload
 
 __all__ = ["AgentWorkload", "make_agent_workload"]
 
-__getattr__ = lazy.face(__name__, {"workload": ["AgentWorkload", "make_agent_workload"]})
+__getattr__ = lazy.face(__name__, {"agent_workload": ["AgentWorkload", "make_agent_workload"]})

@@ -43,8 +43,8 @@ from murmur.workload import TaskContext
 
 if TYPE_CHECKING:
     from murmur.agent.transports.wasm import WasmDriver
-    from murmur.components.http import HttpPolicy
     from murmur.components.limits import Limits
+    from murmur.components.outgoing_http import HttpPolicy
 
 CAPSULE_HOME = ".capsule-home"
 """The native tool's ``HOME``, inside the workdir."""
@@ -195,8 +195,9 @@ def component_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
 
 def hook_env(ctx: TaskContext) -> tuple[tuple[str, str], ...]:
     """A hook's WASI environment, as upstream's: ``MURMUR_OTEL_ENDPOINT`` (the manifest's
-    ``observability.otel_endpoint``) and ``MURMUR_FORMATION_ID`` when set, and (seed 004)
-    ``MURMUR_FORMATION_PEERS`` in a member that may call others; never the identity variables."""
+    ``observability.otel_endpoint``) and ``MURMUR_FORMATION_ID`` when set, and
+    ``MURMUR_FORMATION_PEERS`` in a member that may call others; never the identity variables
+    (spec/components.md "What uses the host")."""
     obs = ctx.manifest.observability
     pairs = [("MURMUR_OTEL_ENDPOINT", obs.otel_endpoint)] if obs is not None and obs.otel_endpoint else []
     if ctx.formation_id:
@@ -218,8 +219,8 @@ def formation_peers(callees: Sequence[str]) -> str | None:
 
 def http_policy(ctx: TaskContext, entry: ArtifactRef) -> HttpPolicy:
     """The component's effective ``network.allow`` (its narrowing clamped by the ceiling)."""
-    from murmur.components.http import HttpPolicy
     from murmur.components.netpolicy import entry_allow
+    from murmur.components.outgoing_http import HttpPolicy
 
     return HttpPolicy(entry_allow(ctx.manifest, entry)[0])
 

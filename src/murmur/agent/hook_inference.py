@@ -14,19 +14,36 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from murmur.agent.transports import AssistantTurn, InferenceError, InferenceRequest, Item, UserText
+from murmur.agent.transports import (
+    AssistantTurn,
+    InferenceError,
+    InferenceRequest,
+    InferenceResult,
+    Item,
+    UserText,
+)
 from murmur.workload import TaskContext
 
 if TYPE_CHECKING:
-    from murmur.agent.workload import AgentWorkload
+    from murmur.agent.config import AgentConfig
     from murmur.components.host import Hooks
 
-__all__ = ["seam"]
+__all__ = ["InferringWorkload", "seam"]
 
 
-def seam(workload: AgentWorkload, ctx: TaskContext, hook: str) -> Hooks:
+class InferringWorkload(Protocol):
+    """What a hook's ``run-inference`` needs of the agent workload
+    (:class:`murmur.agent.agent_workload.AgentWorkload` is one)."""
+
+    config: AgentConfig
+
+    async def infer_once(self, ctx: TaskContext, request: InferenceRequest,
+                         model: str | None) -> InferenceResult: ...
+
+
+def seam(workload: InferringWorkload, ctx: TaskContext, hook: str) -> Hooks:
     """The imports of hook ``hook``: ``run_inference`` through ``workload``'s driver, and its
     outgoing-HTTP decisions as ``component_http`` records."""
     from murmur.agent.components import http_recorder
@@ -35,7 +52,7 @@ def seam(workload: AgentWorkload, ctx: TaskContext, hook: str) -> Hooks:
     return Hooks(run_inference=_runner(workload, ctx, hook), on_http=http_recorder(ctx, hook))
 
 
-def _runner(workload: AgentWorkload, ctx: TaskContext, hook: str) -> Callable[[Any], Awaitable[Mapping[str, Any]]]:
+def _runner(workload: InferringWorkload, ctx: TaskContext, hook: str) -> Callable[[Any], Awaitable[Mapping[str, Any]]]:
     async def run(request: Any) -> Mapping[str, Any]:
         items: tuple[Item, ...] = tuple(
             AssistantTurn(str(m.content)) if str(m.role) == "assistant" else UserText(str(m.content))

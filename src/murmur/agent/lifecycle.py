@@ -23,15 +23,12 @@ task (before ``session_end``); it winds the session down ``failed`` once :attr:`
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from murmur.agent.hooked import fire
 from murmur.workload import TaskContext, Usage
-
-if TYPE_CHECKING:
-    from murmur.agent.workload import AgentWorkload
 
 __all__ = ["END_BUDGET", "SessionHooks", "capability_names"]
 
@@ -53,6 +50,13 @@ def capability_names(ctx: TaskContext) -> list[str]:
     return names
 
 
+class HookedWorkload(Protocol):
+    """What the session-level events need of the agent workload
+    (:class:`murmur.agent.agent_workload.AgentWorkload` is one): its hook hosts for a context."""
+
+    def hooks_for(self, ctx: TaskContext) -> list[object]: ...
+
+
 class SessionHooks:
     """The session-level side of an agent workload's hooks (see the module docstring).
 
@@ -62,7 +66,7 @@ class SessionHooks:
         failure (str | None): why.
     """
 
-    def __init__(self, workload: AgentWorkload) -> None:
+    def __init__(self, workload: HookedWorkload) -> None:
         self.workload = workload
         self.ctx: TaskContext | None = None
         self.totals = Usage()

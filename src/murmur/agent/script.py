@@ -97,7 +97,7 @@ class ScriptWorkload:
         peers = formation_peers(ctx.services.callees)
         env = (("MURMUR_FORMATION_PEERS", peers),) if peers is not None else ()
         from murmur.agent.components import http_recorder, with_peers
-        from murmur.components.http import HttpPolicy
+        from murmur.components.outgoing_http import HttpPolicy
 
         grant = Grant(env=env, preopen=ctx.workdir, limits=limits_of(ctx.capsule_root))
         try:

@@ -142,7 +142,7 @@ class Conversations:
         harness (HarnessMap | None): ``transport: process``: the context → CLI session map
             (None: every task runs a fresh CLI session in a home of its own).
         compact (bool): ``--resume-mode compact``: ``load_context`` is compacted by the
-            ``on-compaction`` hook before its first task (murmur.agent.workload).
+            ``on-compaction`` hook before its first task (murmur.agent.agent_workload).
     """
 
     store: RecordStore | None = None

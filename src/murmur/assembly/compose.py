@@ -3,8 +3,9 @@ contributors → a :class:`~murmur.session.session.SessionSetup` ready to run.
 
 :func:`prepare` resolves the capsule (``./murmur.yaml``, ``--manifest``, or an installed
 ``--capsule``/``--capsule-version``), reads ``--task``, parses ``--deadline``, makes the records
-directory, picks the workload, builds the setup, and lets the session contributors
-(:mod:`murmur.assembly.contributors`) add their watchers and hooks. Nothing runs yet; the
+directory, picks the workload, builds the setup, and hands its own contributions (the
+conversation's start records, the workload's session hooks, the tree's gateway) to the session
+contributors (:mod:`murmur.assembly.contributors`), which merge them with theirs once. Nothing runs yet; the
 command line (:mod:`murmur.cli.run_session`) runs it. Specification: spec/session.md.
 """
 
@@ -27,7 +28,7 @@ from murmur.assembly.checks import (
     mur_version_warning,
     refuse_unknown_containment,
 )
-from murmur.assembly.hooks import attach_session_hooks
+from murmur.assembly.hooks import session_hooks
 from murmur.assembly.options import RunOptions, read_task, session_environ, usage_error
 from murmur.assembly.workload_choice import load_workload, workload_kind
 from murmur.diagnostics import error
@@ -142,12 +143,15 @@ def prepare(
         launch_context_id=staged.context_id,
         delegation_bound_secs=timing.delegation_bound(manifest.lifecycle.delegation_deadline_secs, env),
     )
-    convo.apply(setup, workload, staged)
-    attach_session_hooks(setup, workload)
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
-    # the tree's inference gateway first, so the command environment names it (spec/gateway.md)
-    gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens)
-    contributors.contribute(setup, env)
+    own = [
+        convo.apply(setup, workload, staged),
+        session_hooks(setup, workload),
+        # the tree's inference gateway before the contributors, so the command environment names it
+        # (spec/gateway.md)
+        gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens),
+    ]
+    contributors.contribute(setup, env, own)
     return setup
 
 

@@ -2,20 +2,27 @@
 
 Each contributor takes the :class:`~murmur.session.session.SessionSetup` being prepared and the
 session's environment, writes the facts it decides on the setup as data (the formation id, the
-lineage, ``session_start`` fields) and returns a :class:`~murmur.session.Contribution` — its
-watchers, hooks, verifiers, services layer and workload wrapper — or None. :func:`contribute`
-runs them in this order and merges what they return once, at the end, in the order
+lineage, ``session_start`` fields, the links directory) and returns a
+:class:`~murmur.session.Contribution` — its watchers, hooks, verifiers, services layer and
+workload wrapper — or None (the delegation step returns two: its own, then the capsule links').
+No contributor appends to the setup's lists or wraps its workload. :func:`contribute` runs them
+in this order and merges what they return once, at the end, in the order
 :func:`murmur.session.add_contributions` states:
 
+0. the composition root's own contributions (:func:`murmur.assembly.prepare`), given in this
+   order: the conversation's start records (:func:`murmur.assembly.conversations.apply`), the
+   workload's session hooks (:func:`murmur.assembly.hooks.session_hooks`) and the tree's
+   inference gateway (:func:`murmur.assembly.gatewaying.contribute`, first to run, so the
+   command environment names it);
 1. the formation member side (:func:`murmur.formation.member.member.contribute`), when the
    environment names a formation;
-2. the process tree (:func:`murmur.tree.contributor.contribute`), always (it reads the formation
+2. the process tree (:func:`murmur.tree.journaling.contribute`), always (it reads the formation
    fields and decides the lineage the delegation side reads);
 3. the delegated-child side (:func:`murmur.delegation.contributor.contribute`), when the run was
    delegated or its manifest may delegate, and the capsule links of a capsule that may
    delegate (:func:`murmur.links.install_links`, the capability socket);
-4. the sandbox (:func:`murmur.assembly.sandboxing.contribute`), last, once the command environment
-   is known; under advisory nothing is imported.
+4. the sandbox (:func:`murmur.assembly.sandboxing.contribute`), once the command environment
+   and the links directory are known; under advisory nothing is imported.
 5. OpenTelemetry export at the end (:func:`span_export`), when a collector is configured.
 
 The formation, delegation and links sides are imported only when their gate says they have work to
@@ -25,7 +32,7 @@ import; spec/session.md "Start-up").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV, parse_spawner
@@ -37,8 +44,11 @@ from murmur.tree import contribute as tree_contribute
 if TYPE_CHECKING:
     from murmur.delegation import DelegationRuntime
 
-Contributor = Callable[[SessionSetup, Mapping[str, str]], "Contribution | None"]
-"""``contribute(setup, environ) -> Contribution | None``; a ``DiagnosticError`` refuses the launch."""
+Given = Contribution | tuple[Contribution | None, ...] | None
+"""What one contributor returns: one contribution, several in their merge order, or nothing."""
+
+Contributor = Callable[[SessionSetup, Mapping[str, str]], Given]
+"""``contribute(setup, environ) -> Given``; a ``DiagnosticError`` refuses the launch."""
 
 
 def delegation_wanted(setup: SessionSetup, environ: Mapping[str, str]) -> bool:
@@ -65,9 +75,9 @@ def process_tree(setup: SessionSetup, environ: Mapping[str, str]) -> Contributio
                            spawner_delegation=spawner.delegation_id if spawner else None)
 
 
-def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
+def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> Given:
     """The delegation side: a delegated child's completion, ``delegate-task`` services, and
-    for a capsule that may delegate, its capsule links (:func:`capsule_links`)."""
+    for a capsule that may delegate, its capsule links (:func:`capsule_links`), in that order."""
     if not delegation_wanted(setup, environ):
         return None
     # the delegation side, only when it has work
@@ -78,29 +88,31 @@ def delegated_child(setup: SessionSetup, environ: Mapping[str, str]) -> Contribu
         return None
     given, runtime = got
     if setup.manifest.spawn_allow:
-        capsule_links(setup, runtime)
+        return given, capsule_links(setup, runtime)
     return given
 
 
-def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> None:
-    """Write the session's links and serve its capability socket (spec/links.md); a links
-    directory that cannot be written is one line on stderr, never a refused launch."""
+def capsule_links(setup: SessionSetup, runtime: DelegationRuntime) -> Contribution | None:
+    """Write the session's links and return the watcher serving its capability socket
+    (spec/links.md); a links directory that cannot be written is one line on stderr, never a
+    refused launch (None then)."""
     from murmur.links import install_links
 
     try:
-        install_links(setup, runtime)
+        return install_links(setup, runtime)
     except OSError as exc:
         say(f"[capsule-runtime] the capsule links could not be written: {exc.strerror or exc}")
+        return None
 
 
-def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """The sandbox of the session's commands (spec/containment.md); advisory imports nothing.
-    It writes the command environment on the setup itself (it has no hooks to contribute)."""
+def sandboxed(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
+    """The sandbox of the session's commands (spec/containment.md): installed now, its proxy
+    served by the watcher and closed by the end hook it returns; advisory imports nothing."""
     if setup.containment.value == "advisory":
-        return
+        return None
     from murmur.assembly.sandboxing import contribute as sandbox_contribute
 
-    sandbox_contribute(setup, environ)
+    return sandbox_contribute(setup, environ)
 
 
 def span_export(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
@@ -130,11 +142,18 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
 """Every session contributor, in the order they run."""
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
-    """Run every contributor (:data:`CONTRIBUTORS`) in order, then merge what they returned
-    into ``setup`` once (:func:`murmur.session.add_contributions`).
+def contribute(setup: SessionSetup, environ: Mapping[str, str],
+               given: Iterable[Contribution | None] = ()) -> None:
+    """Run every contributor (:data:`CONTRIBUTORS`) in order, then merge ``given`` (the
+    composition root's own, step 0 of the module docstring) and what they returned into
+    ``setup`` once, in that order (:func:`murmur.session.add_contributions`).
 
     Raises:
         DiagnosticError: a contributor refuses the launch (e.g. ``E-RUN-046``, ``E-RUN-020``).
+        ValueError: two contributions decide completions.
     """
-    add_contributions(setup, [contributor(setup, environ) for contributor in CONTRIBUTORS])
+    merged = list(given)
+    for contributor in CONTRIBUTORS:
+        got = contributor(setup, environ)
+        merged.extend(got if isinstance(got, tuple) else (got,))
+    add_contributions(setup, merged)

@@ -25,7 +25,7 @@ The resume refusals come in upstream's order: the session is resolved (``E-CNV-0
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,7 @@ from murmur.diagnostics import error
 from murmur.errors import DiagnosticError, UsageError
 from murmur.manifest import Manifest
 from murmur.manifest.model import Conversation, RecordMode, Transport
-from murmur.session import SessionSetup
+from murmur.session import Contribution, SessionSetup
 from murmur.stderr import say
 
 if TYPE_CHECKING:
@@ -214,9 +214,15 @@ def expire(store: RecordStore | None, manifest: Manifest, keep: str | None) -> l
     return store.expire(block.retain.max_age, keep=keep)
 
 
-def apply(setup: SessionSetup, workload: object, staged: Staged) -> None:
-    """Hand the staged conversation to the workload and the session (``session_start``'s
-    ``resumed_from`` / ``context_id``, ``retention`` at start)."""
+def apply(setup: SessionSetup, workload: object, staged: Staged) -> Contribution | None:
+    """Hand the staged conversation to the workload and the session.
+
+    ``session_start``'s ``resumed_from`` / ``context_id`` are written on ``setup`` as data.
+
+    Returns:
+        Contribution | None: the start hooks writing ``harness_session_forgotten`` and
+        ``retention`` (in that order), or None when neither has anything to write.
+    """
     use = getattr(workload, "use_conversations", None)
     if use is not None:
         from murmur.agent.thread import Conversations
@@ -227,6 +233,7 @@ def apply(setup: SessionSetup, workload: object, staged: Staged) -> None:
     if staged.resumed_from is not None:
         setup.trace_start_fields["resumed_from"] = staged.resumed_from
         setup.trace_start_fields["context_id"] = staged.context_id
+    hooks: list[Callable[[object], Awaitable[None]]] = []
     if staged.forget:
         async def trace_forgotten(session: object) -> None:
             trace = getattr(session, "trace", None)
@@ -234,7 +241,7 @@ def apply(setup: SessionSetup, workload: object, staged: Staged) -> None:
                 trace.emit("harness_session_forgotten", parent_id=getattr(session, "session_event_id", None),
                            context=staged.context_id, dropped=staged.forgotten, requested_by="cli")
 
-        setup.start_hooks.append(trace_forgotten)
+        hooks.append(trace_forgotten)
     removed = expire(staged.store, setup.manifest, staged.context_id)
     if removed:
         async def trace_retention(session: object) -> None:
@@ -243,4 +250,5 @@ def apply(setup: SessionSetup, workload: object, staged: Staged) -> None:
                 trace.emit("retention", parent_id=getattr(session, "session_event_id", None),
                            store="records", removed=len(removed))
 
-        setup.start_hooks.append(trace_retention)
+        hooks.append(trace_retention)
+    return Contribution(start_hooks=tuple(hooks)) if hooks else None

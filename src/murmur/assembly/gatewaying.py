@@ -1,15 +1,17 @@
 """The session side of the inference gateway (spec/gateway.md "One gateway per root").
 
-:func:`contribute`, after the other contributors:
+:func:`contribute` runs before the other contributors (so the command environment names the
+gateway) and returns a :class:`~murmur.session.Contribution`, merged with theirs once
+(:mod:`murmur.assembly.contributors`):
 
 * a **root** that calls models (an ``inference`` block, or ``--budget-tokens``) and is neither
   a delegated child nor a formation member binds a loopback socket now, names it in
   ``MURMUR_GATEWAY_ENDPOINT`` of the session's environment (so its driver and every
-  delegated descendant find it), and serves the gateway from a watcher for the session's life. The
+  delegated descendant find it), and serves the gateway from its watcher for the session's life. The
   key table holds the root's ``inference.api_key`` reference, resolved from its own
   environment; the tree's root node is this process, with its ``network.allow`` plus its own
   inference endpoint, and the ``--budget-tokens`` ceiling;
-* a **descendant** (``MURMUR_GATEWAY_ENDPOINT`` already set) registers itself at start, so its
+* a **descendant** (``MURMUR_GATEWAY_ENDPOINT`` already set) registers itself from its start hook, so its
   calls are charged to its own node (its ceiling: the smaller of ``--budget-tokens`` and what
   its parent has left).
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
 from murmur.formation import names_formation
-from murmur.session import SessionSetup
+from murmur.session import Contribution, SessionSetup
 
 __all__ = ["OPT_IN_ENV", "contribute", "reach_of", "wanted"]
 
@@ -53,20 +55,25 @@ def reach_of(setup: SessionSetup) -> list[str]:
 
 def contribute(
     setup: SessionSetup, environ: Mapping[str, str], *, budget_tokens: int | None
-) -> None:
-    """Start (a root) or join (a descendant) the tree's gateway; nothing for a plain session."""
+) -> Contribution | None:
+    """Start (a root) or join (a descendant) the tree's gateway.
+
+    Returns:
+        Contribution | None: a root's serving watcher, or a descendant's registration start
+        hook; None for a plain session (nothing of the gateway is imported).
+    """
     if setup.manifest.inference is None and budget_tokens is None:
-        return
+        return None
     if environ.get(_ENDPOINT_ENV):
-        setup.start_hooks.append(_registration(setup, environ[_ENDPOINT_ENV], budget_tokens))
-        return
+        return Contribution(start_hooks=(_registration(setup, environ[_ENDPOINT_ENV], budget_tokens),))
     if SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or names_formation(environ):
-        return
+        return None
     if wanted(budget_tokens, setup.manifest.inference is not None, environ):
-        _root(setup, environ, budget_tokens)
+        return _root(setup, environ, budget_tokens)
+    return None
 
 
-def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> None:
+def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> Contribution:
     from murmur.gateway import ENDPOINT_ENV, Gateway, run_gateway
     from murmur.gateway.root import root_tree
 
@@ -100,7 +107,7 @@ def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | 
         finally:
             sock.close()
 
-    setup.watchers.append(serve)
+    return Contribution(watchers=(serve,))
 
 
 def _registration(setup: SessionSetup, url: str, budget_tokens: int | None) -> Any:

@@ -2,7 +2,8 @@
 "Hooks"): ``on-stage`` and ``on-session-start`` as a start hook (the door serves, readiness
 not yet reported), ``on-session-end`` as an end hook (every task ended, ``session_end`` not yet
 written), and a watcher that winds the session down ``failed`` once a failed ``on-compaction``
-says so (:class:`murmur.agent.lifecycle.SessionHooks`). Nothing is added for a workload without
+says so (:class:`murmur.agent.lifecycle.SessionHooks`), returned as one
+:class:`~murmur.session.Contribution` (:func:`session_hooks`). Nothing for a workload without
 hook artifacts.
 """
 
@@ -11,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from murmur.errors import DiagnosticError
-from murmur.session import SessionSetup, WindDown
+from murmur.session import Contribution, SessionSetup, WindDown
 from murmur.workload import TaskContext, TaskServices
 
-__all__ = ["attach_session_hooks"]
+__all__ = ["session_hooks"]
 
 
 def session_context(setup: SessionSetup, session: Any) -> TaskContext:
@@ -30,11 +31,12 @@ def session_context(setup: SessionSetup, session: Any) -> TaskContext:
         formation_id=setup.formation_id)
 
 
-def attach_session_hooks(setup: SessionSetup, workload: object) -> None:
-    """Add the start hook, end hook and failure watcher of ``workload.session_hooks`` (if any)."""
+def session_hooks(setup: SessionSetup, workload: object) -> Contribution | None:
+    """The start hook, end hook, failure watcher and hook workers of ``workload.session_hooks``
+    (None when the workload has none)."""
     hooks = getattr(workload, "session_hooks", None)
     if hooks is None:
-        return
+        return None
 
     async def start(session: Any) -> None:
         try:
@@ -56,7 +58,4 @@ def attach_session_hooks(setup: SessionSetup, workload: object) -> None:
         reason = hooks.failure or "the compaction hook failed"
         ctl.trigger(WindDown("compaction", reason, reason, busy_status="failed", status="failed"))
 
-    setup.start_hooks.append(start)
-    setup.end_hooks.append(end)
-    setup.watchers.append(watch)
-    setup.watchers.append(workers)
+    return Contribution(start_hooks=(start,), end_hooks=(end,), watchers=(watch, workers))

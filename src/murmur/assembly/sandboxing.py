@@ -3,9 +3,9 @@
 Specification: spec/containment.md, "When the sandbox is made". :func:`contribute` runs as the
 last session contributor (``murmur.assembly.contributors``), when the command environment is
 known: it builds the :class:`~murmur.sandbox.policy.Policy`, compiles it, installs it as this
-process's sandbox, adds a watcher that serves the egress proxy and loopback relays for the
-session's life (a refused request is a ``sandbox_refused`` trace record naming the host), and
-an end hook that closes it. A delegated child is handed ``MURMUR_SANDBOX_FLOOR`` (the
+process's sandbox, and returns a :class:`~murmur.session.Contribution` holding a watcher that
+serves the egress proxy and loopback relays for the session's life (a refused request is a
+``sandbox_refused`` trace record naming the host) and an end hook that closes it. A delegated child is handed ``MURMUR_SANDBOX_FLOOR`` (the
 delegation runtime's runtime-owned variables) so it runs at a class no lower than this one.
 """
 
@@ -22,7 +22,7 @@ from murmur.manifest import Containment
 from murmur.sandbox import compiled
 from murmur.sandbox.installed import install, uninstall
 from murmur.sandbox.policy import from_manifest
-from murmur.session import SessionSetup, shell_env
+from murmur.session import Contribution, SessionSetup, shell_env
 
 __all__ = ["contribute", "granted_loopback_ports"]
 
@@ -38,15 +38,19 @@ def granted_loopback_ports(environ: Mapping[str, str]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ports))
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution | None:
     """Compile and install the session's sandbox (nothing under advisory).
+
+    Returns:
+        Contribution | None: the proxy's watcher and the end hook closing it; None under
+        advisory.
 
     Raises:
         DiagnosticError: ``E-CAP-003`` / ``E-SBX-001`` (:func:`murmur.sandbox.compile`).
     """
     klass = setup.containment
     if klass is Containment.ADVISORY:
-        return
+        return None
     env = shell_env(setup)
     for key in ("HOME", "TMPDIR"):
         if env.get(key):
@@ -79,5 +83,4 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     async def close(summary: object) -> None:
         uninstall()
 
-    setup.watchers.append(serve)
-    setup.end_hooks.append(close)
+    return Contribution(watchers=(serve,), end_hooks=(close,))

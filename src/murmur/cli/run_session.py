@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from murmur import containment
@@ -96,10 +97,8 @@ def run_prepared(
     async def main() -> SessionSummary:
         with trio.open_signal_receiver(*SESSION_SIGNALS, CASCADE_SIGNAL) as receiver:
             already = len(early.received) if early else 0
-            setup.watchers.insert(
-                0, signal_watcher(counted(receiver, early), already=already, exit_fn=setup.exit_fn)
-            )
-            session = Session(setup)
+            watcher = signal_watcher(counted(receiver, early), already=already, exit_fn=setup.exit_fn)
+            session = Session(attrs.evolve(setup, watchers=[watcher, *setup.watchers]))  # the first watcher
             if already:
                 assert early is not None
                 session.wind_down(signal_wind_down(early.received[0]))

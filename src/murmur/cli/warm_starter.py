@@ -19,7 +19,7 @@ PRELOAD = (
     "murmur.registry",
     "murmur.registry.build",
     "murmur.tree.lineage",
-    "murmur.tree.contributor",
+    "murmur.tree.journaling",
     "murmur.tree.journal",
     "murmur.manifest.support",
     "murmur.assembly.workload_choice",
@@ -40,7 +40,7 @@ PRELOAD = (
     "murmur.formation.member.verifier",
     "murmur.formation.member.calls",
     "murmur.formation.wire.channel",
-    "murmur.plan.load",
+    "murmur.plan.planfile",
     "murmur.manifest.load",
     "hypercorn.trio",
 )
@@ -54,7 +54,7 @@ AFTER_READY = (
     "cryptography.hazmat.primitives.asymmetric.ed25519",
     "murmur.tree.cascade",
     "murmur.tree.snapshot",
-    "murmur.a2a.client",
+    "murmur.a2a.door_client",
 )
 """Imported after ``ready``, one module at a time while no request waits: what a member imports
 only once it works (its calls to peers and the token check on a call, ``mur ps``'s tree). A

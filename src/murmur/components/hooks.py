@@ -234,9 +234,9 @@ class HookHost:
             finally:
                 _local.hooks = _local.interrupt = None
                 if self._http:
-                    from murmur.components import http
+                    from murmur.components import outgoing_http
 
-                    http.unbind()
+                    outgoing_http.unbind()
         if isinstance(out, str):
             return HookAnswer(name, handler, error=out)
         arm = str(getattr(out, "tag", out))
@@ -252,9 +252,9 @@ class HookHost:
             store = self._kept[0]
             eng.arm(store, interrupt)
             if self._http:
-                from murmur.components import http
+                from murmur.components import outgoing_http
 
-                http.restore(self._gate)  # this store's gate, for this thread's requests
+                outgoing_http.restore(self._gate)  # this store's gate, for this thread's requests
             return self._kept
         store = wasmtime.Store(eng.engine())
         limits = self.grant.limits
@@ -263,11 +263,11 @@ class HookHost:
         store.set_wasi(_wasi(self.grant, None))
         eng.arm(store, interrupt)
         if self._http:  # only the hook's own network.allow (none: every request refused)
-            from murmur.components import http
+            from murmur.components import outgoing_http
 
             store.set_wasi_http()
-            http.bind(store, _gate_linker(), self.grant.http, self.component.name, self.imports.on_http)
-            self._gate = http.current()
+            outgoing_http.bind(store, _gate_linker(), self.grant.http, self.component.name, self.imports.on_http)
+            self._gate = outgoing_http.current()
         instance = _linker(self._http).instantiate(store, compiled)
         self._kept = (store, instance, compiled)
         return self._kept

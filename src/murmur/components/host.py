@@ -9,7 +9,7 @@ Trio loop (``trio.to_thread``). Each call gets a fresh store holding:
 * ``murmur:text/chunks@0.1.0`` (chunks go to :attr:`Hooks.on_chunk`, else nowhere) and
   ``murmur:task/task@0.1.0`` (``request-input`` asks :attr:`Hooks.request_input`; without
   one it traps as upstream: "request-input is not available outside an A2A task context");
-* ``wasi:http`` only through :mod:`murmur.components.http`, which refuses every request the
+* ``wasi:http`` only through :mod:`murmur.components.outgoing_http`, which refuses every request the
   grant does not cover, before any connection;
 * the limits (:mod:`murmur.components.limits`) and an epoch deadline armed before
   instantiation and again before ``run``.
@@ -60,7 +60,7 @@ class Grant:
         env (tuple[tuple[str, str], ...]): the whole WASI environment.
         preopen (Path | None): mounted as ``"."`` (None: no directory at all).
         limits (Limits): memory/table/instance/deadline limits.
-        http (object | None): a :class:`murmur.components.http.HttpPolicy`, the effective
+        http (object | None): a :class:`murmur.components.outgoing_http.HttpPolicy`, the effective
             ``network.allow`` (None: every outgoing HTTP request is refused).
     """
 
@@ -81,7 +81,7 @@ class Hooks:
             tool-registry a script capsule calls.
         log (Callable[[str], None] | None): guest stdout/stderr lines and host notes.
         on_http (Callable[[HttpDecision], None] | None): each outgoing HTTP request's
-            decision (:mod:`murmur.components.http`), before any connection.
+            decision (:mod:`murmur.components.outgoing_http`), before any connection.
     """
 
     on_chunk: Callable[[str, bool], None] | None = None
@@ -206,7 +206,7 @@ def _linker(with_http: bool) -> wc.Linker:
         linker = wc.Linker(eng.engine())
         linker.add_wasip2()
         if with_http:
-            from murmur.components.http import add_http
+            from murmur.components.outgoing_http import add_http
 
             add_http(linker)
         with linker.root() as root:
@@ -236,7 +236,7 @@ def _gate_linker() -> wc.Linker:
     """The linker with wasmtime's own wasi:http, used only to instantiate the HTTP gate."""
     with _linker_lock:
         if not _gate_linkers:
-            from murmur.components.http import real_linker
+            from murmur.components.outgoing_http import real_linker
 
             _gate_linkers.append(real_linker(eng.engine()))
         return _gate_linkers[0]
@@ -338,9 +338,9 @@ def _call(comp: Component, grant: Grant, iface: str, args: tuple[Any, ...], *, h
     _local.hooks, _local.interrupt, _local.grant = hooks, interrupt, grant
     try:
         if with_http:
-            from murmur.components import http
+            from murmur.components import outgoing_http
 
-            http.bind(store, _gate_linker(), grant.http, comp.name, hooks.on_http)
+            outgoing_http.bind(store, _gate_linker(), grant.http, comp.name, hooks.on_http)
         instance = _linker(with_http).instantiate(store, compiled)
         func = instance.get_func(store, fidx)
         assert func is not None
@@ -356,9 +356,9 @@ def _call(comp: Component, grant: Grant, iface: str, args: tuple[Any, ...], *, h
     finally:
         _local.hooks = _local.interrupt = None
         if with_http:
-            from murmur.components import http
+            from murmur.components import outgoing_http
 
-            http.unbind()
+            outgoing_http.unbind()
 
 
 def _imports_http(data: bytes) -> bool:

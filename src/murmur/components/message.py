@@ -2,7 +2,7 @@
 
 ``send(peer-url, message{message-id, context-id?, text}) -> result<task-result{task-id,
 context-id, state}, string>``. The peer URL must be covered by the component's effective
-``network.allow`` (the same check as its outgoing HTTP, :func:`murmur.components.http.decide`);
+``network.allow`` (the same check as its outgoing HTTP, :func:`murmur.components.outgoing_http.decide`);
 a virtual ``<callee>.formation.invalid`` URL is resolved as HTTP requests are (the door URL,
 checked, then through the call's relay, which attaches the edge's token, origin ``peer`` and
 the task's trust); any other name under ``formation.invalid`` is refused with the same
@@ -19,7 +19,13 @@ from urllib.parse import urlsplit
 
 from wasmtime import component as wc
 
-from murmur.components.http import HttpDecision, HttpPolicy, _virtual, _virtual_name, decide
+from murmur.components.outgoing_http import (
+    HttpDecision,
+    HttpPolicy,
+    _virtual,
+    _virtual_name,
+    decide,
+)
 
 
 def send(policy: HttpPolicy | None, peer_url: str, message: Any, on_http: Any) -> Any:

@@ -1,7 +1,7 @@
 """Formation peers for components: virtual ``<name>.formation.invalid`` addresses (spec/components.md, "Formation peers").
 
 A member's WASM components call a member they may call at ``http://<name>.formation.invalid``.
-The HTTP check (:mod:`murmur.components.http`) hands such a request here:
+The HTTP check (:mod:`murmur.components.outgoing_http`) hands such a request here:
 
 1. the name is resolved to the member's real door URL (``route(name)``, which waits up to
    10 s for it on the formation channel);

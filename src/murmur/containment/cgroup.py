@@ -24,6 +24,8 @@ import trio
 
 _SH = "/bin/sh"
 _JOIN = 'echo $$ > "$0/cgroup.procs" || { echo "murmur: could not join containment unit $0" >&2; exit 125; }; exec "$@"'
+_RECHECK = 1.0
+"""Seconds between reads of ``cgroup.events`` while waiting on its notification."""
 _POLL = 0.02  # seconds between cgroup.events reads when inotify is unavailable
 
 
@@ -169,7 +171,11 @@ async def wait_empty(path: Path) -> None:
             if fd is None:
                 await trio.sleep(_POLL)
                 continue
-            await trio.lowlevel.wait_readable(fd)
+            # The file is read again at least every second: kernfs delivers the change
+            # notification from a work queue, and a unit removed and made again under the
+            # same name drops the watch.
+            with trio.move_on_after(_RECHECK):
+                await trio.lowlevel.wait_readable(fd)
             try:
                 os.read(fd, 4096)
             except BlockingIOError:

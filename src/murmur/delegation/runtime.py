@@ -103,7 +103,6 @@ class DelegationRuntime:
         self.launcher: Launcher | None = None
         self._started_ids: set[str] = set()
         self.restart_noticed = False  # mur-roost answered the identity refusal (spec/tree.md)
-        self.current_task: Task | None = None  # the latest task given services (links use it)
         self.caps = parse_caps(environ)  # the tree caps (spec/tree.md "Caps"); E-TRE-004 refuses the launch
         if self.can_delegate:
             assert roost_url is not None
@@ -293,7 +292,6 @@ class DelegationRuntime:
         services layer, :class:`murmur.session.Contribution`)."""
         if self.launcher is None:
             return base
-        self.current_task = task  # a link's call takes the running task's context (spec/links.md)
 
         async def guarded(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
             return await self.delegate_call(capsule, version, text, wait, context_id=task.context_id, trust=task.trust)

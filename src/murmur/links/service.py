@@ -3,15 +3,18 @@
 :func:`install_links` is called by the assembly (``capsule_links``) for a session whose manifest names
 ``capabilities.spawn.allow`` — also when its effective spawn set is empty (``--no-spawn``): the
 socket and the links stay, and every name answers 126 (spec/links.md). It writes the links
-directory (:mod:`murmur.links.stub`), puts its ``bin/`` first on the ``PATH`` of every command
-(``SessionSetup.links_bin``), and adds the watcher
-:meth:`LinkService.serve`, which listens on ``links/cap.sock`` for the session's life.
+directory (:mod:`murmur.links.stub`), records its ``bin/`` (first on the ``PATH`` of every
+command, ``SessionSetup.links_bin``) and the ``mur context`` file on the setup as data, and returns
+a :class:`~murmur.session.Contribution` holding the watcher :meth:`LinkService.serve`, which
+listens on ``links/cap.sock`` for the session's life.
 
 One connection = one request. The peer is checked first (:mod:`murmur.links.peer`); then the
 request line is read (bounded) and answered. A ``link`` request delegates exactly as
 ``delegate-task`` does (``DelegationRuntime.delegate_call``, waiting for the child's answer);
 closing the connection before the answer cancels the call, which ends the child's subtree in
-one grace. Every request writes one ``link_request`` trace record: who asked, which name, the
+one grace. A link's call takes the context and trust class of the session's task running now,
+or else of the last one that ran (``SessionHandle.latest_task``, read from the session the watcher
+is given). Every request writes one ``link_request`` trace record: who asked, which name, the
 outcome. At most :data:`CONNECTIONS` connections are open at once; an excess one reads
 :data:`murmur.links.protocol.TOO_MANY` and is closed.
 """
@@ -35,12 +38,12 @@ from murmur.links.context import CONTEXT_FILE, ContextFacts, context_text
 from murmur.links.peer import Peer, check, peer_of
 from murmur.links.stub import command_name, write_links
 from murmur.links.terminal import terminal_on, tty_refusal
-from murmur.session import TraceWriteError
+from murmur.session import Contribution, TraceWriteError
 from murmur.tree import cut_caller, refusal_sentence, session_lineage
 
 if TYPE_CHECKING:
     from murmur.delegation import DelegationRuntime
-    from murmur.session import SessionSetup, WindDownControl
+    from murmur.session import SessionHandle, SessionSetup, Task, WindDownControl
 
 ROOST_DEFAULT_CONCURRENT = 4  # mur-roost's default --max-concurrent
 CONNECTIONS = ROOST_DEFAULT_CONCURRENT + 4
@@ -48,23 +51,29 @@ READ_BOUND = 30.0  # seconds the request line may take to arrive
 REFUSED_READ_BOUND = 2.0  # seconds a refused caller's request line is waited for before the refusal
 
 
-def install_links(setup: SessionSetup, runtime: DelegationRuntime) -> LinkService | None:
-    """Give ``setup`` its links (None when the effective spawn set is empty).
+def install_links(setup: SessionSetup, runtime: DelegationRuntime) -> Contribution | None:
+    """Write ``setup``'s links and return the watcher that serves them.
+
+    The links' ``bin/`` and the ``mur context`` file are written on ``setup`` as data
+    (``links_bin``, ``links_context``; the sandbox contributor reads the first).
+
+    Returns:
+        Contribution | None: the :meth:`LinkService.serve` watcher, or None when the capsule
+        names no capability to delegate (no ``capabilities.spawn.allow``).
 
     Raises:
         OSError: the links directory cannot be written.
     """
     spawn = tuple(session_lineage(setup).spawn)
     if runtime.launcher is None:
-        return None  # the capsule names no capability to delegate (no capabilities.spawn.allow)
+        return None
     service = LinkService(setup, runtime, spawn)
     setup.links_bin = write_links(service.links, setup.manifest.spawn_allow)
     context_file = service.links / CONTEXT_FILE
     context_file.write_text(service.context(), encoding="utf-8")
     os.chmod(context_file, 0o600)
     setup.links_context = context_file
-    setup.watchers.append(service.serve)
-    return service
+    return Contribution(watchers=(service.serve,))
 
 
 def installed_versions(name: str) -> list[str]:
@@ -134,7 +143,10 @@ class LinkService:
     # -- serving ----------------------------------------------------------------------------
 
     async def serve(self, ctl: WindDownControl) -> None:
-        """Watcher: listen on ``links/cap.sock`` until cancelled; the socket is removed after."""
+        """Watcher: listen on ``links/cap.sock`` until cancelled; the socket is removed after.
+
+        Each request is answered for ``ctl.session`` (a link's call takes its latest task's
+        context and trust)."""
         path = self.links / p.SOCKET_NAME
         sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         dirfd = os.open(self.links, os.O_RDONLY | os.O_DIRECTORY)
@@ -154,15 +166,15 @@ class LinkService:
                         nursery.start_soon(_refuse_excess, stream)
                         continue
                     self.open += 1
-                    nursery.start_soon(self._connection, stream)
+                    nursery.start_soon(self._connection, stream, ctl.session)
         finally:
             path.unlink(missing_ok=True)
             sock.close()
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
+    async def _connection(self, stream: trio.SocketStream, session: SessionHandle) -> None:
         try:
             peer = peer_of(stream.socket)  # type: ignore[arg-type]
-            answer = await self._serve(stream, peer)
+            answer = await self._serve(stream, peer, session)
             if answer is not None:
                 with trio.move_on_after(5.0):
                     await stream.send_all(answer.line())
@@ -173,11 +185,11 @@ class LinkService:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _serve(self, stream: trio.SocketStream, peer: Peer) -> p.Answer | None:
+    async def _serve(self, stream: trio.SocketStream, peer: Peer, session: SessionHandle) -> p.Answer | None:
         args = caller_args(peer.pid)
         verdict = check(peer, containment.here(), session_id=self.setup.session_id)
         if not verdict.allowed:
-            self._trace(peer, args, None, p.EXIT_OUTSIDE, "caller_refused", verdict.why)
+            self._trace(session, peer, args, None, p.EXIT_OUTSIDE, "caller_refused", verdict.why)
             await _drain_request(stream)
             return p.Answer(p.EXIT_OUTSIDE, stderr=f"murmur: link refused: {verdict.why}\n")
         try:
@@ -187,7 +199,7 @@ class LinkService:
         except (trio.TooSlowError, p.BadRequest) as exc:
             why = str(exc) or "the request did not arrive in time"
             hint = exc.hint if isinstance(exc, p.BadRequest) else None
-            self._trace(peer, args, None, p.EXIT_USAGE, "bad_request", why)
+            self._trace(session, peer, args, None, p.EXIT_USAGE, "bad_request", why)
             shown = f"murmur: {why}\n" + (f"  hint: {hint}\n" if hint else "")
             return p.Answer(p.EXIT_USAGE, stderr=shown)
         if req.op == "context":
@@ -200,17 +212,19 @@ class LinkService:
         outcome: list[p.Answer] = []
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on_eof, stream, nursery.cancel_scope)
-            outcome.append(await self._link(req, args, peer.pid))
+            outcome.append(await self._link(req, args, peer.pid, session.latest_task))
             nursery.cancel_scope.cancel()
         if not outcome:  # the caller went away: the call was cancelled, its child ended
-            self._trace(peer, args, req.name, p.EXIT_INTERRUPTED, "interrupted", "the link was interrupted")
+            self._trace(session, peer, args, req.name, p.EXIT_INTERRUPTED, "interrupted", "the link was interrupted")
             return None
         answer = outcome[0]
-        self._trace(peer, args, req.name, answer.exit, answer.outcome or p.status_word(answer.exit, None),
+        self._trace(session, peer, args, req.name, answer.exit, answer.outcome or p.status_word(answer.exit, None),
                     answer.stderr.strip())
         return answer
 
-    async def _link(self, req: p.LinkRequest, caller: list[str], peer_pid: int) -> p.Answer:
+    async def _link(self, req: p.LinkRequest, caller: list[str], peer_pid: int, task: Task | None) -> p.Answer:
+        """One ``link`` request, delegated under ``task``'s context and trust (a new context,
+        trusted, before the session's first task)."""
         name = req.name
         if name not in self.spawn:
             self.runtime.refuse(name, req.version or "", refusal_sentence(name))
@@ -223,7 +237,6 @@ class LinkService:
         version, refusal = p.pick_version(name, req.version, installed_versions(name))
         if refusal is not None or version is None:
             return p.Answer(p.EXIT_REFUSED, stderr=f"{name}: refused: {refusal}\n")
-        task = self.runtime.current_task
         context_id = task.context_id if task is not None else new_id("ctx")
         trust = task.trust if task is not None else "trusted"
         began = time.monotonic()
@@ -279,10 +292,8 @@ class LinkService:
 
         return session_who(self.setup.manifest.name, self.spawn, can, as_json, project_dir=self.setup.workdir)
 
-    def _trace(self, peer: Peer, args: list[str], name: str | None, code: int, outcome: str, detail: str) -> None:
-        session = self.runtime.session
-        if session is None:
-            return
+    def _trace(self, session: SessionHandle, peer: Peer, args: list[str], name: str | None, code: int,
+               outcome: str, detail: str) -> None:
         try:
             session.trace.emit("link_request", parent_id=session.session_event_id, pid=peer.pid,
                                caller=args, capsule=name, exit=code, outcome=outcome, detail=detail or None)

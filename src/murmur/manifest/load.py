@@ -37,9 +37,9 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.errors import DiagnosticError
 from murmur.manifest import model
 from murmur.manifest.faults import Fault, FaultGroup, FieldPath, locate
-from murmur.manifest.policy import apply_policy
 from murmur.manifest.refs import DEFAULT_SKIP, resolve_faults
 from murmur.manifest.rules import check_rules, parse_duration
+from murmur.manifest.upstream_keys import apply_policy
 from murmur.manifest.yamltext import (
     YMap,
     YSeq,
@@ -368,7 +368,7 @@ def parse_manifest(
         skip (Sequence[str]): reference fields left unresolved even with ``env`` (default:
             ``inference.api_key``, which resolves only where inference happens).
         warnings (list[Diagnostic] | None): when given, gets one ``W-SEC-019`` per upstream
-            key accepted without effect (the key policy, :mod:`murmur.manifest.policy`).
+            key accepted without effect (the key policy, :mod:`murmur.manifest.upstream_keys`).
 
     Returns:
         Manifest: the validated manifest.

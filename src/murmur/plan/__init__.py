@@ -8,9 +8,9 @@ Public surface: :func:`load_plan` (read + validate a capsule's plan file),
 from __future__ import annotations
 
 from murmur.plan.executor import PlanWorkload as PlanWorkload
-from murmur.plan.load import load_plan as load_plan
-from murmur.plan.load import parse_plan as parse_plan
-from murmur.plan.model import Plan as Plan
-from murmur.plan.model import Step as Step
+from murmur.plan.planfile import load_plan as load_plan
+from murmur.plan.planfile import parse_plan as parse_plan
+from murmur.plan.steps import Plan as Plan
+from murmur.plan.steps import Step as Step
 
 __all__ = ["Plan", "PlanWorkload", "Step", "load_plan", "parse_plan"]

@@ -25,8 +25,8 @@ import trio
 from murmur.errors import MurmurError
 from murmur.grants import denied_binary
 from murmur.plan.condition import ConditionError
-from murmur.plan.load import write_path_problem
-from murmur.plan.model import (
+from murmur.plan.planfile import write_path_problem
+from murmur.plan.steps import (
     CapsuleAction,
     MemberAction,
     OnError,
@@ -114,7 +114,7 @@ class PlanWorkload:
     Implements :class:`murmur.workload.Workload`.
 
     Args:
-        plan (Plan): from :func:`murmur.plan.load.load_plan` (validated at session start).
+        plan (Plan): from :func:`murmur.plan.planfile.load_plan` (validated at session start).
         capsule_root (Path): the capsule's directory (kept for steps reading capsule files).
     """
 

@@ -2,7 +2,7 @@
 
 Specification: ``spec/routing.md``. Layers:
 
-* :mod:`murmur.routing.model` — the frozen value types (what is installed and running, the
+* :mod:`murmur.routing.catalog` — the frozen value types (what is installed and running, the
   formation, holders, routes, the ranking key);
 * :mod:`murmur.routing.index` — the pure decisions: who holds a binary or a label, which
   routes exist from a capsule or member, ready or blocked, and their order;
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
+    from murmur.routing.catalog import Capsule, Catalog, Formation, Member
     from murmur.routing.gather import gather_catalog, member_refusal
     from murmur.routing.index import answer
-    from murmur.routing.model import Capsule, Catalog, Formation, Member
     from murmur.routing.profile import started_profile
     from murmur.routing.render import delegate_line, to_json, to_text
     from murmur.routing.roost_allow import read_spawn_allow
@@ -47,7 +47,7 @@ __all__ = [
 __getattr__ = lazy.face(__name__, {
     "gather": ["gather_catalog", "member_refusal"],
     "index": ["answer"],
-    "model": ["Capsule", "Catalog", "Formation", "Member"],
+    "catalog": ["Capsule", "Catalog", "Formation", "Member"],
     "profile": ["started_profile"],
     "render": ["delegate_line", "to_json", "to_text"],
     "roost_allow": ["read_spawn_allow"],

@@ -1,5 +1,5 @@
 """The I/O edge of routing: read the stores, the running records and a roster into a
-:class:`~murmur.routing.model.Catalog` (``spec/routing.md``).
+:class:`~murmur.routing.catalog.Catalog` (``spec/routing.md``).
 
 Nothing is cached: every question reads the files again. Entries that fail verification
 and unreadable running records are reported as diagnostics beside the catalog, never
@@ -17,8 +17,8 @@ import attrs
 from murmur.diagnostics import Diagnostic, error
 from murmur.grants import denied_binary
 from murmur.manifest import Manifest, load_manifest
+from murmur.routing.catalog import Capsule, Catalog, Formation, Member, State
 from murmur.routing.index import Asker, holds, routes_for
-from murmur.routing.model import Capsule, Catalog, Formation, Member, State
 from murmur.routing.profile import edited
 from murmur.routing.render import delegate_line
 

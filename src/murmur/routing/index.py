@@ -21,7 +21,7 @@ from typing import Any
 
 from murmur.grants import grant_entry
 from murmur.roost import Envelope, lower, referee
-from murmur.routing.model import (
+from murmur.routing.catalog import (
     Answer,
     Capsule,
     Catalog,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from murmur.manifest import Containment
-from murmur.routing.model import Capsule, Holder
+from murmur.routing.catalog import Capsule, Holder
 
 # programs that run a program named in their arguments or their input
 INTERPRETERS = frozenset({

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from murmur.routing.catalog import Answer, Holder, Route, RouteKind, RouteState
 from murmur.routing.index import skills_of
-from murmur.routing.model import Answer, Holder, Route, RouteKind, RouteState
 
 __all__ = ["SCHEMA", "delegate_line", "holder_json", "route_json", "to_json", "to_text"]
 

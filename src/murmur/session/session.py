@@ -136,6 +136,12 @@ class Session:
         """
         return self._intake.closing
 
+    @property
+    def latest_task(self) -> Task | None:
+        """The task running now, or else the last one that ran (None before the first): a
+        capsule link's call takes its context and trust (spec/links.md "Calling a link")."""
+        return self._intake.latest
+
     def get_task(self, task_id: str) -> Task | None:
         """The task with this id, or None."""
         return self.book.get(task_id)

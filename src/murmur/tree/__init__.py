@@ -20,14 +20,14 @@ if TYPE_CHECKING:
         tighten,
         total_refusal,
     )
-    from murmur.tree.contributor import (
+    from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
+    from murmur.tree.journaling import (
         contribute,
         mark_ended_by_parent,
         mark_not_started,
         mark_uncertain,
         session_lineage,
     )
-    from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
     from murmur.tree.lineage import LINEAGE_ENV, cut_caller, narrowings, refusal_sentence
     from murmur.tree.snapshot import load_forest
     from murmur.tree.stop import find_node, stop_node
@@ -62,7 +62,7 @@ __all__ = [
 
 __getattr__ = lazy.face(__name__, {
     "caps": ["CAPS_ENV", "cap_refusal", "chain_refusal", "parse_caps", "take_one", "tighten", "total_refusal"],
-    "contributor": ["contribute", "mark_ended_by_parent", "mark_not_started", "mark_uncertain", "session_lineage"],
+    "journaling": ["contribute", "mark_ended_by_parent", "mark_not_started", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
     "lineage": ["LINEAGE_ENV", "cut_caller", "narrowings", "refusal_sentence"],
     "snapshot": ["load_forest"],

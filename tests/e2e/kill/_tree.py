@@ -224,8 +224,13 @@ async def _wait_exit(p: Proc) -> None:
     except OSError:
         return
     try:
-        if not alive(p):  # checked after opening: the pidfd is of this very process
-            return
-        await trio.lowlevel.wait_readable(fd)
+        # Checked after opening (the pidfd is of this very process), and again every half
+        # second: a leader that has exited while a thread of it is still in the kernel reads
+        # as a zombie (not alive, as the failure message's survivors say) before its pidfd
+        # is readable, and the wait must agree with the survivors it would name.
+        while alive(p):
+            with trio.move_on_after(0.5):
+                await trio.lowlevel.wait_readable(fd)
+                return
     finally:
         os.close(fd)

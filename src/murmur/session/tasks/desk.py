@@ -31,6 +31,8 @@ class Intake:
     Attributes:
         running (Task | None): the task running now; only :meth:`start` and :meth:`finish`
             change it (the desk alone records which task runs).
+        latest (Task | None): the task running now, or else the last one that ran (None
+            before the first starts); only :meth:`start` changes it.
         taken (int): tasks taken so far, from any source (the ``single`` rule, the idle rule).
         closing (bool): the session takes no more tasks.
         close_cause (str): why it closed (``session_ended`` | ``session_stopped``), the
@@ -44,6 +46,7 @@ class Intake:
         self._queue = LaneQueue()
         self._changed = trio.Event()
         self._running: Task | None = None
+        self._latest: Task | None = None
         self.taken = 0
         self.closing = False
         self.close_cause = "session_ended"
@@ -53,10 +56,16 @@ class Intake:
         """The task running now, or None."""
         return self._running
 
+    @property
+    def latest(self) -> Task | None:
+        """The task running now, or else the last one that ran (None before the first)."""
+        return self._latest
+
     def start(self, task: Task) -> None:
         """``task`` runs now (the runner took it)."""
         assert self._running is None, "one task runs at a time"
         self._running = task
+        self._latest = task
 
     def finish(self, task: Task) -> None:
         """``task`` no longer runs."""

@@ -1,6 +1,6 @@
 """The attrs model of a plan file, and the pure graph decisions over it (spec/plan.md).
 
-A :class:`Plan` is what :func:`murmur.plan.load.load_plan` returns after validation: steps
+A :class:`Plan` is what :func:`murmur.plan.planfile.load_plan` returns after validation: steps
 in file order, each with exactly one action, its dependencies, condition, error policy and
 retry count, and the declared output template. The graph helpers (:func:`ancestors`,
 :func:`cycle`, :func:`ready_steps`) read no clock and do no I/O.

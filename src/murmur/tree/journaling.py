@@ -119,10 +119,7 @@ class JournalHooks:
         self.caps: dict[str, int | None] | None = None  # the tree caps, when set (spec/tree.md "Caps")
 
     def _append(self, event: str, fields: Mapping[str, Any]) -> None:
-        try:
-            journal.append(event, self.setup.session_id, _now_ms(), fields)
-        except OSError as exc:
-            say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+        _journal(event, self.setup.session_id, _now_ms(), fields)
 
     async def start(self, session: SessionHandle) -> None:
         """Start hook (runs first): the ``start`` event, before the readiness line."""
@@ -181,22 +178,25 @@ class JournalHooks:
         )
 
 
-def mark_uncertain(session_id: str, reason: str) -> None:
-    """Journal that ``session_id`` is ``uncertain`` (its parent or mur-roost was lost)."""
+def _journal(event: str, ident: str, at_ms: int, fields: Mapping[str, Any]) -> None:
+    """Append one tree-journal event; a failure to write is said on stderr, never raised
+    (spec/tree.md "The journal")."""
     try:
-        journal.append("uncertain", session_id, _now_ms(), {"reason": reason})
+        journal.append(event, ident, at_ms, fields)
     except OSError as exc:
         say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+
+
+def mark_uncertain(session_id: str, reason: str) -> None:
+    """Journal that ``session_id`` is ``uncertain`` (its parent or mur-roost was lost)."""
+    _journal("uncertain", session_id, _now_ms(), {"reason": reason})
 
 
 def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) -> None:
     """Journal the ``end`` of a child that ended without recording one (SIGKILLed, crashed),
     as its parent's launcher saw it: ``crashed`` rather than ``uncertain`` for ever. The
     journal keeps a session's first ``end``, so a child that recorded its own keeps it."""
-    try:
-        journal.append("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
-    except OSError as exc:
-        say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+    _journal("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
 
 
 def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: str, status: str,
@@ -218,10 +218,7 @@ def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: s
     ident = delegation_id if delegation_id and ids.is_id(delegation_id, "dlg") else ids.new_id("dlg")
     fields = {"parent": parent.session_id, "root": session_lineage(parent).root, "capsule": capsule,
               "status": status, "reason": reason[:400]}
-    try:
-        journal.append("delegation", ident, _now_ms(), fields)
-    except OSError as exc:
-        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+    _journal("delegation", ident, _now_ms(), fields)
 
 
 def _caps_shown(environ: Mapping[str, str]) -> dict[str, int | None] | None:

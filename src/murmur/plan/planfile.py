@@ -1,4 +1,4 @@
-"""Reading and validating a plan file into a :class:`~murmur.plan.model.Plan` (spec/plan.md).
+"""Reading and validating a plan file into a :class:`~murmur.plan.steps.Plan` (spec/plan.md).
 
 Every fault is a coded diagnostic (``E-PLN-001`` … ``E-PLN-009``) pointing at the plan file's
 line; all faults found are reported together in one :class:`~murmur.errors.DiagnosticError`.
@@ -21,7 +21,7 @@ from murmur.errors import DiagnosticError
 from murmur.grants import grant_entry, plan_hint
 from murmur.manifest import Manifest
 from murmur.plan.condition import Condition, parse_condition
-from murmur.plan.model import (
+from murmur.plan.steps import (
     Action,
     CapsuleAction,
     MemberAction,
