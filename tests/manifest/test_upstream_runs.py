@@ -245,8 +245,11 @@ async def test_subscription_example_runs(case: Expect, tmp_path: Path, nursery: 
     calls = server.model_calls if isinstance(server, ScriptedResponses) else server.requests
     assert len(calls) == 1 and "When I say Ping you say?" in json.dumps(calls[0].body)
     assert calls[0].body["model"] == manifest["inference"]["model"]  # type: ignore[index]
+    header = ("x-api-key", KEY) if command == "claude" else ("authorization", f"Bearer {KEY}")
+    assert calls[0].headers.get(header[0]) == header[1]
     records = _trace(env)
     assert [r["event_type"] for r in records].count("session_end") == 1
+    assert [r["event_type"] for r in records].count("inference") == 1
     assert KEY not in json.dumps(records)
 
 
@@ -371,10 +374,15 @@ async def _served(cap: Path, dialect: str, env: Mapping[str, str], provider: Scr
         lifecycle = manifest.get("lifecycle")
         threaded = isinstance(lifecycle, dict) and lifecycle.get("conversation") == "threaded"
         assert ("How many entries?" in second) is threaded  # the thread reaches the model, or not
+        assert all(_key_sent(dialect, req) for req in provider.requests)
+        assert isinstance(provider.requests[0].body, dict)
+        assert provider.requests[0].body["model"] == manifest["inference"]["model"]  # type: ignore[index]
         proc.send_signal(signal.SIGTERM)
         with trio.fail_after(30):
             code = await proc.wait()
         assert code in (0, 143)
+        records = _trace(env)
+        assert [r["event_type"] for r in records].count("inference") == 2 and KEY not in json.dumps(records)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
