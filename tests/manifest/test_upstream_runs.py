@@ -195,6 +195,12 @@ async def _roost(cap: Path, env: Mapping[str, str], name: str, nursery: trio.Nur
     return f"http://{listening.group(1)}"
 
 
+def _result(env: Mapping[str, str]) -> str:
+    """The session's ``out/result.txt`` (spec/session.md "Records directory")."""
+    [path] = Path(env["MURMUR_HOME"]).glob("records/**/out/result.txt")
+    return path.read_text().strip()
+
+
 def _trace(env: Mapping[str, str]) -> list[dict[str, object]]:
     [path] = Path(env["MURMUR_HOME"]).glob("records/**/trace.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -313,6 +319,7 @@ async def test_example_runs(case: Expect, tmp_path: Path, provider: ScriptedServ
         assert json.dumps(inference["system_prompt"].strip())[1:-1] in _system(dialect, first)
     records = _trace(env)
     assert [r["event_type"] for r in records].count("inference") == len(provider.requests)
+    assert _result(env) == answer  # the page's `cat .../out/result.txt`
     if case.run == "skill":
         assert [r["event_type"] for r in records].count("skill_call") == 1
         assert json.dumps(SKILL_MD)[1:-1] in json.dumps(provider.requests[1].body)  # skill.md reached the model
