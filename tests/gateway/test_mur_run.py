@@ -27,9 +27,12 @@ async def provider(nursery: trio.Nursery) -> ScriptedServer:
 
 
 async def _run(nursery: trio.Nursery, started: list[Mur], tmp_path: Path, provider: ScriptedServer,
-               *extra: str) -> tuple[int, Mur, list[dict[str, object]]]:
+               *extra: str, gateway: str | None = None) -> tuple[int, Mur, list[dict[str, object]]]:
     cap, work, env = capsule(tmp_path, provider.url + "/v1")
-    env = {**env, "MURMUR_GATEWAY": "on"}  # the gateway is asked for (spec/gateway.md)
+    # on by default for a root that calls models (spec/gateway.md "When a root runs one")
+    env = {k: v for k, v in env.items() if k != "MURMUR_GATEWAY"}
+    if gateway is not None:
+        env["MURMUR_GATEWAY"] = gateway
     m = await start_mur(nursery, started, ["--manifest", str(cap), "--workdir", str(work), "--no-env-file",
                                            *extra, "--task", "go"], cwd=tmp_path, env=env)
     with trio.fail_after(60):
@@ -59,6 +62,19 @@ async def test_the_root_calls_through_its_gateway_and_its_commands_never_see_the
         (start["session_id"], 20, 3, 200), (start["session_id"], 30, 2, 200)]
     assert all(isinstance(c["latency_ms"], float) for c in calls)
     assert KEY not in json.dumps(records)
+
+
+async def test_murmur_gateway_off_sends_the_calls_straight_to_the_provider(
+    provider: ScriptedServer, tmp_path: Path, nursery: trio.Nursery, mur_runner: list[Mur]  # noqa: F811
+) -> None:
+    """The control of the test above: with MURMUR_GATEWAY=off no gateway runs."""
+    provider.add(Reply(oa_text("done", prompt=30, completion=2)))
+    code, m, records = await _run(nursery, mur_runner, tmp_path, provider, gateway="off")
+    assert code == 0, m.stderr_text
+    assert len(provider.requests) == 1
+    (start,) = [r for r in records if r["event_type"] == "session_start"]
+    assert "gateway" not in start
+    assert not [r for r in records if r["event_type"] == "model_call"]
 
 
 async def test_a_tree_budget_refuses_the_call_after_it_is_spent(

@@ -146,8 +146,8 @@ def prepare(
     attach_session_hooks(setup, workload)
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
     # the tree's inference gateway first, so the command environment names it (spec/gateway.md)
-    gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens)
-    contributors.contribute(setup, env)
+    gateway = gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens)
+    contributors.contribute(setup, env, first=gateway)
     return setup
 
 

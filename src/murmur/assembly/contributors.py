@@ -130,11 +130,13 @@ CONTRIBUTORS: tuple[Contributor, ...] = (
 """Every session contributor, in the order they run."""
 
 
-def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
+def contribute(setup: SessionSetup, environ: Mapping[str, str], *, first: Contribution | None = None) -> None:
     """Run every contributor (:data:`CONTRIBUTORS`) in order, then merge what they returned
-    into ``setup`` once (:func:`murmur.session.add_contributions`).
+    into ``setup`` once (:func:`murmur.session.add_contributions`), after ``first`` (what the
+    composition root contributed before them: the tree's inference gateway,
+    :func:`murmur.assembly.gatewaying.contribute`, which needs the run's ``--budget-tokens``).
 
     Raises:
         DiagnosticError: a contributor refuses the launch (e.g. ``E-RUN-046``, ``E-RUN-020``).
     """
-    add_contributions(setup, [contributor(setup, environ) for contributor in CONTRIBUTORS])
+    add_contributions(setup, [first, *(contributor(setup, environ) for contributor in CONTRIBUTORS)])

@@ -212,12 +212,13 @@ def _with_tree_caps(base: Mapping[str, str], admitted: Any, options: RosterOptio
 def _formation_gateway(
     admitted: Any, formation_id: str, layout: FormationLayout, budget: int | None
 ) -> tuple[Any, socket.socket, dict[str, str]] | None:
-    """(the gateway, its bound socket, the variables members get), or None when no member
-    calls models and no budget is given. The launcher is the tree's root node; its records go
+    """(the gateway, its bound socket, the variables members get), or None when no member can
+    call models (no ``inference`` block, no ``spawn.allow``) and no budget is given, or
+    ``MURMUR_GATEWAY=off`` without a budget. The launcher is the tree's root node; its records go
     to ``gateway.jsonl`` in the formation's directory (JSON lines, keys by reference only)."""
-    from murmur.assembly.gatewaying import wanted
+    from murmur.assembly.gatewaying import tree_calls_models, wanted
 
-    if not wanted(budget, any(m.manifest.inference is not None for m in admitted.members), os.environ):
+    if not wanted(budget, tree_calls_models([m.manifest for m in admitted.members]), os.environ):
         return None
     from murmur.gateway import ENDPOINT_ENV, Gateway
     from murmur.gateway.root import root_tree
