@@ -201,3 +201,38 @@ async def test_bad_paths_registrations_and_dead_upstreams_are_refused_with_codes
         )
     assert dead.status_code == 502 and dead.json()["error"]["code"] == "E-GWY-006"
     assert [r["status"] for r in rig.records if r["type"] == "model_call"] == [502]
+
+
+OWN_PROVIDER = """
+import json, sys, httpx
+url, provider = sys.argv[1], sys.argv[2]
+with httpx.Client(trust_env=False) as c:
+    reg = c.post(url + "/_murmur/sessions", json={"session": "child", "network_allow": [provider]})
+    call = c.post(url + "/up/http/" + provider + "/v1/chat/completions", json={"model": "m", "messages": []})
+    print(json.dumps({"allow": reg.json()["network_allow"], "status": call.status_code,
+                      "code": call.json().get("error", {}).get("code")}))
+"""
+
+
+@pytest.mark.parametrize("parent_covers", [False, True], ids=["parent-lacks-it", "parent-covers-it"])
+async def test_a_child_s_own_provider_is_clamped_by_its_parent_s_network_allow(
+    rig: Rig, nursery: trio.Nursery, parent_covers: bool
+) -> None:
+    """A delegated child whose provider its parent's network.allow does not cover is refused
+    E-GWY-002 and nothing goes out; when the parent covers it (the control), the call passes."""
+    other = ScriptedServer()
+    await nursery.start(other.serve)
+    other.add(Reply(oa_text("x", prompt=3, completion=1)))
+    if parent_covers:
+        root = rig.gateway.tree.nodes["root"]
+        rig.gateway.tree = Tree().add(attrs.evolve(root, allow=(*root.allow, f"127.0.0.1:{other.port}")))
+    done = await trio.run_process(
+        [sys.executable, "-c", OWN_PROVIDER, rig.url, f"127.0.0.1:{other.port}"], capture_stdout=True
+    )
+    out = json.loads(done.stdout)
+    if parent_covers:
+        assert out == {"allow": [f"127.0.0.1:{other.port}"], "status": 200, "code": None}
+        assert len(other.requests) == 1
+    else:
+        assert out == {"allow": [], "status": 403, "code": "E-GWY-002"}
+        assert other.requests == []
