@@ -236,3 +236,28 @@ async def test_a_child_s_own_provider_is_clamped_by_its_parent_s_network_allow(
     else:
         assert out == {"allow": [], "status": 403, "code": "E-GWY-002"}
         assert other.requests == []
+
+
+async def test_spend_is_persisted_per_node_where_mur_ps_reads_it(
+    rig: Rig, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each charged call the caller's and its ancestors' spend files are replaced whole
+    (spec/gateway.md "Visible spend"); a registration writes the registrant's."""
+    from functools import partial
+
+    from murmur.gateway import read_spend, write_spend
+
+    monkeypatch.setenv("MURMUR_HOME", str(tmp_path))
+    rig.gateway.on_spend = partial(write_spend, "root")
+    assert read_spend("root") == {}
+    rig.provider.add(Reply(an_text("x", inp=10, out=5)), Reply(an_text("y", inp=3, out=2)))
+    done = await trio.run_process(
+        [sys.executable, "-c", CHILD, rig.url, f"127.0.0.1:{rig.provider.port}"], capture_stdout=True)
+    assert json.loads(done.stdout)["status"] == 200
+    async with httpx.AsyncClient() as client:  # the root's own call
+        assert (await client.post(rig.via("/v1/messages"), json={})).status_code == 200
+    got = read_spend("root")
+    assert {k: (v["own_tokens"], v["subtree_tokens"], v["budget_tokens"], v["parent"]) for k, v in got.items()} == {
+        "root": (5, 20, 40, None), "child": (15, 15, 40, "root")}
+    spend_files = sorted(p.name for p in (tmp_path / "tree" / "spend" / "root").iterdir())  # type: ignore[operator]
+    assert spend_files == ["child.json", "root.json"]  # no temporary file left behind

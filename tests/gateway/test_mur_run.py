@@ -8,6 +8,8 @@ after the budget is spent, and the trace names the node.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,13 @@ async def test_a_tree_budget_refuses_the_call_after_it_is_spent(
     (start,) = [r for r in records if r["event_type"] == "session_start"]
     (reached,) = [r for r in records if r["event_type"] == "spend_ceiling_reached"]
     assert reached["node"] == start["session_id"] and reached["spent_tokens"] == 126
+    # the root's `mur ps --tree --json` shows the spend by node (spec/tree.md "TOKENS")
+    env = {**os.environ, "MURMUR_HOME": str(tmp_path / "home")}
+    ps = await trio.run_process([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree", "--json"], env=env,
+                                capture_stdout=True)
+    (root,) = [r for r in json.loads(ps.stdout)["roots"] if r["id"] == start["session_id"]]
+    assert root["tokens"] == {"own": 126, "subtree": 126, "budget": 100}
+    shown = await trio.run_process([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree", "--all"], env=env,
+                                   capture_stdout=True)
+    text = shown.stdout.decode()
+    assert "TOKENS" in text.splitlines()[0] and "126/126" in text

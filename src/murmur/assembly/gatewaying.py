@@ -26,6 +26,7 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from murmur.delegation import SPAWNER_ENV, SPAWNER_LIFELINE_ENV
@@ -80,7 +81,7 @@ def contribute(
 
 
 def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> Contribution:
-    from murmur.gateway import ENDPOINT_ENV, Gateway, run_gateway
+    from murmur.gateway import ENDPOINT_ENV, Gateway, run_gateway, write_spend
     from murmur.gateway.root import root_tree
 
     tree, keys = root_tree(setup.session_id, [setup.manifest], environ, budget_tokens)
@@ -107,7 +108,9 @@ def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | 
             if trace is not None:
                 trace.emit(kind, parent_id=None, **fields)
 
-        gateway = Gateway(tree, keys, emit)
+        root = setup.session_id  # the tree's root id (spec/tree.md): spend files go under it
+        write_spend(root, tree.nodes.values())
+        gateway = Gateway(tree, keys, emit, on_spend=partial(write_spend, root))
         try:
             await run_gateway(gateway, sock=sock)
         finally:

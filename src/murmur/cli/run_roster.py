@@ -220,7 +220,7 @@ def _formation_gateway(
 
     if not wanted(budget, tree_calls_models([m.manifest for m in admitted.members]), os.environ):
         return None
-    from murmur.gateway import ENDPOINT_ENV, Gateway
+    from murmur.gateway import ENDPOINT_ENV, Gateway, write_spend
     from murmur.gateway.root import root_tree
 
     tree, keys = root_tree(formation_id, [m.manifest for m in admitted.members], os.environ, budget)
@@ -237,7 +237,9 @@ def _formation_gateway(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    return Gateway(tree, keys, emit), sock, {ENDPOINT_ENV: f"http://127.0.0.1:{sock.getsockname()[1]}"}
+    write_spend(formation_id, tree.nodes.values())  # the formation is the tree's root (spec/tree.md)
+    gateway = Gateway(tree, keys, emit, on_spend=partial(write_spend, formation_id))
+    return gateway, sock, {ENDPOINT_ENV: f"http://127.0.0.1:{sock.getsockname()[1]}"}
 
 
 def _export_formation(manifest: Manifest, layout: FormationLayout, started_ms: int, exit_status: int) -> None:

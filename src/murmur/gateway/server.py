@@ -77,6 +77,10 @@ class Gateway:
         transport (httpx.AsyncBaseTransport | None): the upstream transport (tests inject).
         finder (PeerFinder | None): places TCP peers (default: this host's ``/proc``, the
             gateway's own process included, since the root's calls come from it).
+        on_spend (Callable[[list[Node]], None] | None): receives the nodes whose spend
+            changed (the caller and its ancestors, once a call is charged, before its reply's
+            last byte is sent; a registrant when it registers), so it can persist them
+            (:func:`murmur.gateway.spend.write_spend`).
     """
 
     def __init__(
@@ -87,8 +91,10 @@ class Gateway:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         finder: PeerFinder | None = None,
+        on_spend: Callable[[list[Node]], None] | None = None,
     ) -> None:
         self.tree = tree
+        self.on_spend = on_spend
         self.keys = keys
         self.emit = emit
         self.finder = finder if finder is not None else PeerFinder(include_self=True)
@@ -212,6 +218,7 @@ class Gateway:
             Node(session, found[0][0], found[0][1], parent.session, tuple(allow), ceiling)
         )
         node = self.tree.nodes[session]
+        self._spent([node])
         self.emit(
             {
                 "type": "gateway_session",
@@ -303,6 +310,8 @@ class Gateway:
             accounted = True
             meter.close()
             self.tree = self.tree.charge(node.session, meter.total)
+            if meter.total > 0:  # the spend files too, so `mur ps` agrees once the reply ends
+                self._spent(self.tree.chain(node.session))
             record.update(
                 status=response.status_code,
                 latency_ms=_ms(started),
@@ -333,6 +342,13 @@ class Gateway:
             account()  # a reply cut short still counts what it reported
             with trio.CancelScope(shield=True):
                 await response.aclose()
+
+    def _spent(self, nodes: list[Node]) -> None:
+        if self.on_spend is not None and nodes:
+            try:
+                self.on_spend(nodes)
+            except OSError:
+                pass  # the files are a view; a call is never failed for them
 
 
 def _ms(started: float) -> float:
