@@ -138,7 +138,8 @@ async def _launch_main(
 
         # the tree's inference gateway, when a member calls models or a budget is given
         # (spec/gateway.md); its URL reaches every member through the launch environment
-        gateway = _formation_gateway(admitted, formation_id, layout, options.budget_tokens)
+        gateway = _formation_gateway(admitted, formation_id, layout,
+                                     tree_budget(admitted.budget_tokens, options.budget_tokens))
         base_env: Mapping[str, str] = os.environ if gateway is None else {**os.environ, **gateway[2]}
         base_env = _with_tree_caps(base_env, admitted, options)
         # the warm starter (started with the launcher) goes in a unit of the formation's
@@ -191,6 +192,13 @@ async def _launch_main(
             emit(d)
         retention_pass(project_dir, formation_id, retain)
         return result.exit_status
+
+
+def tree_budget(roster: int | None, flag: int | None) -> int | None:
+    """The formation's tree budget: the roster's ``budget_tokens`` and ``--budget-tokens``, the
+    smaller when both are given (a flag only tightens; spec/roster.md "Tree budget")."""
+    given = [v for v in (roster, flag) if v is not None]
+    return min(given) if given else None
 
 
 def _with_tree_caps(base: Mapping[str, str], admitted: Any, options: RosterOptions) -> Mapping[str, str]:
