@@ -261,3 +261,41 @@ async def test_spend_is_persisted_per_node_where_mur_ps_reads_it(
         "root": (5, 20, 40, None), "child": (15, 15, 40, "root")}
     spend_files = sorted(p.name for p in (tmp_path / "tree" / "spend" / "root").iterdir())  # type: ignore[operator]
     assert spend_files == ["child.json", "root.json"]  # no temporary file left behind
+
+
+NESTED = """
+import json, subprocess, sys, httpx
+url, provider, depth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+call = lambda c: c.post(url + "/up/http/" + provider + "/v1/messages", json={"model": "m", "messages": []},
+                        headers={"anthropic-version": "1"})
+with httpx.Client(trust_env=False) as c:
+    reg = c.post(url + "/_murmur/sessions", json={"session": f"d{depth}", "network_allow": [provider]})
+    assert reg.status_code == 200, reg.text
+    if depth < 3:
+        below = subprocess.run([sys.executable, "-c", sys.argv[4], url, provider, str(depth + 1), sys.argv[4]],
+                               capture_output=True, text=True, check=True)
+        out = json.loads(below.stdout)
+    else:
+        out = {"spend": call(c).status_code}  # depth 3 spends the whole tree budget
+    got = call(c)  # then each level, deepest first, asks once more
+    out[f"d{depth}"] = [got.status_code, got.json()["error"]["message"][:9] if got.status_code != 200 else ""]
+    print(json.dumps(out))
+"""
+
+
+async def test_a_budget_spent_at_depth_3_refuses_the_next_call_anywhere_in_the_tree(rig: Rig) -> None:
+    """root (budget 40) → d1 → d2 → d3: d3's call spends 40; the next call of every node is
+    refused E-GWY-004 and nothing more goes out; spend_ceiling_reached names the root."""
+    rig.provider.add(Reply(an_text("x", inp=30, out=10)), Reply(an_text("never")))
+    done = await trio.run_process(
+        [sys.executable, "-c", NESTED, rig.url, f"127.0.0.1:{rig.provider.port}", "1", NESTED], capture_stdout=True)
+    out = json.loads(done.stdout)
+    assert out == {"spend": 200, "d3": [400, "E-GWY-004"], "d2": [400, "E-GWY-004"], "d1": [400, "E-GWY-004"]}
+    async with httpx.AsyncClient() as client:
+        mine = await client.post(rig.via("/v1/messages"), json={}, headers={"anthropic-version": "1"})
+    assert mine.status_code == 400 and len(rig.provider.requests) == 1
+    tree = rig.gateway.tree.nodes
+    assert [(n, tree[n].spent, tree[n].own) for n in ("root", "d1", "d2", "d3")] == [
+        ("root", 40, 0), ("d1", 40, 0), ("d2", 40, 0), ("d3", 40, 40)]
+    reached = [r for r in rig.records if r["type"] == "spend_ceiling_reached"]
+    assert [(r["node"], r["caller"]) for r in reached] == [("root", "d3"), ("root", "d2"), ("root", "d1"), ("root", "root")]

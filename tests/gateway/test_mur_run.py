@@ -63,6 +63,11 @@ async def test_the_root_calls_through_its_gateway_and_its_commands_never_see_the
     assert [(c["session"], c["tokens_in"], c["tokens_out"], c["status"]) for c in calls] == [
         (start["session_id"], 20, 3, 200), (start["session_id"], 30, 2, 200)]
     assert all(isinstance(c["latency_ms"], float) for c in calls)
+    # one record per call, with its lineage: the task, the tree's root, the parent node
+    (task_start,) = [r for r in records if r["event_type"] == "task_start"]
+    assert [(c["task"], c["root"], c["parent"]) for c in calls] == [(task_start["task_id"], start["session_id"], None)] * 2
+    assert all("model" in c for c in calls)  # as the provider reports it (the scripted one names none)
+    assert len(calls) == len(provider.requests)
     assert KEY not in json.dumps(records)
 
 

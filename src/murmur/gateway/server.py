@@ -269,9 +269,12 @@ class Gateway:
         request = self._client.build_request(
             scope["method"], url, headers=out_headers, content=body
         )
+        chain = self.tree.chain(node.session)
         record: dict[str, object] = {
             "type": "model_call",
             "session": node.session,
+            "parent": node.parent,
+            "root": chain[-1].session if chain else node.session,
             "task": headers.get(TASK_HEADER),
             "endpoint": origin,
             "path": url[len(origin) :].split("?")[0],
