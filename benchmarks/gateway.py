@@ -9,6 +9,9 @@ medians and ratios to the same-run direct floor:
   the added latency; streaming time to first byte;
 * 64 concurrent streams: calls per second, direct and via, and their ratio.
 
+The gateway persists each node's spend file after every charged call, as under ``mur run``
+(into a scratch ``MURMUR_HOME``), so the figures include that write.
+
 The client, the gateway and the provider share one process and one core here, so the added
 latency includes the client's and the provider's share of that core (an upper bound on what
 the gateway adds). Targets (spec/gateway.md): added p50 <= 1 ms, p99 <= 5 ms, TTFB <= 1.1x
@@ -21,13 +24,15 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
+from functools import partial
 
 import httpx
 import trio
 
 from murmur import procstat
-from murmur.gateway import Gateway, KeyTable, Node, Tree, base_url, run_gateway
+from murmur.gateway import Gateway, KeyTable, Node, Tree, base_url, run_gateway, write_spend
 
 _REPLY = {"id": "msg_1", "type": "message", "role": "assistant", "model": "bench",
           "content": [{"type": "text", "text": "x" * 200}], "stop_reason": "end_turn",
@@ -98,7 +103,7 @@ async def main(requests: int) -> None:
         me = os.getpid()
         tree = Tree().add(Node("root", me, procstat.start_time(me) or 0, None, (f"127.0.0.1:{port}",)))
         keys = KeyTable().with_key(provider, "${BENCH_KEY}", {"BENCH_KEY": "sk-bench"})
-        gateway = Gateway(tree, keys, lambda record: None)
+        gateway = Gateway(tree, keys, lambda record: None, on_spend=partial(write_spend, "root"))
         gw = await nursery.start(run_gateway, gateway)
         direct, via = provider + "/v1/messages", base_url(gw, provider) + "/v1/messages"
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
@@ -147,4 +152,6 @@ async def main(requests: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="calls per measurement (default 200)")
-    trio.run(main, parser.parse_args().requests)
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["MURMUR_HOME"] = home  # the spend files go to a scratch home
+        trio.run(main, parser.parse_args().requests)
