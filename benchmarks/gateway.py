@@ -10,7 +10,8 @@ medians and ratios to the same-run direct floor:
 * 64 concurrent streams: calls per second, direct and via, and their ratio.
 
 The gateway persists each node's spend file after every charged call, as under ``mur run``
-(into a scratch ``MURMUR_HOME``), so the figures include that write.
+(into a scratch ``MURMUR_HOME``), so the figures include that write (``--no-spend-files``
+leaves it out, to see its share).
 
 The client, the gateway and the provider share one process and one core here, so the added
 latency includes the client's and the provider's share of that core (an upper bound on what
@@ -94,7 +95,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0
 
 
-async def main(requests: int) -> None:
+async def main(requests: int, spend_files: bool = True) -> None:
     async with trio.open_nursery() as nursery:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
         port = listeners[0].socket.getsockname()[1]
@@ -103,7 +104,8 @@ async def main(requests: int) -> None:
         me = os.getpid()
         tree = Tree().add(Node("root", me, procstat.start_time(me) or 0, None, (f"127.0.0.1:{port}",)))
         keys = KeyTable().with_key(provider, "${BENCH_KEY}", {"BENCH_KEY": "sk-bench"})
-        gateway = Gateway(tree, keys, lambda record: None, on_spend=partial(write_spend, "root"))
+        gateway = Gateway(tree, keys, lambda record: None,
+                          on_spend=partial(write_spend, "root") if spend_files else None)
         gw = await nursery.start(run_gateway, gateway)
         direct, via = provider + "/v1/messages", base_url(gw, provider) + "/v1/messages"
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
@@ -152,6 +154,8 @@ async def main(requests: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="calls per measurement (default 200)")
+    parser.add_argument("--no-spend-files", action="store_true", help="do not persist the spend files")
     with tempfile.TemporaryDirectory() as home:
         os.environ["MURMUR_HOME"] = home  # the spend files go to a scratch home
-        trio.run(main, parser.parse_args().requests)
+        args = parser.parse_args()
+        trio.run(main, args.requests, not args.no_spend_files)
