@@ -45,6 +45,7 @@ from ._delegation import (
     descendants,
     of,
     send_task,
+    status_text,
     submit_task,
     trace,
     wait_until,
@@ -316,6 +317,47 @@ def test_a_link_to_an_agent_without_a_ceiling_is_refused_with_the_rule(
     assert "an agent-triggered run without a spending ceiling is refused" in seen, seen
     assert "route: delegate-task loose — 'loose' is an agent capsule without a spending ceiling" in seen, seen
     assert not models.responses("fixer").requests  # no session asked its model
+    scan_for_secrets(home, tmp_path, procs)
+
+
+def test_a_tree_budget_spent_at_depth_3_stops_every_client(procs: Procs, tmp_path: Path, models: ModelServers,
+                                                           home: Path) -> None:
+    """`--budget-tokens 40` at the lead: the lead's and the reviewer's first calls spend 15 each,
+    the fixer's first call (Codex, depth 3) 110; the next call of each client, deepest first,
+    is refused E-GWY-004 by the gateway, and each client stops with it surfaced. The root's
+    `mur ps --tree --json` shows the spend by node (spec/gateway.md "Budgets")."""
+    models["lead"].add(bash("toolu_l1", 'reviewer "review the patch"', "msg_l1"),
+                       Reply(an_text("LEAD: never asked", msg_id="msg_l2")))
+    models["reviewer"].add(bash("toolu_r1", 'fixer "fix it"', "msg_r1"),
+                           Reply(an_text("REVIEWER: never asked", msg_id="msg_r2")))
+    fixer = models.responses("fixer")
+    fixer.add(ModelReply([exec_call("echo FIXED")]), ModelReply([message("FIXER: never asked")]))
+    p, url = lead(procs, tmp_path, "--budget-tokens", "40")
+    task = send_task(url, "Get the patch reviewed.", timeout=240)
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task
+    assert "E-GWY-004" in status_text(task), status_text(task)  # Claude Code surfaced the refusal
+    # no call past the spent budget reached any provider: one scripted call each
+    assert (len(models["lead"].requests), len(models["reviewer"].requests), len(fixer.model_calls)) == (1, 1, 1)
+    nodes = chain(tree(procs.env), p.ready["session_id"])
+    ids = [n["id"] for n in nodes]
+    assert len(ids) == 3
+    # the spend by node, from the root's `mur ps --tree --json`: own/subtree and each ceiling
+    assert [n["tokens"] for n in nodes] == [{"own": 15, "subtree": 140, "budget": 40},
+                                            {"own": 15, "subtree": 125, "budget": 25},
+                                            {"own": 110, "subtree": 110, "budget": 10}]
+    records = trace(p.ready["records_dir"])
+    reached = of(records, "spend_ceiling_reached")
+    # refused within one call, deepest first, each naming the root whose budget ran out (a
+    # CLI's side traffic after that may be refused too: callers are compared in first order)
+    assert {r["node"] for r in reached} == {ids[0]}
+    assert list(dict.fromkeys(r["caller"] for r in reached)) == [ids[2], ids[1], ids[0]]
+    # each client stopped with the refusal surfaced: Codex (fixer), Claude Code (reviewer, lead)
+    for sid, client in ((ids[2], "codex"), (ids[1], "Claude Code")):
+        (child_trace,) = (tmp_path / "work").rglob(f"{sid}/trace.jsonl")
+        failed = of(trace(child_trace.parent), "task_failed")
+        assert failed and "E-GWY-004" in failed[0]["reason"] and client in failed[0]["reason"], failed
+    (lead_failed,) = of(records, "task_failed")
+    assert "E-GWY-004" in lead_failed["reason"] and "Claude Code" in lead_failed["reason"]
     scan_for_secrets(home, tmp_path, procs)
 
 
