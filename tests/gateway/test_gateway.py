@@ -256,6 +256,7 @@ async def test_spend_is_persisted_per_node_where_mur_ps_reads_it(
     assert json.loads(done.stdout)["status"] == 200
     async with httpx.AsyncClient() as client:  # the root's own call
         assert (await client.post(rig.via("/v1/messages"), json={})).status_code == 200
+    await rig.gateway.flush()  # the files are written off the calls' path; this waits for them
     got = read_spend("root")
     assert {k: (v["own_tokens"], v["subtree_tokens"], v["budget_tokens"], v["parent"]) for k, v in got.items()} == {
         "root": (5, 20, 40, None), "child": (15, 15, 40, "root")}
