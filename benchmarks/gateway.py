@@ -109,9 +109,10 @@ async def main(requests: int, spend_files: bool = True) -> None:
         gw = await nursery.start(run_gateway, gateway)
         direct, via = provider + "/v1/messages", base_url(gw, provider) + "/v1/messages"
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        # one client per path, so neither pool holds the other's connections
-        async with httpx.AsyncClient(limits=limits, trust_env=False) as dc, \
-                httpx.AsyncClient(limits=limits, trust_env=False) as vc:
+        # one client per path, so neither pool holds the other's connections; a generous timeout,
+        # since placing 64 new connections by /proc can take seconds on a busy host
+        async with httpx.AsyncClient(limits=limits, trust_env=False, timeout=60.0) as dc, \
+                httpx.AsyncClient(limits=limits, trust_env=False, timeout=60.0) as vc:
             pick = {direct: dc, via: vc}
             for stream in (False, True):
                 label = "streaming" if stream else "plain"
