@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -88,6 +89,9 @@ def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
+    # the serving watcher closes it; a setup that is never run (a later contributor refused
+    # the launch, or only the composition was asked for) closes it when it is dropped
+    weakref.finalize(setup, sock.close)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     if isinstance(environ, dict):
         # The session's environment (the workload's and its children's source); never this
