@@ -221,7 +221,7 @@ def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: s
     try:
         journal.append("delegation", ident, _now_ms(), fields)
     except OSError as exc:
-        _say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
+        say(f"[capsule-runtime] the tree journal could not be written: {exc.strerror or exc}")
 
 
 def _caps_shown(environ: Mapping[str, str]) -> dict[str, int | None] | None:
