@@ -9,6 +9,10 @@ medians and ratios to the same-run direct floor:
   the added latency; streaming time to first byte;
 * 64 concurrent streams: calls per second, direct and via, and their ratio.
 
+The gateway persists each node's spend file after every charged call, as under ``mur run``
+(into a scratch ``MURMUR_HOME``), so the figures include that write (``--no-spend-files``
+leaves it out, to see its share).
+
 The client, the gateway and the provider share one process and one core here, so the added
 latency includes the client's and the provider's share of that core (an upper bound on what
 the gateway adds). Targets (spec/gateway.md): added p50 <= 1 ms, p99 <= 5 ms, TTFB <= 1.1x
@@ -21,13 +25,15 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
+from functools import partial
 
 import httpx
 import trio
 
 from murmur import procstat
-from murmur.gateway import Gateway, KeyTable, Node, Tree, base_url, run_gateway
+from murmur.gateway import Gateway, KeyTable, Node, Tree, base_url, run_gateway, write_spend
 
 _REPLY = {"id": "msg_1", "type": "message", "role": "assistant", "model": "bench",
           "content": [{"type": "text", "text": "x" * 200}], "stop_reason": "end_turn",
@@ -89,7 +95,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0
 
 
-async def main(requests: int) -> None:
+async def main(requests: int, spend_files: bool = True) -> None:
     async with trio.open_nursery() as nursery:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
         port = listeners[0].socket.getsockname()[1]
@@ -98,13 +104,15 @@ async def main(requests: int) -> None:
         me = os.getpid()
         tree = Tree().add(Node("root", me, procstat.start_time(me) or 0, None, (f"127.0.0.1:{port}",)))
         keys = KeyTable().with_key(provider, "${BENCH_KEY}", {"BENCH_KEY": "sk-bench"})
-        gateway = Gateway(tree, keys, lambda record: None)
+        gateway = Gateway(tree, keys, lambda record: None,
+                          on_spend=partial(write_spend, "root") if spend_files else None)
         gw = await nursery.start(run_gateway, gateway)
         direct, via = provider + "/v1/messages", base_url(gw, provider) + "/v1/messages"
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        # one client per path, so neither pool holds the other's connections
-        async with httpx.AsyncClient(limits=limits, trust_env=False) as dc, \
-                httpx.AsyncClient(limits=limits, trust_env=False) as vc:
+        # one client per path, so neither pool holds the other's connections; a generous timeout,
+        # since placing 64 new connections by /proc can take seconds on a busy host
+        async with httpx.AsyncClient(limits=limits, trust_env=False, timeout=60.0) as dc, \
+                httpx.AsyncClient(limits=limits, trust_env=False, timeout=60.0) as vc:
             pick = {direct: dc, via: vc}
             for stream in (False, True):
                 label = "streaming" if stream else "plain"
@@ -147,4 +155,8 @@ async def main(requests: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="calls per measurement (default 200)")
-    trio.run(main, parser.parse_args().requests)
+    parser.add_argument("--no-spend-files", action="store_true", help="do not persist the spend files")
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["MURMUR_HOME"] = home  # the spend files go to a scratch home
+        args = parser.parse_args()
+        trio.run(main, args.requests, not args.no_spend_files)

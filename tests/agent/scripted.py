@@ -127,7 +127,9 @@ class ScriptedServer:
                 out = [f"HTTP/1.1 {reply.status} X", f"content-type: {kind}",
                        f"content-length: {len(payload)}"]
                 out += [f"{k}: {v}" for k, v in reply.headers.items()]
-                await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+                # a reply to HEAD has no body (RFC 9110): bytes after it would be read as the
+                # next reply by a client that keeps the connection (the gateway's pool does)
+                await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + (b"" if method == "HEAD" else payload))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
 

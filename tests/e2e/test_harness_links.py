@@ -45,6 +45,7 @@ from ._delegation import (
     descendants,
     of,
     send_task,
+    status_text,
     submit_task,
     trace,
     wait_until,
@@ -59,15 +60,19 @@ GRACE = 25.0  # seconds: the cascade's bound (spec/tree.md, "one grace for every
 
 def agent_capsule(root: Path, name: str, *, endpoint: str, spawn: tuple[str, ...] = (),
                   shell: tuple[str, ...] = ("echo", "sleep"), key: str | None = None,
-                  command: str = "claude") -> Path:
+                  command: str = "claude", budget: int | None = 200000, net: tuple[str, ...] = ()) -> Path:
     d = root / name
     d.mkdir(parents=True, exist_ok=True)
     lines = [f"name: {name}", "version: 0.1.0", f"description: the {name} of the scenario", "capabilities:",
              "  shell:", f"    allow: [{', '.join(shell)}]"]
     if spawn:
         lines += ["  spawn:", f"    allow: [{', '.join(spawn)}]"]
+    if net:  # a delegated child's provider must be one its parent's network.allow covers (spec/gateway.md)
+        lines += ["  network:", f"    allow: [{', '.join(net)}]"]
     lines += ["inference:", "  transport: process", f"  command: {command}", "  model: test-model",
               f"  endpoint: {endpoint}", "  max_turns: 4", f"  system_prompt: You are the {name}."]
+    if budget is not None:  # an agent reaches an agent capsule only under a ceiling (spec/routing.md)
+        lines.append(f"  budget_tokens: {budget}")
     if key:
         lines.append(f"  api_key: ${{{key}}}")
     lines += ["lifecycle:", "  task_acceptance: queue", "  queue_depth: 4", "  after_task: sleep"]
@@ -95,8 +100,10 @@ def home(tmp_path_factory: pytest.TempPathFactory, models: ModelServers) -> Iter
     src = tmp_path_factory.mktemp("harness-src")
     dirs = [
         agent_capsule(src, "fixer", endpoint=models.responses("fixer").base_url, command="codex"),
-        agent_capsule(src, "reviewer", endpoint=models["reviewer"].url, spawn=("fixer",)),
-        agent_capsule(src, "lead", endpoint=models["lead"].url, spawn=("reviewer", "fixer"), key="LEAD_KEY"),
+        agent_capsule(src, "loose", endpoint=models.responses("fixer").base_url, command="codex", budget=None),
+        agent_capsule(src, "reviewer", endpoint=models["reviewer"].url, spawn=("fixer",), net=("127.0.0.1",)),
+        agent_capsule(src, "lead", endpoint=models["lead"].url, spawn=("reviewer", "fixer", "loose"),
+                      key="LEAD_KEY", net=("127.0.0.1",)),
     ]
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
         for d in dirs:
@@ -218,8 +225,18 @@ def test_three_levels_answers_flow_up_with_lineage(procs: Procs, tmp_path: Path,
     assert [n["lineage"]["depth"] for n in nodes] == [1, 2, 3]
     assert nodes[1]["lineage"]["parent"] == f"session:{nodes[0]['id']}"
     assert nodes[2]["lineage"]["parent"] == f"session:{nodes[1]['id']}"
-    # the lead's trace: two turns, one Bash call, the link request
+    # the tree's gateway (on by default; spec/gateway.md): every model call of all three went
+    # through the lead's gateway, each one record with its lineage; the key was attached there
     records = trace(p.ready["records_dir"])
+    calls = of(records, "model_call")
+    ids = [n["id"] for n in nodes]
+    assert {c["session"] for c in calls} == set(ids), calls
+    assert {(c["session"], c["parent"]) for c in calls} == {(ids[0], None), (ids[1], ids[0]), (ids[2], ids[1])}
+    assert all(c["status"] == 200 and c["root"] == ids[0] for c in calls), calls
+    assert models["lead"].requests[0].headers.get("x-api-key") == LEAD_KEY  # the CLI held the placeholder
+    assert [n["tokens"]["subtree"] for n in nodes] == [
+        sum(c["tokens_in"] + c["tokens_out"] for c in calls if c["session"] in ids[i:]) for i in range(3)]
+    # the lead's trace: two turns, one Bash call, the link request
     assert [r["decision"] for r in of(records, "inference")] == ["tool_call", "end_turn"]
     assert [r["tool_name"] for r in of(records, "tool_call")] == ["Bash"]
     assert [r["outcome"] for r in of(records, "link_request")] == ["ok"]
@@ -282,6 +299,65 @@ def test_narrowed_spawn_set_is_126_seen_by_the_model(procs: Procs, tmp_path: Pat
     assert "126" in seen, seen
     assert "spawn refused: 'fixer' is not in this session's spawn set (narrowed by --spawn / MURMUR_SPAWN)" in seen
     assert not models.responses("fixer").requests  # no fixer session ever asked its model
+    scan_for_secrets(home, tmp_path, procs)
+
+
+def test_a_link_to_an_agent_without_a_ceiling_is_refused_with_the_rule(
+        procs: Procs, tmp_path: Path, models: ModelServers, home: Path) -> None:
+    """`loose` is an agent capsule without `inference.budget_tokens`: the lead's link to it is
+    refused (125) with the rule's sentence and the routing line, which the lead's model reads;
+    no `loose` session starts. The capped `fixer` beside it is reached in the test above."""
+    models["lead"].add(bash("toolu_l1", 'loose "fix it without a budget"', "msg_l1"),
+                       Reply(an_text("LEAD: loose has no ceiling.", msg_id="msg_l2")))
+    _p, url = lead(procs, tmp_path)
+    task = send_task(url, "Call loose.", timeout=120)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    seen = tool_result(models["lead"].requests, 1)
+    assert "125" in seen, seen
+    assert "an agent-triggered run without a spending ceiling is refused" in seen, seen
+    assert "route: delegate-task loose — 'loose' is an agent capsule without a spending ceiling" in seen, seen
+    assert not models.responses("fixer").requests  # no session asked its model
+    scan_for_secrets(home, tmp_path, procs)
+
+
+def test_a_tree_budget_spent_at_depth_3_stops_every_client(procs: Procs, tmp_path: Path, models: ModelServers,
+                                                           home: Path) -> None:
+    """`--budget-tokens 40` at the lead: the lead's and the reviewer's first calls spend 15 each,
+    the fixer's first call (Codex, depth 3) 110; the next call of each client, deepest first,
+    is refused E-GWY-004 by the gateway, and each client stops with it surfaced. The root's
+    `mur ps --tree --json` shows the spend by node (spec/gateway.md "Budgets")."""
+    models["lead"].add(bash("toolu_l1", 'reviewer "review the patch"', "msg_l1"),
+                       Reply(an_text("LEAD: never asked", msg_id="msg_l2")))
+    models["reviewer"].add(bash("toolu_r1", 'fixer "fix it"', "msg_r1"),
+                           Reply(an_text("REVIEWER: never asked", msg_id="msg_r2")))
+    fixer = models.responses("fixer")
+    fixer.add(ModelReply([exec_call("echo FIXED")]), ModelReply([message("FIXER: never asked")]))
+    p, url = lead(procs, tmp_path, "--budget-tokens", "40")
+    task = send_task(url, "Get the patch reviewed.", timeout=240)
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task
+    assert "E-GWY-004" in status_text(task), status_text(task)  # Claude Code surfaced the refusal
+    # no call past the spent budget reached any provider: one scripted call each
+    assert (len(models["lead"].requests), len(models["reviewer"].requests), len(fixer.model_calls)) == (1, 1, 1)
+    nodes = chain(tree(procs.env), p.ready["session_id"])
+    ids = [n["id"] for n in nodes]
+    assert len(ids) == 3
+    # the spend by node, from the root's `mur ps --tree --json`: own/subtree and each ceiling
+    assert [n["tokens"] for n in nodes] == [{"own": 15, "subtree": 140, "budget": 40},
+                                            {"own": 15, "subtree": 125, "budget": 25},
+                                            {"own": 110, "subtree": 110, "budget": 10}]
+    records = trace(p.ready["records_dir"])
+    reached = of(records, "spend_ceiling_reached")
+    # refused within one call, deepest first, each naming the root whose budget ran out (a
+    # CLI's side traffic after that may be refused too: callers are compared in first order)
+    assert {r["node"] for r in reached} == {ids[0]}
+    assert list(dict.fromkeys(r["caller"] for r in reached)) == [ids[2], ids[1], ids[0]]
+    # each client stopped with the refusal surfaced: Codex (fixer), Claude Code (reviewer, lead)
+    for sid, client in ((ids[2], "codex"), (ids[1], "Claude Code")):
+        (child_trace,) = (tmp_path / "work").rglob(f"{sid}/trace.jsonl")
+        failed = of(trace(child_trace.parent), "task_failed")
+        assert failed and "E-GWY-004" in failed[0]["reason"] and client in failed[0]["reason"], failed
+    (lead_failed,) = of(records, "task_failed")
+    assert "E-GWY-004" in lead_failed["reason"] and "Claude Code" in lead_failed["reason"]
     scan_for_secrets(home, tmp_path, procs)
 
 

@@ -296,3 +296,25 @@ class TestTreeCaps:
         code, line, message = refusal(ONE + f"max_tree_total: {value}\n")
         assert (code, line) == ("E-ROS-001", 7)
         assert "`max_tree_total` must be a whole number of 0 or more" in message
+
+
+class TestTreeBudget:
+    """The formation tree's token budget as a roster key (spec/roster.md "Tree budget")."""
+
+    def test_the_key_reads_as_a_positive_integer(self) -> None:
+        assert parse_roster(ONE + "budget_tokens: 200000\n").budget_tokens == 200000
+        assert parse_roster(ONE).budget_tokens is None
+        assert parse_roster(ONE + "budget_tokens:\n").budget_tokens is None  # no value: absent
+
+    @pytest.mark.parametrize("value", ['"3"', "3.0", "true", "0", "-1", "many"])
+    def test_anything_but_a_positive_whole_number_is_refused(self, value: str) -> None:
+        code, line, message = refusal(ONE + f"budget_tokens: {value}\n")
+        assert (code, line) == ("E-ROS-001", 7)
+        assert "`budget_tokens` must be a whole number of 1 or more" in message
+
+    def test_the_flag_only_tightens_the_key(self) -> None:
+        from murmur.cli.run_roster import tree_budget
+
+        assert tree_budget(None, None) is None
+        assert tree_budget(500, None) == 500 and tree_budget(None, 300) == 300
+        assert tree_budget(500, 300) == 300 and tree_budget(300, 500) == 300

@@ -38,3 +38,22 @@ def test_members_are_handed_the_gateway_and_outsiders_are_refused(tmp_path: Path
     records = list(murmur_home.rglob("gateway.jsonl"))
     refused = [json.loads(line) for p in records for line in p.read_text().splitlines()]
     assert [r["code"] for r in refused if r["type"] == "gateway_refused"] == ["E-GWY-001"]
+
+
+def test_the_roster_s_budget_key_is_the_tree_budget_and_the_flag_only_tightens(
+    tmp_path: Path, murmur_home: Path
+) -> None:
+    """`budget_tokens` in roster.yaml runs the gateway with that budget, as `--budget-tokens`
+    does; given both, the smaller holds (spec/roster.md "Tree budget")."""
+    proj = make_project(tmp_path, [Spec("lead", entry=True)])
+    roster = proj / "roster.yaml"
+    roster.write_text(roster.read_text() + "budget_tokens: 50\n")
+    with launched(proj, tmp_path, {"lead": {"task_seconds": 30}}, ["--task", "hi", "--budget-tokens", "80"]) as run:
+        wait_for(lambda: bool(run.events(event="start")), 20)
+        (start,) = run.events(event="start")
+        assert start["env"]["MURMUR_GATEWAY_ENDPOINT"].startswith("http://127.0.0.1:")
+        spend = list((murmur_home / "tree" / "spend").glob("frm_*/frm_*.json"))
+        assert len(spend) == 1, spend
+        record = json.loads(spend[0].read_text())
+        assert record["budget_tokens"] == 50 and record["node"] == record["root"] == spend[0].parent.name
+        run.kill_everything()

@@ -201,3 +201,102 @@ async def test_bad_paths_registrations_and_dead_upstreams_are_refused_with_codes
         )
     assert dead.status_code == 502 and dead.json()["error"]["code"] == "E-GWY-006"
     assert [r["status"] for r in rig.records if r["type"] == "model_call"] == [502]
+
+
+OWN_PROVIDER = """
+import json, sys, httpx
+url, provider = sys.argv[1], sys.argv[2]
+with httpx.Client(trust_env=False) as c:
+    reg = c.post(url + "/_murmur/sessions", json={"session": "child", "network_allow": [provider]})
+    call = c.post(url + "/up/http/" + provider + "/v1/chat/completions", json={"model": "m", "messages": []})
+    print(json.dumps({"allow": reg.json()["network_allow"], "status": call.status_code,
+                      "code": call.json().get("error", {}).get("code")}))
+"""
+
+
+@pytest.mark.parametrize("parent_covers", [False, True], ids=["parent-lacks-it", "parent-covers-it"])
+async def test_a_child_s_own_provider_is_clamped_by_its_parent_s_network_allow(
+    rig: Rig, nursery: trio.Nursery, parent_covers: bool
+) -> None:
+    """A delegated child whose provider its parent's network.allow does not cover is refused
+    E-GWY-002 and nothing goes out; when the parent covers it (the control), the call passes."""
+    other = ScriptedServer()
+    await nursery.start(other.serve)
+    other.add(Reply(oa_text("x", prompt=3, completion=1)))
+    if parent_covers:
+        root = rig.gateway.tree.nodes["root"]
+        rig.gateway.tree = Tree().add(attrs.evolve(root, allow=(*root.allow, f"127.0.0.1:{other.port}")))
+    done = await trio.run_process(
+        [sys.executable, "-c", OWN_PROVIDER, rig.url, f"127.0.0.1:{other.port}"], capture_stdout=True
+    )
+    out = json.loads(done.stdout)
+    if parent_covers:
+        assert out == {"allow": [f"127.0.0.1:{other.port}"], "status": 200, "code": None}
+        assert len(other.requests) == 1
+    else:
+        assert out == {"allow": [], "status": 403, "code": "E-GWY-002"}
+        assert other.requests == []
+
+
+async def test_spend_is_persisted_per_node_where_mur_ps_reads_it(
+    rig: Rig, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each charged call the caller's and its ancestors' spend files are replaced whole
+    (spec/gateway.md "Visible spend"); a registration writes the registrant's."""
+    from functools import partial
+
+    from murmur.gateway import read_spend, write_spend
+
+    monkeypatch.setenv("MURMUR_HOME", str(tmp_path))
+    rig.gateway.on_spend = partial(write_spend, "root")
+    assert read_spend("root") == {}
+    rig.provider.add(Reply(an_text("x", inp=10, out=5)), Reply(an_text("y", inp=3, out=2)))
+    done = await trio.run_process(
+        [sys.executable, "-c", CHILD, rig.url, f"127.0.0.1:{rig.provider.port}"], capture_stdout=True)
+    assert json.loads(done.stdout)["status"] == 200
+    async with httpx.AsyncClient() as client:  # the root's own call
+        assert (await client.post(rig.via("/v1/messages"), json={})).status_code == 200
+    await rig.gateway.flush()  # the files are written off the calls' path; this waits for them
+    got = read_spend("root")
+    assert {k: (v["own_tokens"], v["subtree_tokens"], v["budget_tokens"], v["parent"]) for k, v in got.items()} == {
+        "root": (5, 20, 40, None), "child": (15, 15, 40, "root")}
+    spend_files = sorted(p.name for p in (tmp_path / "tree" / "spend" / "root").iterdir())  # type: ignore[operator]
+    assert spend_files == ["child.json", "root.json"]  # no temporary file left behind
+
+
+NESTED = """
+import json, subprocess, sys, httpx
+url, provider, depth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+call = lambda c: c.post(url + "/up/http/" + provider + "/v1/messages", json={"model": "m", "messages": []},
+                        headers={"anthropic-version": "1"})
+with httpx.Client(trust_env=False) as c:
+    reg = c.post(url + "/_murmur/sessions", json={"session": f"d{depth}", "network_allow": [provider]})
+    assert reg.status_code == 200, reg.text
+    if depth < 3:
+        below = subprocess.run([sys.executable, "-c", sys.argv[4], url, provider, str(depth + 1), sys.argv[4]],
+                               capture_output=True, text=True, check=True)
+        out = json.loads(below.stdout)
+    else:
+        out = {"spend": call(c).status_code}  # depth 3 spends the whole tree budget
+    got = call(c)  # then each level, deepest first, asks once more
+    out[f"d{depth}"] = [got.status_code, got.json()["error"]["message"][:9] if got.status_code != 200 else ""]
+    print(json.dumps(out))
+"""
+
+
+async def test_a_budget_spent_at_depth_3_refuses_the_next_call_anywhere_in_the_tree(rig: Rig) -> None:
+    """root (budget 40) → d1 → d2 → d3: d3's call spends 40; the next call of every node is
+    refused E-GWY-004 and nothing more goes out; spend_ceiling_reached names the root."""
+    rig.provider.add(Reply(an_text("x", inp=30, out=10)), Reply(an_text("never")))
+    done = await trio.run_process(
+        [sys.executable, "-c", NESTED, rig.url, f"127.0.0.1:{rig.provider.port}", "1", NESTED], capture_stdout=True)
+    out = json.loads(done.stdout)
+    assert out == {"spend": 200, "d3": [400, "E-GWY-004"], "d2": [400, "E-GWY-004"], "d1": [400, "E-GWY-004"]}
+    async with httpx.AsyncClient() as client:
+        mine = await client.post(rig.via("/v1/messages"), json={}, headers={"anthropic-version": "1"})
+    assert mine.status_code == 400 and len(rig.provider.requests) == 1
+    tree = rig.gateway.tree.nodes
+    assert [(n, tree[n].spent, tree[n].own) for n in ("root", "d1", "d2", "d3")] == [
+        ("root", 40, 0), ("d1", 40, 0), ("d2", 40, 0), ("d3", 40, 40)]
+    reached = [r for r in rig.records if r["type"] == "spend_ceiling_reached"]
+    assert [(r["node"], r["caller"]) for r in reached] == [("root", "d3"), ("root", "d2"), ("root", "d1"), ("root", "root")]

@@ -8,6 +8,8 @@ after the budget is spent, and the trace names the node.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,9 +29,12 @@ async def provider(nursery: trio.Nursery) -> ScriptedServer:
 
 
 async def _run(nursery: trio.Nursery, started: list[Mur], tmp_path: Path, provider: ScriptedServer,
-               *extra: str) -> tuple[int, Mur, list[dict[str, object]]]:
+               *extra: str, gateway: str | None = None) -> tuple[int, Mur, list[dict[str, object]]]:
     cap, work, env = capsule(tmp_path, provider.url + "/v1")
-    env = {**env, "MURMUR_GATEWAY": "on"}  # the gateway is asked for (spec/gateway.md)
+    # on by default for a root that calls models (spec/gateway.md "When a root runs one")
+    env = {k: v for k, v in env.items() if k != "MURMUR_GATEWAY"}
+    if gateway is not None:
+        env["MURMUR_GATEWAY"] = gateway
     m = await start_mur(nursery, started, ["--manifest", str(cap), "--workdir", str(work), "--no-env-file",
                                            *extra, "--task", "go"], cwd=tmp_path, env=env)
     with trio.fail_after(60):
@@ -58,7 +63,25 @@ async def test_the_root_calls_through_its_gateway_and_its_commands_never_see_the
     assert [(c["session"], c["tokens_in"], c["tokens_out"], c["status"]) for c in calls] == [
         (start["session_id"], 20, 3, 200), (start["session_id"], 30, 2, 200)]
     assert all(isinstance(c["latency_ms"], float) for c in calls)
+    # one record per call, with its lineage: the task, the tree's root, the parent node
+    (task_start,) = [r for r in records if r["event_type"] == "task_start"]
+    assert [(c["task"], c["root"], c["parent"]) for c in calls] == [(task_start["task_id"], start["session_id"], None)] * 2
+    assert all("model" in c for c in calls)  # as the provider reports it (the scripted one names none)
+    assert len(calls) == len(provider.requests)
     assert KEY not in json.dumps(records)
+
+
+async def test_murmur_gateway_off_sends_the_calls_straight_to_the_provider(
+    provider: ScriptedServer, tmp_path: Path, nursery: trio.Nursery, mur_runner: list[Mur]  # noqa: F811
+) -> None:
+    """The control of the test above: with MURMUR_GATEWAY=off no gateway runs."""
+    provider.add(Reply(oa_text("done", prompt=30, completion=2)))
+    code, m, records = await _run(nursery, mur_runner, tmp_path, provider, gateway="off")
+    assert code == 0, m.stderr_text
+    assert len(provider.requests) == 1
+    (start,) = [r for r in records if r["event_type"] == "session_start"]
+    assert "gateway" not in start
+    assert not [r for r in records if r["event_type"] == "model_call"]
 
 
 async def test_a_tree_budget_refuses_the_call_after_it_is_spent(
@@ -76,3 +99,13 @@ async def test_a_tree_budget_refuses_the_call_after_it_is_spent(
     (start,) = [r for r in records if r["event_type"] == "session_start"]
     (reached,) = [r for r in records if r["event_type"] == "spend_ceiling_reached"]
     assert reached["node"] == start["session_id"] and reached["spent_tokens"] == 126
+    # the root's `mur ps --tree --json` shows the spend by node (spec/tree.md "TOKENS")
+    env = {**os.environ, "MURMUR_HOME": str(tmp_path / "home")}
+    ps = await trio.run_process([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree", "--json"], env=env,
+                                capture_stdout=True)
+    (root,) = [r for r in json.loads(ps.stdout)["roots"] if r["id"] == start["session_id"]]
+    assert root["tokens"] == {"own": 126, "subtree": 126, "budget": 100}
+    shown = await trio.run_process([sys.executable, "-m", "murmur.cli.mur", "ps", "--tree", "--all"], env=env,
+                                   capture_stdout=True)
+    text = shown.stdout.decode()
+    assert "TOKENS" in text.splitlines()[0] and "126/126" in text

@@ -134,11 +134,28 @@ def test_refusals_are_shaped_like_the_provider_s_errors() -> None:
     assert oa["error"]["code"] == "E-GWY-001" and oa["error"]["message"].startswith("E-GWY-001")
 
 
-def test_a_root_runs_the_gateway_when_asked() -> None:
-    """A budget, or MURMUR_GATEWAY=on for a tree that calls models; else nothing changes."""
+def test_a_root_runs_the_gateway_by_default_when_its_tree_calls_models() -> None:
+    """On for a tree that calls models unless MURMUR_GATEWAY=off; a budget always runs it;
+    a tree that calls no models runs none."""
     from murmur.assembly.gatewaying import wanted
 
-    assert wanted(100, False, {}) and wanted(100, True, {})
-    assert wanted(None, True, {"MURMUR_GATEWAY": "on"}) and wanted(None, True, {"MURMUR_GATEWAY": "1"})
-    assert not wanted(None, True, {}) and not wanted(None, False, {"MURMUR_GATEWAY": "on"})
-    assert not wanted(None, True, {"MURMUR_GATEWAY": "off"})
+    assert wanted(100, False, {}) and wanted(100, True, {}) and wanted(100, True, {"MURMUR_GATEWAY": "off"})
+    assert wanted(None, True, {}) and wanted(None, True, {"MURMUR_GATEWAY": "on"})
+    assert not wanted(None, True, {"MURMUR_GATEWAY": "off"}) and not wanted(None, True, {"MURMUR_GATEWAY": "0"})
+    assert not wanted(None, False, {}) and not wanted(None, False, {"MURMUR_GATEWAY": "on"})
+
+
+def test_a_tree_calls_models_through_inference_or_delegation() -> None:
+    from murmur.assembly.gatewaying import tree_calls_models
+    from murmur.manifest.load import parse_manifest
+
+    plan = parse_manifest("name: p\nversion: 0.1.0\nplan: plan.yaml\n", path="murmur.yaml")
+    spawner = parse_manifest(
+        "name: s\nversion: 0.1.0\nplan: plan.yaml\ncapabilities:\n  spawn:\n    allow: [worker]\n",
+        path="murmur.yaml")
+    agent = parse_manifest(
+        "name: a\nversion: 0.1.0\nartifacts:\n  - name: d\n    version: 0.2.0\n    runtime: driver\n"
+        "inference:\n  driver:\n    artifact: d\n  model: m\n  endpoint: http://127.0.0.1:9/v1\n"
+        "  api_key: ${K}\n", path="murmur.yaml")
+    assert not tree_calls_models([plan])
+    assert tree_calls_models([spawner]) and tree_calls_models([agent]) and tree_calls_models([plan, agent])

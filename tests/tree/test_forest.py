@@ -60,14 +60,14 @@ def test_text_exact() -> None:
     roots = build_forest(EVENTS, ALIVE, RUNNING)
     text = render_text(scope(roots, NOW, show_all=True), NOW)
     assert text.splitlines() == [
-        "ID               STARTED  STATE           EXIT  RUN    REFUSED  COMMAND",
-        "frm_…a3e4        2m ago   running         -     2m02s  -        formation (3 members)",
-        "├─ ses_…c1c4     2m ago   running         -     2m02s  0        ├─ lead local/lead@0.1.0",
-        "│  └─ ses_…88ab  1m ago   ended ok        0     41.2s  0        │  └─ audit-pycheck@0.1.0 (dlg_…2f1c)",
-        "├─ ses_…77d0     2m ago   running         -     2m01s  0        ├─ inventory local/inventory@0.1.0",
-        "└─ ses_…51e9     2m ago   uncertain       -     -      0        └─ checker local/checker@0.1.0 "
+        "ID               STARTED  STATE           EXIT  RUN    REFUSED  TOKENS  COMMAND",
+        "frm_…a3e4        2m ago   running         -     2m02s  -        -       formation (3 members)",
+        "├─ ses_…c1c4     2m ago   running         -     2m02s  0        -       ├─ lead local/lead@0.1.0",
+        "│  └─ ses_…88ab  1m ago   ended ok        0     41.2s  0        -       │  └─ audit-pycheck@0.1.0 (dlg_…2f1c)",
+        "├─ ses_…77d0     2m ago   running         -     2m01s  0        -       ├─ inventory local/inventory@0.1.0",
+        "└─ ses_…51e9     2m ago   uncertain       -     -      0        -       └─ checker local/checker@0.1.0 "
         "[the process is gone and recorded no end]",
-        "ses_…aaa1        2h ago   ended canceled  1     1m40s  2        local/solo@1.0.0",
+        "ses_…aaa1        2h ago   ended canceled  1     1m40s  2        -       local/solo@1.0.0",
     ]
 
 
@@ -183,3 +183,25 @@ def test_stopping_a_delegation_that_never_started_says_so() -> None:
     with pytest.raises(DiagnosticError) as got:
         stop_node(node, progress=False)
     assert got.value.code == "E-RUN-022" and "(it is failed: it never started a session)" in str(got.value)
+
+
+def test_tokens_show_each_node_s_own_and_subtree_spend() -> None:
+    """The gateway's spend records fill TOKENS (own/subtree) and ``tokens`` in the JSON; a node
+    with no record shows ``-`` and null."""
+    from murmur.tree.forest import attach_spend
+
+    roots = build_forest(EVENTS, ALIVE, RUNNING)
+    attach_spend(roots, {FRM: {
+        FRM: {"node": FRM, "own_tokens": 0, "subtree_tokens": 180, "budget_tokens": 1000},
+        LEAD: {"node": LEAD, "own_tokens": 60, "subtree_tokens": 180, "budget_tokens": 1000},
+        KID: {"node": KID, "own_tokens": 120, "subtree_tokens": 120, "budget_tokens": 940},
+    }})
+    lines = render_text(scope(roots, NOW, show_all=True), NOW).splitlines()
+    assert lines[0].split() == ["ID", "STARTED", "STATE", "EXIT", "RUN", "REFUSED", "TOKENS", "COMMAND"]
+    assert "0/180" in lines[1] and "60/180" in lines[2] and "120/120" in lines[3]
+    assert lines[4].split()[-4] == "-"  # inventory: no calls recorded
+    doc = to_json(roots)
+    frm = doc["roots"][0]
+    assert frm["tokens"] == {"own": 0, "subtree": 180, "budget": 1000}
+    assert frm["children"][0]["children"][0]["tokens"] == {"own": 120, "subtree": 120, "budget": 940}
+    assert frm["children"][1]["tokens"] is None

@@ -230,8 +230,10 @@ class AgentWorkload:
             )
             return TaskOutcome("failed", exc.message)
         inventory = self._inventory(ctx.manifest, ctx.services)
+        # under the tree's gateway, each call names its task for the call's record (spec/gateway.md)
+        labels = {"x-murmur-task": ctx.task_id} if api_key == GATEWAY_PLACEHOLDER else {}
         async with httpx.AsyncClient(
-            timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False
+            timeout=REQUEST_TIMEOUT, trust_env=False, follow_redirects=False, headers=labels
         ) as client:
             transport: Transport
             if self.driver_component is not None:

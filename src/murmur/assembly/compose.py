@@ -145,11 +145,11 @@ def prepare(
     )
     setup.running_fields.update(started_profile(root, None if opts.capsule else Path(_where)))
     own = [
-        convo.apply(setup, workload, staged),
-        session_hooks(setup, workload),
-        # the tree's inference gateway before the contributors, so the command environment names it
+        # the tree's inference gateway first, so the command environment names it
         # (spec/gateway.md)
         gatewaying.contribute(setup, env, budget_tokens=opts.budget_tokens),
+        convo.apply(setup, workload, staged),
+        session_hooks(setup, workload),
     ]
     contributors.contribute(setup, env, own)
     return setup

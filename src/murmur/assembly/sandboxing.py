@@ -27,11 +27,13 @@ from murmur.session import Contribution, SessionSetup, shell_env
 __all__ = ["contribute", "granted_loopback_ports"]
 
 _LOOPBACK_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})")
-_PORT_SOURCES = ("MURMUR_FORMATION_PEERS", "MURMUR_ROOST_URL")
+_PORT_SOURCES = ("MURMUR_FORMATION_PEERS", "MURMUR_ROOST_URL", "MURMUR_GATEWAY_ENDPOINT")
 
 
 def granted_loopback_ports(environ: Mapping[str, str]) -> tuple[int, ...]:
-    """Host loopback ports this session is granted: its formation peers' doors and mur-roost (pure)."""
+    """Host loopback ports this session is granted (pure): its formation peers' doors, mur-roost,
+    and the tree's inference gateway (``MURMUR_GATEWAY_ENDPOINT``, spec/gateway.md), so an agent
+    CLI in the session's network namespace reaches its model through the gateway."""
     ports: list[int] = []
     for name in _PORT_SOURCES:
         ports += [int(p) for p in _LOOPBACK_PORT.findall(environ.get(name, "")) if 0 < int(p) < 65536]

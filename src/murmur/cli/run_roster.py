@@ -138,7 +138,8 @@ async def _launch_main(
 
         # the tree's inference gateway, when a member calls models or a budget is given
         # (spec/gateway.md); its URL reaches every member through the launch environment
-        gateway = _formation_gateway(admitted, formation_id, layout, options.budget_tokens)
+        gateway = _formation_gateway(admitted, formation_id, layout,
+                                     tree_budget(admitted.budget_tokens, options.budget_tokens))
         base_env: Mapping[str, str] = os.environ if gateway is None else {**os.environ, **gateway[2]}
         base_env = _with_tree_caps(base_env, admitted, options)
         # the warm starter (started with the launcher) goes in a unit of the formation's
@@ -193,6 +194,13 @@ async def _launch_main(
         return result.exit_status
 
 
+def tree_budget(roster: int | None, flag: int | None) -> int | None:
+    """The formation's tree budget: the roster's ``budget_tokens`` and ``--budget-tokens``, the
+    smaller when both are given (a flag only tightens; spec/roster.md "Tree budget")."""
+    given = [v for v in (roster, flag) if v is not None]
+    return min(given) if given else None
+
+
 def _with_tree_caps(base: Mapping[str, str], admitted: Any, options: RosterOptions) -> Mapping[str, str]:
     """``base`` with ``MURMUR_TREE_CAPS`` for every member when the roster's keys or the flags
     set a tree cap: the smallest of the environment's, the roster's and the flag's wins, and
@@ -212,14 +220,15 @@ def _with_tree_caps(base: Mapping[str, str], admitted: Any, options: RosterOptio
 def _formation_gateway(
     admitted: Any, formation_id: str, layout: FormationLayout, budget: int | None
 ) -> tuple[Any, socket.socket, dict[str, str]] | None:
-    """(the gateway, its bound socket, the variables members get), or None when no member
-    calls models and no budget is given. The launcher is the tree's root node; its records go
+    """(the gateway, its bound socket, the variables members get), or None when no member can
+    call models (no ``inference`` block, no ``spawn.allow``) and no budget is given, or
+    ``MURMUR_GATEWAY=off`` without a budget. The launcher is the tree's root node; its records go
     to ``gateway.jsonl`` in the formation's directory (JSON lines, keys by reference only)."""
-    from murmur.assembly.gatewaying import wanted
+    from murmur.assembly.gatewaying import tree_calls_models, wanted
 
-    if not wanted(budget, any(m.manifest.inference is not None for m in admitted.members), os.environ):
+    if not wanted(budget, tree_calls_models([m.manifest for m in admitted.members]), os.environ):
         return None
-    from murmur.gateway import ENDPOINT_ENV, Gateway
+    from murmur.gateway import ENDPOINT_ENV, Gateway, write_spend
     from murmur.gateway.root import root_tree
 
     tree, keys = root_tree(formation_id, [m.manifest for m in admitted.members], os.environ, budget)
@@ -236,7 +245,9 @@ def _formation_gateway(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    return Gateway(tree, keys, emit), sock, {ENDPOINT_ENV: f"http://127.0.0.1:{sock.getsockname()[1]}"}
+    write_spend(formation_id, tree.nodes.values())  # the formation is the tree's root (spec/tree.md)
+    gateway = Gateway(tree, keys, emit, on_spend=partial(write_spend, formation_id))
+    return gateway, sock, {ENDPOINT_ENV: f"http://127.0.0.1:{sock.getsockname()[1]}"}
 
 
 def _export_formation(manifest: Manifest, layout: FormationLayout, started_ms: int, exit_status: int) -> None:

@@ -325,6 +325,8 @@ class DelegationRuntime:
         assert launcher is not None
         spawn_set = tuple(session_lineage(self.setup).spawn)
         refusal = self._cap_refusal(capsule, version) or self._refusal(capsule, spawn_set)
+        if refusal is None and self.manifest.inference is not None:
+            refusal = await self._ceiling_refusal(capsule, version)
         if refusal is not None:
             return self.refuse(capsule, version, refusal)
         result = await launcher.delegate(capsule, version, text, wait, context_id=context_id, trust=trust,
@@ -393,6 +395,18 @@ class DelegationRuntime:
                 return f"spawn refused: the tree's delegation count cannot be kept ({exc}); a cap it cannot keep is no cap"
         same = caps.same_chain is not None and self._same_identity(capsule, version)
         return cap_refusal(caps, capsule, taken=taken, same_identity=same)
+
+    async def _ceiling_refusal(self, capsule: str, version: str) -> str | None:
+        """An agent session delegates to an agent capsule only under a spending ceiling
+        (spec/routing.md "Spending ceilings"): the target as a child resolves it (the global
+        store) is judged; one that is not installed is left to mur-roost and the launcher."""
+        from murmur.delegation.parent import resolve_global
+        from murmur.routing import ceiling_refusal
+
+        found = await trio.to_thread.run_sync(resolve_global, capsule, version)
+        if found is None:
+            return None
+        return ceiling_refusal("delegate-task", self.manifest, found.manifest, capsule, "restart the session")
 
     def _refusal(self, capsule: str, spawn_set: tuple[str, ...]) -> str | None:
         """Why the runtime refuses ``capsule`` before mur-roost is asked, or None."""

@@ -36,6 +36,7 @@ class Node:
         allow (tuple[str, ...]): its ``network.allow`` after clamping.
         budget (int | None): its own token budget; None for none of its own.
         spent (int): tokens charged to it and its subtree.
+        own (int): tokens of the calls it made itself (``spent`` less its descendants').
     """
 
     session: str
@@ -45,6 +46,7 @@ class Node:
     allow: tuple[str, ...]
     budget: int | None = None
     spent: int = 0
+    own: int = 0
 
 
 def clamp_allow(child: Iterable[str], parent: Sequence[str] | None) -> tuple[str, ...]:
@@ -78,7 +80,7 @@ class Tree:
         """This tree with ``node`` (its allow clamped by its parent's; its budget as given)."""
         parent = self.nodes.get(node.parent) if node.parent is not None else None
         allow = clamp_allow(node.allow, parent.allow if parent is not None else None)
-        return Tree({**self.nodes, node.session: attrs.evolve(node, allow=allow, spent=0)})
+        return Tree({**self.nodes, node.session: attrs.evolve(node, allow=allow, spent=0, own=0)})
 
     def by_process(self, ancestry: Sequence[tuple[int, int]]) -> Node | None:
         """The node of the nearest process in ``ancestry`` (the caller first, then its parent…)."""
@@ -108,10 +110,14 @@ class Tree:
         return out[-1] if out else None
 
     def charge(self, session: str, tokens: int) -> Tree:
-        """This tree with ``tokens`` charged to ``session`` and each of its ancestors."""
+        """This tree with ``tokens`` charged to ``session`` (its ``own`` too) and each of its
+        ancestors."""
         if tokens <= 0:
             return self
         changed = {n.session: attrs.evolve(n, spent=n.spent + tokens) for n in self.chain(session)}
+        if session in changed:
+            mine = changed[session]
+            changed[session] = attrs.evolve(mine, own=mine.own + tokens)
         return Tree({**self.nodes, **changed})
 
     def ceiling(self, session: str, own: int | None) -> int | None:

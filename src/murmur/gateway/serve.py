@@ -64,10 +64,12 @@ async def run_gateway(
 
     try:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.flush_forever)  # the spend files (spec/gateway.md "Visible spend")
             urls: list[str] = await nursery.start(_serve, gateway, cfg)
             task_status.started(urls[0])
     finally:
         with trio.CancelScope(shield=True):
+            await gateway.flush()
             await gateway.aclose()
 
 

@@ -77,6 +77,12 @@ class Gateway:
         transport (httpx.AsyncBaseTransport | None): the upstream transport (tests inject).
         finder (PeerFinder | None): places TCP peers (default: this host's ``/proc``, the
             gateway's own process included, since the root's calls come from it).
+        on_spend (Callable[[list[Node]], object] | None): persists the nodes whose spend
+            changed (:func:`murmur.gateway.spend.write_spend`; blocking, so it runs in a
+            worker thread). A charged call (its caller and each ancestor) or a registration
+            marks nodes; :meth:`flush_forever` (run by :func:`~murmur.gateway.serve.run_gateway`)
+            writes the latest of each marked node as soon as it can, off the call's path, and
+            :meth:`flush` writes what is marked now (the gateway's end flushes once more).
     """
 
     def __init__(
@@ -87,8 +93,13 @@ class Gateway:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         finder: PeerFinder | None = None,
+        on_spend: Callable[[list[Node]], object] | None = None,
     ) -> None:
         self.tree = tree
+        self.on_spend = on_spend
+        self._dirty: dict[str, Node] = {}
+        self._wake = trio.Event()
+        self._writing = trio.Lock()
         self.keys = keys
         self.emit = emit
         self.finder = finder if finder is not None else PeerFinder(include_self=True)
@@ -212,6 +223,7 @@ class Gateway:
             Node(session, found[0][0], found[0][1], parent.session, tuple(allow), ceiling)
         )
         node = self.tree.nodes[session]
+        self._spent([node])
         self.emit(
             {
                 "type": "gateway_session",
@@ -262,9 +274,12 @@ class Gateway:
         request = self._client.build_request(
             scope["method"], url, headers=out_headers, content=body
         )
+        chain = self.tree.chain(node.session)
         record: dict[str, object] = {
             "type": "model_call",
             "session": node.session,
+            "parent": node.parent,
+            "root": chain[-1].session if chain else node.session,
             "task": headers.get(TASK_HEADER),
             "endpoint": origin,
             "path": url[len(origin) :].split("?")[0],
@@ -303,6 +318,8 @@ class Gateway:
             accounted = True
             meter.close()
             self.tree = self.tree.charge(node.session, meter.total)
+            if meter.total > 0:  # the spend files, written off this call's path
+                self._spent(self.tree.chain(node.session))
             record.update(
                 status=response.status_code,
                 latency_ms=_ms(started),
@@ -333,6 +350,28 @@ class Gateway:
             account()  # a reply cut short still counts what it reported
             with trio.CancelScope(shield=True):
                 await response.aclose()
+
+    def _spent(self, nodes: list[Node]) -> None:
+        if self.on_spend is not None and nodes:
+            self._dirty.update((n.session, n) for n in nodes)
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Write every node marked since the last write (after any write under way)."""
+        async with self._writing:
+            batch, self._dirty = list(self._dirty.values()), {}
+            if batch and self.on_spend is not None:
+                try:
+                    await trio.to_thread.run_sync(self.on_spend, batch)
+                except OSError:
+                    pass  # the files are a view; a call is never failed for them
+
+    async def flush_forever(self) -> None:
+        """Write marked nodes as they are marked, until cancelled (coalescing bursts)."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await self.flush()
 
 
 def _ms(started: float) -> float:

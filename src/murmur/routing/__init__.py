@@ -4,6 +4,8 @@ Specification: ``spec/routing.md``. Layers:
 
 * :mod:`murmur.routing.catalog` — the frozen value types (what is installed and running, the
   formation, holders, routes, the ranking key);
+* :mod:`murmur.routing.ceiling` — the pure spending-ceiling rule (an agent reaches an agent
+  capsule only under a positive ceiling), which the index shows and the call sites refuse by;
 * :mod:`murmur.routing.index` — the pure decisions: who holds a binary or a label, which
   routes exist from a capsule or member, ready or blocked, and their order;
 * :mod:`murmur.routing.render` — routes in words: ``mur agent who`` and the line of a
@@ -23,7 +25,8 @@ from murmur import lazy
 
 if TYPE_CHECKING:
     from murmur.routing.catalog import Capsule, Catalog, Formation, Member
-    from murmur.routing.gather import gather_catalog, member_refusal
+    from murmur.routing.ceiling import ceiling_refusal
+    from murmur.routing.gather import gather_catalog, member_call_refusal, member_refusal
     from murmur.routing.index import answer
     from murmur.routing.profile import started_profile
     from murmur.routing.render import delegate_line, to_json, to_text
@@ -35,8 +38,10 @@ __all__ = [
     "Formation",
     "Member",
     "answer",
+    "ceiling_refusal",
     "delegate_line",
     "gather_catalog",
+    "member_call_refusal",
     "member_refusal",
     "read_spawn_allow",
     "started_profile",
@@ -45,7 +50,8 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "gather": ["gather_catalog", "member_refusal"],
+    "ceiling": ["ceiling_refusal"],
+    "gather": ["gather_catalog", "member_call_refusal", "member_refusal"],
     "index": ["answer"],
     "catalog": ["Capsule", "Catalog", "Formation", "Member"],
     "profile": ["started_profile"],

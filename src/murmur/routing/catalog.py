@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from murmur.manifest import Manifest
+from murmur.routing.ceiling import Ceiling, ceiling_of
 
 
 class State(enum.Enum):
@@ -77,10 +78,8 @@ class Capsule:
 
         Plans need none, so a plan capsule always has one for routing purposes.
         """
-        inf = self.manifest.inference
-        if inf is None:
-            return True
-        return inf.max_turns > 0 and (inf.budget_tokens or 0) > 0
+        ceiling = ceiling_of(self.manifest)
+        return ceiling is None or ceiling.positive
 
 
 @attrs.frozen
@@ -206,6 +205,8 @@ class Route:
         key (RankKey): the ordering key (computed for blocked routes too).
         reason (str | None): why a blocked route is blocked (None when ready).
         authorize (str | None): the one edit that would unblock it, or why none should.
+        ceiling (Ceiling | None): the target's spending ceiling; None for a target that is no
+            agent (it needs none).
     """
 
     kind: RouteKind
@@ -215,6 +216,7 @@ class Route:
     key: RankKey
     reason: str | None = None
     authorize: str | None = None
+    ceiling: Ceiling | None = None
 
     @property
     def call(self) -> str:

@@ -165,3 +165,19 @@ def member_refusal(member: str, callees: Sequence[str], formation_id: str,
         return denied_binary(binary, member, manifest.shell_allow, delegate_line(ready))
 
     return refuse
+
+
+def member_call_refusal(formation_id: str, asker: Manifest, member: str) -> str | None:
+    """Why an agent member's ``call-member`` to ``member`` is refused for want of a spending
+    ceiling (spec/routing.md "Spending ceilings"), or None. The callee is judged by the
+    manifest its running session loaded (its running record); a callee with no readable
+    record yet is not judged here (its door is not up either, so the call waits for it).
+    Blocking (reads the running records): call it in a worker thread."""
+    from murmur.routing.ceiling import ceiling_refusal
+
+    if asker.inference is None:
+        return None
+    found = session_capsules(formation_id, (member,)).get(member)
+    if found is None:
+        return None
+    return ceiling_refusal("call-member", asker, found[0].manifest, member, "relaunch the formation")

@@ -33,6 +33,7 @@ from murmur.routing.catalog import (
     RouteKind,
     RouteState,
 )
+from murmur.routing.ceiling import block, ceiling_of
 
 __all__ = [
     "Asker",
@@ -208,17 +209,9 @@ def _reach(formation: Formation, start: Member, asker: str, job: Job) -> tuple[s
 
 
 def _budget_block(asker: Asker, target: Capsule, label: str, where: str) -> tuple[str, str] | None:
-    """An agent may route to an agent capsule only under a spending ceiling."""
-    if not asker.capsule.is_agent or target.has_spending_ceiling:
-        return None
-    inf = target.manifest.inference
-    missing = "inference.budget_tokens" if inf is not None and inf.max_turns > 0 else "inference.max_turns"
-    return (
-        f"'{label}' is an agent capsule without a spending ceiling ({missing} is not set), "
-        "and an agent may route only to targets that have one",
-        f"set `inference.budget_tokens: <input + output tokens per task>` in {target.name}'s "
-        f"murmur.yaml, reinstall it, and {where}",
-    )
+    """An agent may route to an agent capsule only under a spending ceiling (the decision is
+    :func:`murmur.routing.ceiling.block`, which the call sites refuse by)."""
+    return block(asker.capsule.manifest, target.manifest, label, where)
 
 
 def _member_routes(catalog: Catalog, asker: Asker, job: Job, binary: str | None) -> list[Route]:
@@ -237,10 +230,11 @@ def _member_routes(catalog: Catalog, asker: Asker, job: Job, binary: str | None)
         if blocked is None:
             blocked = _budget_block(asker, t.capsule, t.name, "relaunch the formation")
         if blocked is None:
-            routes.append(Route(RouteKind.CALL_MEMBER, t.name, via, RouteState.READY, key))
+            routes.append(Route(RouteKind.CALL_MEMBER, t.name, via, RouteState.READY, key,
+                                ceiling=ceiling_of(t.capsule.manifest)))
         else:
             routes.append(Route(RouteKind.CALL_MEMBER, t.name, via, RouteState.BLOCKED, key,
-                                reason=blocked[0], authorize=blocked[1]))
+                                reason=blocked[0], authorize=blocked[1], ceiling=ceiling_of(t.capsule.manifest)))
     return routes
 
 
@@ -290,10 +284,11 @@ def _delegate_routes(catalog: Catalog, asker: Asker, job: Job, binary: str | Non
         key = rank_key(target, name=name, binary=binary)
         blocked = _delegate_block(catalog, asker, target, parent, allow, binary)
         if blocked is None:
-            routes.append(Route(RouteKind.DELEGATE, name, (name,), RouteState.READY, key))
+            routes.append(Route(RouteKind.DELEGATE, name, (name,), RouteState.READY, key,
+                                ceiling=ceiling_of(target.manifest)))
         else:
             routes.append(Route(RouteKind.DELEGATE, name, (name,), RouteState.BLOCKED, key,
-                                reason=blocked[0], authorize=blocked[1]))
+                                reason=blocked[0], authorize=blocked[1], ceiling=ceiling_of(target.manifest)))
     return routes
 
 

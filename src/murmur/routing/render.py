@@ -65,6 +65,11 @@ def _route_name(r: Route) -> str:
     return f"{r.kind.value} {r.target}"
 
 
+def _ceiling(r: Route) -> str:
+    """``; ceiling 4 turns, 20000 tokens per task`` for a route to an agent capsule."""
+    return f"; ceiling {r.ceiling.text()}" if r.ceiling is not None else ""
+
+
 def _via(r: Route) -> str:
     return ", ".join(r.via)
 
@@ -108,13 +113,16 @@ def to_text(answer: Answer, *, can: str | None, skill: str | None,
         width = max([len(_route_name(r)) for r in (*answer.ready, *answer.blocked)] + [20])
         vwidth = max([len(_via(r)) for r in (*answer.ready, *answer.blocked)] + [12])
         for r in answer.ready:
-            out.append(f"    {_route_name(r).ljust(width)}  via {_via(r).ljust(vwidth)}  key {r.key.text()}")
+            out.append(f"    {_route_name(r).ljust(width)}  via {_via(r).ljust(vwidth)}  key {r.key.text()}"
+                       f"{_ceiling(r)}")
         if not answer.ready:
             out.append("    (none)")
         if show_blocked and answer.blocked:
             out.append("  blocked (capable, but not usable right now):")
             for r in answer.blocked:
                 out.append(f"    {_route_name(r).ljust(width)}  via {_via(r).ljust(vwidth)}  — {r.reason}")
+                if r.ceiling is not None:
+                    out.append(f"      ceiling:   {r.ceiling.text()}")
                 out.append(f"      authorize: {r.authorize}")
     return "\n".join(out) + "\n"
 
@@ -164,6 +172,7 @@ def route_json(r: Route) -> dict[str, Any]:
         "key": r.key.to_json(),
         "key_text": r.key.text(),
     }
+    out["ceiling"] = r.ceiling.to_json() if r.ceiling is not None else None
     if r.reason is not None:
         out["reason"] = r.reason
         out["authorize"] = r.authorize

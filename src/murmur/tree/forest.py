@@ -51,6 +51,7 @@ class Node:
     start_time: int | None = None
     reason: str | None = None
     caps: dict[str, Any] | None = None  # the tree caps from its journal start (spec/tree.md "Caps")
+    tokens: dict[str, Any] | None = None  # {"own", "subtree", "budget"}: the gateway's spend files (spec/tree.md "TOKENS")
     order: int = 0
     children: list[Node] = attrs.field(factory=list)
 
@@ -353,7 +354,29 @@ def command(node: Node, shorts: Mapping[str, str]) -> str:
     return " ".join(parts)
 
 
-HEADER = ("ID", "STARTED", "STATE", "EXIT", "RUN", "REFUSED", "COMMAND")
+HEADER = ("ID", "STARTED", "STATE", "EXIT", "RUN", "REFUSED", "TOKENS", "COMMAND")
+
+
+def tokens_text(node: Node) -> str:
+    """The TOKENS column: ``own/subtree`` as the tree's gateway counted them (``-``: none)."""
+    t = node.tokens
+    if not t:
+        return "-"
+    return f"{t.get('own', 0)}/{t.get('subtree', 0)}"
+
+
+def attach_spend(roots: Iterable[Node], spend: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+    """Set each node's ``tokens`` from its tree's spend records (root id -> node id -> record,
+    :func:`murmur.gateway.spend.read_spend`'s shape); a node without one keeps None."""
+    for root in roots:
+        records = spend.get(root.id) or {}
+        if not records:
+            continue
+        for node in root.walk():
+            rec = records.get(node.id)
+            if rec is not None:
+                node.tokens = {"own": int(rec.get("own_tokens") or 0), "subtree": int(rec.get("subtree_tokens") or 0),
+                               "budget": rec.get("budget_tokens")}
 
 
 def rows(roots: Iterable[Node], now_ms: int, shorts: Mapping[str, str]) -> list[tuple[str, ...]]:
@@ -369,6 +392,7 @@ def rows(roots: Iterable[Node], now_ms: int, shorts: Mapping[str, str]) -> list[
                 str(node.exit_code) if node.exit_code is not None else "-",
                 run_time(node, now_ms),
                 str(node.delegations.get("refused", 0)) if node.kind == "session" else "-",
+                tokens_text(node),
                 branch + command(node, shorts),
             )
         )
@@ -425,6 +449,7 @@ def node_json(node: Node) -> dict[str, Any]:
         out["reason"] = node.reason
     if node.caps is not None:
         out["caps"] = node.caps
+    out["tokens"] = node.tokens
     out["children"] = [node_json(c) for c in node.children]
     return out
 

@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -183,3 +184,5 @@ def _prune_locked() -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, journal_path())
+    for root in drop:  # the gateway's spend files of a pruned tree go with it (spec/tree.md "TOKENS")
+        shutil.rmtree(tree_dir() / "spend" / os.path.basename(root), ignore_errors=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from murmur import procstat
 from murmur.session import list_running
 from murmur.tree import journal
-from murmur.tree.forest import Node, build_forest
+from murmur.tree.forest import Node, attach_spend, build_forest
 
 
 def load_forest() -> list[Node]:
@@ -30,6 +30,9 @@ def load_forest() -> list[Node]:
         if prompts:
             asking[rec.session_id] = prompts[0]
     roots = build_forest(events, alive, running)
+    from murmur.gateway import read_spend  # the tree gateway's spend files (spec/tree.md "TOKENS")
+
+    attach_spend(roots, {root.id: read_spend(root.id) for root in roots})
     for root in roots:
         for node in root.walk():
             if node.id in asking and node.state == "running":

@@ -28,12 +28,12 @@ import trio
 
 from murmur import timing
 from murmur.diagnostics import Diagnostic, error
-from murmur.formation.member.calls import CallEngine
+from murmur.formation.member.calls import CallEngine, CallRefused
 from murmur.formation.member.membership import Membership, join
 from murmur.formation.member.reach import reaches_member_doors
 from murmur.formation.member.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
-from murmur.routing import member_refusal
+from murmur.routing import member_call_refusal, member_refusal
 from murmur.session import (
     Contribution,
     ServicesLayer,
@@ -144,6 +144,8 @@ def contribution(
         given = _with_engine(given, m, engine)
     elif creds is not None:
         given = attrs.evolve(given, services=_member_layer(lambda task: TaskServices(entry_member=m.entry)))
+    if engine is not None and setup.manifest.inference is not None:
+        given = attrs.evolve(given, services=_with_ceiling(given.services, m.formation_id, setup.manifest))
     if creds is not None and given.services is not None:
         given = attrs.evolve(given, services=_with_routes(
             given.services, member_refusal(creds.member, creds.callees, m.formation_id, setup.manifest)))
@@ -155,6 +157,30 @@ def _with_routes(layer: ServicesLayer, refuse: Any) -> ServicesLayer:
 
     def services(task: Task, base: TaskServices) -> TaskServices:
         return attrs.evolve(layer(task, base), denied_binary=refuse)
+
+    return services
+
+
+def _with_ceiling(layer: ServicesLayer | None, formation_id: str, manifest: Any) -> ServicesLayer | None:
+    """``layer``, then an agent member's ``call-member`` to an agent member without a spending
+    ceiling is refused (``CallRefused``: a tool error) with the rule's sentence and the
+    routing line (spec/routing.md "Spending ceilings")."""
+    if layer is None:
+        return None
+
+    def services(task: Task, base: TaskServices) -> TaskServices:
+        given = layer(task, base)
+        inner = given.call_member
+        if inner is None:
+            return given
+
+        async def call_member(member: str, text: str) -> Mapping[str, object]:
+            why = await trio.to_thread.run_sync(member_call_refusal, formation_id, manifest, member)
+            if why is not None:
+                raise CallRefused(why)
+            return await inner(member, text)
+
+        return attrs.evolve(given, call_member=call_member)
 
     return services
 

@@ -198,6 +198,7 @@ class AdmittedRoster:
     overflows: tuple[CallerOverflow, ...] = ()
     max_tree_total: int | None = None  # the roster's tree caps (spec/roster.md "Tree caps")
     max_same_capsule_chain: int | None = None
+    budget_tokens: int | None = None  # the roster's tree budget (spec/roster.md "Tree budget")
 
     @property
     def entry(self) -> AdmittedMember:
@@ -333,6 +334,7 @@ def admit(roster: Roster, resolve: Resolver, *, project_dir: Path | None = None)
         overflows=overflows,
         max_tree_total=roster.max_tree_total,
         max_same_capsule_chain=roster.max_same_capsule_chain,
+        budget_tokens=roster.budget_tokens,
     )
 
 

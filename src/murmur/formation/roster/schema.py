@@ -54,7 +54,8 @@ _TEXT_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL})
 """Scalars a text field reads as written: an unquoted ``null``, ``~``, ``true`` or ``1.10``
 is that text in a name or a version, as in ``murmur.yaml``."""
 
-_TOP_KEYS = ("roster_version", "members", "reachability", "max_tree_total", "max_same_capsule_chain")
+_TOP_KEYS = ("roster_version", "members", "reachability", "max_tree_total", "max_same_capsule_chain",
+             "budget_tokens")
 _CAP_KEYS = ("max_tree_total", "max_same_capsule_chain")  # the tree caps (spec/roster.md "Tree caps")
 _MEMBER_KEYS = ("name", "capsule", "version", "entry")
 _RULE_KEYS = ("from", "to")
@@ -130,6 +131,8 @@ class Roster:
         members_line (int): 1-based line of the ``members:`` key.
         max_tree_total (int | None): the per-tree total of delegations (None: not written).
         max_same_capsule_chain (int | None): the same-capsule chain cap (None: not written).
+        budget_tokens (int | None): the formation tree's token budget (spec/roster.md "Tree
+            budget"; None: not written).
     """
 
     path: str
@@ -139,6 +142,7 @@ class Roster:
     members_line: int = 1
     max_tree_total: int | None = None
     max_same_capsule_chain: int | None = None
+    budget_tokens: int | None = None
 
 
 def resolve_roster_path(arg: Path | str | None, *, cwd: Path | None = None) -> Path:
@@ -287,8 +291,9 @@ class _Parser:
         members = self.members(members_node)
         kind, rules = self.reachability(top.get("reachability"))
         caps = {k: self.count(top[k][1], k) for k in _CAP_KEYS if k in top}
+        budget = self.positive(top["budget_tokens"][1], "budget_tokens") if "budget_tokens" in top else None
         return Roster(self.path, members, kind, rules, _line(members_key), caps.get("max_tree_total"),
-                      caps.get("max_same_capsule_chain"))
+                      caps.get("max_same_capsule_chain"), budget)
 
     def count(self, node: Node, path: str) -> int:
         """A tree cap: an integer of 0 or more (``"3"``, ``3.0`` and ``true`` are refused)."""
@@ -296,6 +301,14 @@ class _Parser:
         if value is None or value < 0:
             self.fail(node, f"`{path}` must be a whole number of 0 or more",
                       hint=f"e.g. `{path}: 20`; leave the key out for no cap")
+        return value
+
+    def positive(self, node: Node, path: str) -> int:
+        """A token budget: an integer of 1 or more (``"3"``, ``3.0``, ``true`` and ``0`` are refused)."""
+        value = _int_value(node.value) if isinstance(node, ScalarNode) and node.tag == _INT else None
+        if value is None or value < 1:
+            self.fail(node, f"`{path}` must be a whole number of 1 or more",
+                      hint=f"e.g. `{path}: 200000` (input + output tokens over the whole tree); leave the key out for no budget")
         return value
 
     # --- structure helpers -------------------------------------------------------------
