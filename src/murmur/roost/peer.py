@@ -23,7 +23,7 @@ import ipaddress
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import attrs
@@ -42,6 +42,7 @@ __all__ = [
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Endpoint = tuple[Address, int]
+Living = Callable[[int], "Peer | None"]  # pid -> the process a held pidfd proves running, or None
 _PROC = Path("/proc")
 
 
@@ -149,9 +150,17 @@ def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[i
     return found
 
 
-def _held_by(pid: int, inode: int, uid: int, proc: Path) -> Peer | None:
-    """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``."""
-    pid_dir = str(proc / str(pid))
+def _held_by(
+    pid: int, inode: int, uid: int, proc: Path, living: Living | None = None
+) -> tuple[Peer, str] | None:
+    """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``,
+    with the path of the descriptor that holds it.
+
+    ``living(pid)``, when given, names the process ``pid`` while a pidfd proves it running;
+    asked *after* the descriptor was read, a process it names is the one that held it, and
+    its start time need not be read.
+    """
+    pid_dir = f"{proc}/{pid}"
     try:
         if os.stat(pid_dir).st_uid != uid:
             return None
@@ -161,8 +170,11 @@ def _held_by(pid: int, inode: int, uid: int, proc: Path) -> Peer | None:
     fd = _holding(pid_dir, link)
     if fd is None:
         return None
+    known = living(pid) if living is not None else None
+    if known is not None:
+        return known, fd
     ticks = procstat.start_time(pid, proc)
-    return Peer(pid, ticks) if ticks is not None and _readlink(fd) == link else None
+    return (Peer(pid, ticks), fd) if ticks is not None and _readlink(fd) == link else None
 
 
 def _holding(pid_dir: str, link: str) -> str | None:
@@ -283,18 +295,25 @@ class PeerFinder:
         return self._remember(client, server, placed)
 
     def quick(
-        self, client: tuple[str, int], server: tuple[str, int], hint: int | None = None
+        self,
+        client: tuple[str, int],
+        server: tuple[str, int],
+        hint: int | None = None,
+        *,
+        living: Living | None = None,
     ) -> Peer | None:
         """The peer when one process alone need be read: a remembered connection, or a hint.
 
         Costs one process's descriptors (about 0.1 ms), so it may run on the event loop;
         None means "not known this cheaply" and the caller asks :meth:`__call__` in a worker
-        thread, which scans every process.
+        thread, which scans every process. ``living`` (pid -> the :class:`Peer` an open,
+        unreadable pidfd proves running, or None; :meth:`murmur.roost.watch.ProcessWatch.living`)
+        stands in for a start-time read, asked after the descriptor was read.
         """
         key = (client, server)
         with self._lock:
             known = self._known.get(key)
-        if known is not None and self._still_holds(*known):
+        if known is not None and self._still_holds(*known, living=living):
             return known[0]
         if hint is None or hint == os.getpid():
             return None
@@ -306,8 +325,11 @@ class PeerFinder:
         row = _socket(local, remote, self.proc)
         if row is None:
             return None
-        held = _held_by(hint, *row, proc=self.proc)
-        return self._remember(client, server, (held, row[0]) if held is not None else None)
+        held = _held_by(hint, *row, proc=self.proc, living=living)
+        if held is None:
+            return self._remember(client, server, None)
+        self._remember_fd(held[0], row[0], held[1])
+        return self._remember(client, server, (held[0], row[0]))
 
     def _remember(
         self, client: tuple[str, int], server: tuple[str, int], placed: tuple[Peer, int] | None
@@ -322,24 +344,31 @@ class PeerFinder:
                 del self._known[next(iter(self._known))]
         return placed[0]
 
-    def _still_holds(self, peer: Peer, inode: int) -> bool:
+    def _still_holds(self, peer: Peer, inode: int, *, living: Living | None = None) -> bool:
         """Whether ``peer`` (same pid, same start time) still holds ``socket:[inode]``.
 
         The descriptor found holding it last time is read first (one ``readlink``); only when
-        it no longer names the socket are the process's other descriptors read.
+        it no longer names the socket are the process's other descriptors read. When
+        ``living`` names ``peer`` after that read, the start time is not read (a pidfd proves
+        the pid was not reused).
         """
-        if procstat.start_time(peer.pid, self.proc) != peer.start_ticks:
-            return False
         link = f"socket:[{inode}]"
         with self._lock:
             fd = self._fds.get((peer.pid, inode))
+        if fd is not None and living is not None and _readlink(fd) == link and living(peer.pid) == peer:
+            return True
+        if procstat.start_time(peer.pid, self.proc) != peer.start_ticks:
+            return False
         if fd is not None and _readlink(fd) == link:
             return True
         fd = _holding(str(self.proc / str(peer.pid)), link)
         if fd is None:
             return False
+        self._remember_fd(peer, inode, fd)
+        return True
+
+    def _remember_fd(self, peer: Peer, inode: int, fd: str) -> None:
         with self._lock:
             self._fds[(peer.pid, inode)] = fd
             while len(self._fds) > self.size:
                 del self._fds[next(iter(self._fds))]
-        return True
