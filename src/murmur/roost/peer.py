@@ -20,6 +20,7 @@ for a connection it cannot place: it answers None, and the caller watches nothin
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import sys
 import threading
@@ -44,6 +45,8 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Endpoint = tuple[Address, int]
 Living = Callable[[int], "Peer | None"]  # pid -> the process a held pidfd proves running, or None
 _PROC = Path("/proc")
+_RECENT_FDS = 256  # descriptors remembered per process as having held one of its sockets
+_FIRST_TRIES = 16  # of those, read before listing the process's descriptors
 
 
 @attrs.frozen
@@ -151,14 +154,15 @@ def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[i
 
 
 def _held_by(
-    pid: int, inode: int, uid: int, proc: Path, living: Living | None = None
+    pid: int, inode: int, uid: int, proc: Path, living: Living | None = None, first: Iterable[str] = ()
 ) -> tuple[Peer, str] | None:
     """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``,
     with the path of the descriptor that holds it.
 
     ``living(pid)``, when given, names the process ``pid`` while a pidfd proves it running;
     asked *after* the descriptor was read, a process it names is the one that held it, and
-    its start time need not be read.
+    its start time need not be read. ``first``: descriptor paths to read before the others
+    (see :func:`_holding`).
     """
     pid_dir = f"{proc}/{pid}"
     try:
@@ -167,7 +171,7 @@ def _held_by(
     except OSError:
         return None
     link = f"socket:[{inode}]"
-    fd = _holding(pid_dir, link)
+    fd = _holding(pid_dir, link, first)
     if fd is None:
         return None
     known = living(pid) if living is not None else None
@@ -177,15 +181,25 @@ def _held_by(
     return (Peer(pid, ticks), fd) if ticks is not None and _readlink(fd) == link else None
 
 
-def _holding(pid_dir: str, link: str) -> str | None:
-    """The path of a descriptor of this process linking to ``link``, or None."""
+def _holding(pid_dir: str, link: str, first: Iterable[str] = ()) -> str | None:
+    """The path of a descriptor of this process linking to ``link``, or None.
+
+    The paths in ``first`` (descriptors that held this process's earlier connections: the
+    kernel gives a new socket the lowest free number, often one a closed connection freed)
+    are read before the directory is listed; each is believed only by its own link.
+    """
+    tried = set()
+    for path in first:
+        if _readlink(path) == link:
+            return path
+        tried.add(path)
     try:
         fds = os.scandir(os.path.join(pid_dir, "fd"))
     except OSError:
         return None
     with fds:
         for fd in fds:
-            if _readlink(fd.path) == link:
+            if fd.path not in tried and _readlink(fd.path) == link:
                 return fd.path
     return None
 
@@ -282,6 +296,7 @@ class PeerFinder:
         self.include_self = include_self
         self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
         self._fds: dict[tuple[int, int], str] = {}  # (pid, inode) -> the descriptor that held it
+        self._recent: dict[int, dict[str, None]] = {}  # pid -> its descriptors that held sockets
         self._lock = threading.Lock()
 
     def __call__(
@@ -325,7 +340,9 @@ class PeerFinder:
         row = _socket(local, remote, self.proc)
         if row is None:
             return None
-        held = _held_by(hint, *row, proc=self.proc, living=living)
+        with self._lock:  # the longest unconfirmed first: a client reopening its connections
+            first = list(itertools.islice(self._recent.get(hint, ()), _FIRST_TRIES))  # in turn
+        held = _held_by(hint, *row, proc=self.proc, living=living, first=first)
         if held is None:
             return self._remember(client, server, None)
         self._remember_fd(held[0], row[0], held[1])
@@ -372,3 +389,11 @@ class PeerFinder:
             self._fds[(peer.pid, inode)] = fd
             while len(self._fds) > self.size:
                 del self._fds[next(iter(self._fds))]
+            recent = self._recent.pop(peer.pid, {})
+            self._recent[peer.pid] = recent  # the process seen last, last
+            recent.pop(fd, None)
+            recent[fd] = None  # the descriptor confirmed last, last
+            while len(recent) > _RECENT_FDS:
+                del recent[next(iter(recent))]
+            while len(self._recent) > self.size:
+                del self._recent[next(iter(self._recent))]
