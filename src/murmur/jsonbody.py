@@ -112,7 +112,9 @@ def decode(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> object:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise BodyError(f"{_NOT_JSON}: it is not UTF-8") from None
-    if _nesting_exceeds(text, max_depth):
+    # Fewer brackets than the bound cannot nest past it (the scan is a Python loop per character).
+    brackets = text.count("[") + text.count("{")
+    if brackets > max_depth and _nesting_exceeds(text, max_depth):
         raise BodyError(f"{_NOT_JSON}: nested deeper than {max_depth} levels")
     try:
         body = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
@@ -120,7 +122,8 @@ def decode(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> object:
         raise
     except (ValueError, RecursionError):
         raise BodyError(_NOT_JSON) from None
-    if _has_lone_surrogate(body):
+    # Strictly decoded UTF-8 holds no surrogate, so only a `\u` escape can make one.
+    if (isinstance(raw, str) or "\\u" in text) and _has_lone_surrogate(body):
         raise BodyError(f"{_NOT_JSON}: a string holds an unpaired surrogate")
     return body
 

@@ -21,6 +21,7 @@ runs as ``python -I -S`` with nothing of the package on its path: it keeps a cop
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
@@ -76,11 +77,17 @@ def read_stat(pid: int, proc: Path = PROC) -> ProcStat | None:
         pid (int): a process id.
         proc (Path): the proc file system (a test's folder in tests).
     """
-    try:
-        text = (proc / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    try:  # one open and one read: this runs several times per mur-roost registration
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    return parse_stat(text)
+    try:
+        raw = os.read(fd, 4096)  # a stat line is well under a page; procfs hands it whole
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return parse_stat(raw.decode("ascii", errors="replace"))
 
 
 def start_time(pid: int, proc: Path = PROC) -> int | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-import hashlib
 import hmac
 import json
 import re
@@ -190,7 +189,7 @@ class Keyring:
         return self.credential_key if kind is TokenKind.CREDENTIAL else self.approval_key
 
     def _mac(self, kind: TokenKind, signed: str) -> bytes:
-        return hmac.new(self._key(kind), signed.encode("ascii"), hashlib.sha256).digest()
+        return hmac.digest(self._key(kind), signed.encode("ascii"), "sha256")
 
     def _seal(self, kind: TokenKind, payload: dict[str, object]) -> str:
         body = _b64e(json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode())
@@ -203,12 +202,15 @@ class Keyring:
         parts = token.split(".")
         if len(parts) != 3 or parts[0] != kind.value or len(parts[2]) != _MAC_B64_CHARS:
             return None
-        mac = _b64d(parts[2])
-        raw = _b64d(parts[1])
-        if mac is None or raw is None:
+        # The MAC is compared in its canonical encoding: a non-canonical spelling of the right
+        # MAC differs from it, so it is refused as before, without decoding the presented one.
+        expected = _b64e(self._mac(kind, f"{parts[0]}.{parts[1]}"))
+        if not hmac.compare_digest(parts[2], expected):
             return None
-        expected = self._mac(kind, f"{parts[0]}.{parts[1]}")
-        if not hmac.compare_digest(mac, expected):
+        # Only a payload this keyring sealed gets here, and it sealed only canonical ones; the
+        # canonical check stays, as a second line.
+        raw = _b64d(parts[1])
+        if raw is None:
             return None
         try:
             payload = json.loads(raw)

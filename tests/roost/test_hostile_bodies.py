@@ -130,3 +130,42 @@ def test_a_session_id_in_a_log_line_is_one_line(value: str, shown: str) -> None:
     assert loggable(value) == shown
     long = loggable("s" * 60_000)
     assert len(long) == 200 and long.endswith("…") and "\n" not in loggable("\n" * 500)
+
+
+def test_the_shortcuts_refuse_what_the_scans_refuse() -> None:
+    """The nesting scan runs only past ``max_depth`` brackets and the surrogate walk only where
+    one can hide: exactly at the bound passes, one past is refused, brackets inside strings
+    do not count, and a str (not UTF-8 bytes) holding a lone surrogate is still refused."""
+    at_bound = "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
+    assert decode_object('{"a":' + at_bound + "}")["a"]
+    with pytest.raises(BodyError, match="nested deeper"):
+        decode_object(('{"a":[' + at_bound + "]}").encode())
+    assert decode_object(b'{"a":"' + b"[" * (2 * MAX_DEPTH) + b'"}')["a"] == "[" * (2 * MAX_DEPTH)
+    with pytest.raises(BodyError, match="surrogate"):
+        decode_object('{"a":"\ud800"}')
+    with pytest.raises(BodyError, match="surrogate"):
+        decode_object(b'{"a":"\\ud800"}')
+    assert decode_object(b'{"a":"\\u00e9"}') == {"a": "\u00e9"}
+
+
+async def test_a_body_sent_in_pieces_is_read_whole(start_roost: StartRoost) -> None:
+    """A body still arriving when the handler runs is awaited, not taken half-read: the
+    request answers as if it came in one piece (and an oversized one is still a 413)."""
+    import trio
+    import trio.testing
+
+    roost = await start_roost()
+    body = json.dumps({"session_id": roost.fresh_id(), "name": "orch", "version": "0.1.0"}).encode()
+    head = (f"POST /register HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    async with await trio.open_tcp_stream("127.0.0.1", roost.port) as stream:
+        await stream.send_all(head + body[:10])
+        await trio.testing.wait_all_tasks_blocked()  # the handler waits for the rest
+        await stream.send_all(body[10:])
+        answer = b""
+        with trio.fail_after(30):
+            while b"credential" not in answer:
+                chunk = await stream.receive_some(65536)
+                assert chunk, answer
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer

@@ -117,6 +117,16 @@ class TestSpawnOrder:
         assert kind(out) is RefusalKind.ENVELOPE
         assert isinstance(out, Refusal) and out.message.startswith("capabilities.shell.allow: the child declares 'rm'")
 
+    def test_a_remembered_verdict_is_of_the_same_envelopes_only(self) -> None:
+        """The envelope verdict is remembered per pair of envelope objects: a child re-lowered
+        to other capabilities (a reinstall) is judged afresh, either way round."""
+        led = ledger()
+        sid = root(led)
+        wide, narrow = art("worker-a", shell_allow=("rm",)), art("worker-a", sha="bb")
+        for child, fits in ((wide, False), (wide, False), (narrow, True), (wide, False), (narrow, True)):
+            out = led.grant_spawn(sid, "worker-a", child, T0)
+            assert isinstance(out, ApprovalClaims) is fits, out
+
     def test_refused_spawn_leaves_no_trace(self) -> None:
         """A refusal changes no count and reserves nothing."""
         led = ledger()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -181,6 +182,46 @@ class TestFindPeer:
                 assert await trio.to_thread.run_sync(PeerFinder(), client, server, proc.pid) == want
                 with pytest.raises(AssertionError, match="scanned"):
                     await trio.to_thread.run_sync(PeerFinder(), client, server, wrong)
+            await stream.aclose()
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(10):
+                proc.kill()
+                await proc.wait()
+                assert proc.stdin is not None and proc.stdout is not None
+                await proc.stdin.aclose()
+                await proc.stdout.aclose()
+                for listener in listeners:
+                    await listener.aclose()
+
+    async def test_a_running_pidfd_stands_in_for_the_start_time(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``living`` naming the remembered peer spares the start-time read; naming nobody, or
+        the pid with another start time (a reuse), does not: the start time is read again."""
+        from murmur.roost import peer as peer_module
+
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        proc = await trio.lowlevel.open_process([sys.executable, "-c", HOLDER, str(port)],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            with trio.fail_after(30):
+                stream = await listeners[0].accept()
+                client, server = stream.socket.getpeername(), stream.socket.getsockname()
+                finder = PeerFinder()
+                want = finder.quick(client, server, proc.pid)
+                assert want == Peer(proc.pid, procstat.start_time(proc.pid) or -1)
+            reads: list[int] = []
+            real_start_time = procstat.start_time
+
+            def counted(pid: int, proc_dir: Path = procstat.PROC) -> int | None:
+                reads.append(pid)
+                return real_start_time(pid, proc_dir)
+
+            monkeypatch.setattr(peer_module.procstat, "start_time", counted)
+            reused = attrs.evolve(want, start_ticks=want.start_ticks + 1)
+            for living, read in ((lambda pid: want, False), (lambda pid: None, True), (lambda pid: reused, True)):
+                reads.clear()
+                assert finder.quick(client, server, proc.pid, living=living) == want
+                assert bool(reads) is read
             await stream.aclose()
         finally:
             with trio.CancelScope(shield=True), trio.fail_after(10):

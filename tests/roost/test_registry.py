@@ -58,6 +58,27 @@ class TestStoreRegistry:
         c = reg.resolve("worker", "0.1.0")
         assert c is not None and c.sha256 == second.sha256 and len(calls) == 2
 
+    def test_a_removed_entry_is_gone_at_once(self, tmp_path: Path) -> None:
+        """An entry removed after a cached resolve resolves to nothing (its files are gone)."""
+        import shutil
+
+        install(write_capsule(tmp_path, "worker"), global_=True)
+        reg = StoreRegistry(paths.global_store())
+        assert reg.resolve("worker", "0.1.0") is not None
+        shutil.rmtree(paths.global_store() / "local" / "worker" / "0.1.0")
+        assert reg.resolve("worker", "0.1.0") is None
+
+    def test_remembered_paths_are_bounded(self, tmp_path: Path) -> None:
+        """Coordinates come from clients: the paths remembered for them are bounded, and a
+        NUL in them makes no stat error (the lookup judges the name)."""
+        from murmur.roost import registry as registry_module
+
+        reg = StoreRegistry(tmp_path)
+        for i in range(registry_module._PATHS_KEPT + 10):
+            assert reg.resolve(f"ghost{i}", "0.1.0") is None
+        assert len(reg._paths) <= registry_module._PATHS_KEPT
+        assert reg._files("a\0b", "0.1.0") is not None and registry_module._file_id("a\0b") is None
+
     def test_bad_names_resolve_to_nothing_or_refuse(self, tmp_path: Path) -> None:
         """Path-like names never escape the store."""
         reg = StoreRegistry(tmp_path)

@@ -266,6 +266,75 @@ class TestPidReuse:
         await trio.testing.wait_all_tasks_blocked()
         assert called == []
 
+    async def test_sessions_of_one_process_share_its_watch(self, nursery: trio.Nursery) -> None:
+        """Two sessions of one process: one pidfd; forgetting one keeps the other watched, and
+        the process's end retires the one left; the last forgotten closes the pidfd."""
+        holder = await trio.lowlevel.open_process([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                                  stdin=subprocess.PIPE)
+        try:
+            ticks = procstat.start_time(holder.pid)
+            assert ticks is not None
+            me = Peer(holder.pid, ticks)
+            watch = ProcessWatch(find=lambda client, server, hint: me)
+            await nursery.start(watch.run)
+            ended: list[str] = []
+            done = trio.Event()
+
+            def on_end(sid: str) -> Callable[[Peer], None]:
+                return lambda peer: (ended.append(sid), done.set())
+
+            for sid in ("ses_a", "ses_b", "ses_c"):
+                assert await watch.watch(sid, ("127.0.0.1", 1), ("127.0.0.1", 2), on_end(sid)) == me
+            assert (watch.watched, watch.processes) == (3, 1)
+            assert watch.living(holder.pid) == me
+            watch.forget("ses_a")
+            assert (watch.watched, watch.processes) == (2, 1)
+            holder.kill()
+            with trio.fail_after(10):
+                await holder.wait()
+                await done.wait()
+            assert sorted(ended) == ["ses_b", "ses_c"]
+            assert (watch.watched, watch.processes) == (0, 0)
+            assert watch.living(holder.pid) is None
+        finally:
+            holder.kill()
+            with trio.fail_after(10), trio.CancelScope(shield=True):
+                await holder.wait()
+            await close_pipes(holder)
+
+    async def test_the_last_forgotten_session_closes_the_pidfd(self, nursery: trio.Nursery) -> None:
+        """Forgetting every session of a process ends its watch: a later session opens anew."""
+        ticks = procstat.start_time(os.getppid())
+        assert ticks is not None
+        parent = Peer(os.getppid(), ticks)
+        watch = ProcessWatch(find=lambda client, server, hint: parent)
+        await nursery.start(watch.run)
+        await watch.watch("ses_a", ("127.0.0.1", 1), ("127.0.0.1", 2), print)
+        watch.forget("ses_a")
+        assert (watch.watched, watch.processes) == (0, 0)
+        assert watch.living(parent.pid) is None
+        await watch.watch("ses_b", ("127.0.0.1", 1), ("127.0.0.1", 2), print)
+        assert (watch.watched, watch.processes) == (1, 1)
+        watch.forget("ses_b")
+
+    async def test_a_reused_pid_never_joins_the_earlier_process(self, nursery: trio.Nursery) -> None:
+        """A peer with the watched pid but another start time is not that process: it is
+        judged on its own (here it has ended at once) and the watched process stays watched."""
+        ticks = procstat.start_time(os.getppid())
+        assert ticks is not None
+        real = Peer(os.getppid(), ticks)
+        peers = iter([real, attrs.evolve(real, start_ticks=ticks + 1)])
+        watch = ProcessWatch(find=lambda client, server, hint: next(peers))
+        await nursery.start(watch.run)
+        ended = trio.Event()
+        await watch.watch("ses_real", ("127.0.0.1", 1), ("127.0.0.1", 2), print)
+        await watch.watch("ses_reused", ("127.0.0.1", 1), ("127.0.0.1", 2), lambda p: ended.set())
+        with trio.fail_after(5):
+            await ended.wait()
+        assert (watch.watched, watch.processes) == (1, 1)
+        assert watch.living(real.pid) == real
+        watch.forget("ses_real")
+
     async def test_unplaceable_or_stopped_watch_watches_nothing(self, nursery: trio.Nursery) -> None:
         """No peer found, unusable endpoints, or a watch not running: None, nothing watched."""
         watch = ProcessWatch(find=lambda client, server, hint: None)

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import attrs
 
 from murmur.jsonbody import echo
-from murmur.roost.envelope import Envelope, referee
+from murmur.roost.envelope import Envelope, EnvelopeRefusal, referee
 from murmur.timing import APPROVAL_LIFETIME
 from murmur.tokens import ApprovalClaims
 
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 APPROVAL_LIFETIME_MS = int(APPROVAL_LIFETIME * 1000)
+_VERDICTS_KEPT = 1024  # envelope pairs whose verdict is remembered
 
 IDENTITY_MESSAGE = (
     "not authorised: this daemon answers only a credential it minted for a running session, "
@@ -196,6 +197,9 @@ class Ledger:
         self._running = 0
         self._pending = 0
         self._next_approval = 0
+        # (id(parent), id(child)) -> (parent, child, verdict): referee() is pure, and a daemon
+        # judges the same few envelope pairs again and again (the objects kept, so no id is reused)
+        self._verdicts: dict[tuple[int, int], tuple[Envelope, Envelope, EnvelopeRefusal | None]] = {}
 
     # --- reading -----------------------------------------------------------------------
 
@@ -242,6 +246,18 @@ class Ledger:
         return s is not None and s.status is SessionStatus.RUNNING
 
     # --- POST /spawn -------------------------------------------------------------------
+
+    def _referee(self, parent: Envelope, child: Envelope) -> EnvelopeRefusal | None:
+        """:func:`~murmur.roost.envelope.referee`, remembered for the same two envelope objects."""
+        key = (id(parent), id(child))
+        known = self._verdicts.get(key)
+        if known is not None and known[0] is parent and known[1] is child:
+            return known[2]
+        verdict = referee(parent, child)
+        if len(self._verdicts) >= _VERDICTS_KEPT:
+            self._verdicts.clear()
+        self._verdicts[key] = (parent, child, verdict)
+        return verdict
 
     def check_spawn(self, session_id: str | None, name: str, now_ms: int) -> Refusal | None:
         """Every check ``POST /spawn`` makes before the registry is read, in spec/roost.md's order.
@@ -316,7 +332,7 @@ class Ledger:
             return refusal
         assert session_id is not None  # check_spawn refuses None
         parent = self._sessions[session_id]
-        verdict = referee(parent.artifact.envelope, child.envelope)
+        verdict = self._referee(parent.artifact.envelope, child.envelope)
         if verdict is not None:
             return Refusal(RefusalKind.ENVELOPE, verdict.message)
         self._next_approval += 1

@@ -20,10 +20,11 @@ for a connection it cannot place: it answers None, and the caller watches nothin
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import attrs
@@ -42,7 +43,10 @@ __all__ = [
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Endpoint = tuple[Address, int]
+Living = Callable[[int], "Peer | None"]  # pid -> the process a held pidfd proves running, or None
 _PROC = Path("/proc")
+_RECENT_FDS = 256  # descriptors remembered per process as having held one of its sockets
+_FIRST_TRIES = 16  # of those, read before listing the process's descriptors
 
 
 @attrs.frozen
@@ -149,31 +153,53 @@ def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[i
     return found
 
 
-def _held_by(pid: int, inode: int, uid: int, proc: Path) -> Peer | None:
-    """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``."""
-    pid_dir = str(proc / str(pid))
+def _held_by(
+    pid: int, inode: int, uid: int, proc: Path, living: Living | None = None, first: Iterable[str] = ()
+) -> tuple[Peer, str] | None:
+    """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``,
+    with the path of the descriptor that holds it.
+
+    ``living(pid)``, when given, names the process ``pid`` while a pidfd proves it running;
+    asked *after* the descriptor was read, a process it names is the one that held it, and
+    its start time need not be read. ``first``: descriptor paths to read before the others
+    (see :func:`_holding`).
+    """
+    pid_dir = f"{proc}/{pid}"
     try:
         if os.stat(pid_dir).st_uid != uid:
             return None
     except OSError:
         return None
     link = f"socket:[{inode}]"
-    fd = _holding(pid_dir, link)
+    fd = _holding(pid_dir, link, first)
     if fd is None:
         return None
+    known = living(pid) if living is not None else None
+    if known is not None:
+        return known, fd
     ticks = procstat.start_time(pid, proc)
-    return Peer(pid, ticks) if ticks is not None and _readlink(fd) == link else None
+    return (Peer(pid, ticks), fd) if ticks is not None and _readlink(fd) == link else None
 
 
-def _holding(pid_dir: str, link: str) -> str | None:
-    """The path of a descriptor of this process linking to ``link``, or None."""
+def _holding(pid_dir: str, link: str, first: Iterable[str] = ()) -> str | None:
+    """The path of a descriptor of this process linking to ``link``, or None.
+
+    The paths in ``first`` (descriptors that held this process's earlier connections: the
+    kernel gives a new socket the lowest free number, often one a closed connection freed)
+    are read before the directory is listed; each is believed only by its own link.
+    """
+    tried = set()
+    for path in first:
+        if _readlink(path) == link:
+            return path
+        tried.add(path)
     try:
         fds = os.scandir(os.path.join(pid_dir, "fd"))
     except OSError:
         return None
     with fds:
         for fd in fds:
-            if _readlink(fd.path) == link:
+            if fd.path not in tried and _readlink(fd.path) == link:
                 return fd.path
     return None
 
@@ -270,6 +296,7 @@ class PeerFinder:
         self.include_self = include_self
         self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
         self._fds: dict[tuple[int, int], str] = {}  # (pid, inode) -> the descriptor that held it
+        self._recent: dict[int, dict[str, None]] = {}  # pid -> its descriptors that held sockets
         self._lock = threading.Lock()
 
     def __call__(
@@ -283,18 +310,25 @@ class PeerFinder:
         return self._remember(client, server, placed)
 
     def quick(
-        self, client: tuple[str, int], server: tuple[str, int], hint: int | None = None
+        self,
+        client: tuple[str, int],
+        server: tuple[str, int],
+        hint: int | None = None,
+        *,
+        living: Living | None = None,
     ) -> Peer | None:
         """The peer when one process alone need be read: a remembered connection, or a hint.
 
         Costs one process's descriptors (about 0.1 ms), so it may run on the event loop;
         None means "not known this cheaply" and the caller asks :meth:`__call__` in a worker
-        thread, which scans every process.
+        thread, which scans every process. ``living`` (pid -> the :class:`Peer` an open,
+        unreadable pidfd proves running, or None; :meth:`murmur.roost.watch.ProcessWatch.living`)
+        stands in for a start-time read, asked after the descriptor was read.
         """
         key = (client, server)
         with self._lock:
             known = self._known.get(key)
-        if known is not None and self._still_holds(*known):
+        if known is not None and self._still_holds(*known, living=living):
             return known[0]
         if hint is None or hint == os.getpid():
             return None
@@ -306,8 +340,13 @@ class PeerFinder:
         row = _socket(local, remote, self.proc)
         if row is None:
             return None
-        held = _held_by(hint, *row, proc=self.proc)
-        return self._remember(client, server, (held, row[0]) if held is not None else None)
+        with self._lock:  # the longest unconfirmed first: a client reopening its connections
+            first = list(itertools.islice(self._recent.get(hint, ()), _FIRST_TRIES))  # in turn
+        held = _held_by(hint, *row, proc=self.proc, living=living, first=first)
+        if held is None:
+            return self._remember(client, server, None)
+        self._remember_fd(held[0], row[0], held[1])
+        return self._remember(client, server, (held[0], row[0]))
 
     def _remember(
         self, client: tuple[str, int], server: tuple[str, int], placed: tuple[Peer, int] | None
@@ -322,24 +361,39 @@ class PeerFinder:
                 del self._known[next(iter(self._known))]
         return placed[0]
 
-    def _still_holds(self, peer: Peer, inode: int) -> bool:
+    def _still_holds(self, peer: Peer, inode: int, *, living: Living | None = None) -> bool:
         """Whether ``peer`` (same pid, same start time) still holds ``socket:[inode]``.
 
         The descriptor found holding it last time is read first (one ``readlink``); only when
-        it no longer names the socket are the process's other descriptors read.
+        it no longer names the socket are the process's other descriptors read. When
+        ``living`` names ``peer`` after that read, the start time is not read (a pidfd proves
+        the pid was not reused).
         """
-        if procstat.start_time(peer.pid, self.proc) != peer.start_ticks:
-            return False
         link = f"socket:[{inode}]"
         with self._lock:
             fd = self._fds.get((peer.pid, inode))
+        if fd is not None and living is not None and _readlink(fd) == link and living(peer.pid) == peer:
+            return True
+        if procstat.start_time(peer.pid, self.proc) != peer.start_ticks:
+            return False
         if fd is not None and _readlink(fd) == link:
             return True
         fd = _holding(str(self.proc / str(peer.pid)), link)
         if fd is None:
             return False
+        self._remember_fd(peer, inode, fd)
+        return True
+
+    def _remember_fd(self, peer: Peer, inode: int, fd: str) -> None:
         with self._lock:
             self._fds[(peer.pid, inode)] = fd
             while len(self._fds) > self.size:
                 del self._fds[next(iter(self._fds))]
-        return True
+            recent = self._recent.pop(peer.pid, {})
+            self._recent[peer.pid] = recent  # the process seen last, last
+            recent.pop(fd, None)
+            recent[fd] = None  # the descriptor confirmed last, last
+            while len(recent) > _RECENT_FDS:
+                del recent[next(iter(recent))]
+            while len(self._recent) > self.size:
+                del self._recent[next(iter(self._recent))]

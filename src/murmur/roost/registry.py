@@ -63,10 +63,13 @@ class Registry(Protocol):
 _FileId = tuple[int, int, int]
 
 
-def _file_id(path: Path) -> _FileId | None:
+_PATHS_KEPT = 1024  # coordinates whose entry paths are remembered (client input: bounded)
+
+
+def _file_id(path: str) -> _FileId | None:
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the coordinates
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -88,15 +91,24 @@ class StoreRegistry:
         self.store_dir = store_dir
         self._resolve_fn = resolve_fn
         self._cache: dict[tuple[str, str], tuple[tuple[_FileId, _FileId], ResolvedArtifact]] = {}
+        self._paths: dict[tuple[str, str], tuple[str, str] | None] = {}
 
-    def _files(self, name: str, version: str) -> tuple[Path, Path] | None:
+    def _files(self, name: str, version: str) -> tuple[str, str] | None:
+        """The entry's ``installed.json`` and archive paths (a pure function of the coordinates,
+        so remembered; only the files' identities are read again at each resolve)."""
+        key = (name, version)
+        if key in self._paths:
+            return self._paths[key]
+        files: tuple[str, str] | None = None
         scope, _, bare = name.rpartition("/")
-        if not bare or "/" in scope or bare in (".", "..") or scope in (".", ".."):
-            return None
-        if not version or "/" in version or version in (".", ".."):
-            return None
-        entry = self.store_dir / (scope or "local") / bare / version
-        return entry / "installed.json", entry / f"{bare}-{version}.mur.zip"
+        valid_name = bare and "/" not in scope and bare not in (".", "..") and scope not in (".", "..")
+        if valid_name and version and "/" not in version and version not in (".", ".."):
+            entry = self.store_dir / (scope or "local") / bare / version
+            files = (str(entry / "installed.json"), str(entry / f"{bare}-{version}.mur.zip"))
+        if len(self._paths) >= _PATHS_KEPT:
+            self._paths.clear()
+        self._paths[key] = files
+        return files
 
     def resolve(self, name: str, version: str) -> ResolvedArtifact | None:
         """See :meth:`Registry.resolve`; a cache hit costs two ``stat`` calls."""

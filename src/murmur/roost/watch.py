@@ -10,6 +10,13 @@ first is forgotten (:meth:`ProcessWatch.forget`), its pidfd closed.
 Where the process cannot be found (not on this host's loopback, another user's, more than
 one holder, no pidfd support), nothing is watched: the session stays ``running`` until it deregisters.
 
+Sessions registered by one process share its watch: one pidfd and one task per process, however
+many of its sessions are registered (a keep-alive client registering child after child opens
+no new pidfd). While that pidfd is open and not readable the process is known to be running,
+so :class:`~murmur.roost.peer.PeerFinder` may take a descriptor it reads as proof that this very
+process holds the socket, without reading its start time again (the descriptor is read first,
+the pidfd polled after it: a process still running after the read was the one read).
+
 Every watcher task lives in the nursery :meth:`ProcessWatch.run` holds; cancelling that task
 ends them all and closes every pidfd.
 """
@@ -17,9 +24,11 @@ ends them all and closes every pidfd.
 from __future__ import annotations
 
 import os
+import select
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
 from murmur import procstat
@@ -69,8 +78,26 @@ def _endpoint(value: object) -> tuple[str, int] | None:
     return None
 
 
+def _running(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` has not ended (its pidfd is not readable yet)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return not poller.poll(0)
+
+
+@attrs.define(eq=False)
+class _Watched:
+    """One process's watch: its pidfd (None when it had ended before one was opened), the
+    cancel scope of its task, and the sessions it registered (session id -> ``on_end``)."""
+
+    peer: Peer
+    pidfd: int | None
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    sessions: dict[str, OnEnd] = attrs.field(factory=dict)
+
+
 class ProcessWatch:
-    """One task per watched session, each waiting on its process's pidfd.
+    """One task per watched process, waiting on its pidfd; its sessions end together.
 
     Args:
         find (Finder | None): ``find(client, server, hint)`` -> the peer process or None, run in a
@@ -85,12 +112,18 @@ class ProcessWatch:
         self._find = find if find is not None else PeerFinder()
         self.lookup_bound = lookup_bound
         self._nursery: trio.Nursery | None = None
-        self._scopes: dict[str, trio.CancelScope] = {}
+        self._sessions: dict[str, _Watched] = {}
+        self._by_pid: dict[int, _Watched] = {}  # the processes known running, by pid
 
     @property
     def watched(self) -> int:
         """Sessions whose process is being watched now."""
-        return len(self._scopes)
+        return len(self._sessions)
+
+    @property
+    def processes(self) -> int:
+        """Processes with an open pidfd now (one per process, whatever its sessions)."""
+        return len(self._by_pid)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Hold every watcher task until cancelled (which closes every pidfd)."""
@@ -101,7 +134,19 @@ class ProcessWatch:
                 await trio.sleep_forever()
         finally:
             self._nursery = None
-            self._scopes.clear()
+            self._sessions.clear()
+            self._by_pid.clear()
+
+    def living(self, pid: int) -> Peer | None:
+        """The watched process ``pid`` while its pidfd says it is still running, else None.
+
+        A pidfd names one process (checked against its start time when opened), so a process
+        found running through it is that :class:`Peer`, and ``pid`` has not been reused.
+        """
+        held = self._by_pid.get(pid)
+        if held is None or held.pidfd is None or not _running(held.pidfd):
+            return None
+        return held.peer
 
     async def watch(
         self, session_id: str, client: object, server: object, on_end: OnEnd, *, hint: int | None = None
@@ -127,41 +172,60 @@ class ProcessWatch:
             return None
         peer: Peer | None = None
         if isinstance(self._find, PeerFinder):  # one process to read: no worker thread
-            peer = self._find.quick(peer_at, here, hint)
+            peer = self._find.quick(peer_at, here, hint, living=self.living)
         if peer is None:
             with trio.move_on_after(self.lookup_bound):
                 peer = await trio.to_thread.run_sync(self._find, peer_at, here, hint, abandon_on_cancel=True)
         if peer is None:
             return None
-        try:
-            pidfd: int | None = open_pidfd(peer)
-        except _Ended:
-            pidfd = None
-        except OSError:
-            return None
         self.forget(session_id)
-        scope = trio.CancelScope()
-        self._scopes[session_id] = scope
-        nursery.start_soon(self._wait, session_id, scope, pidfd, peer, on_end)
+        held = self._by_pid.get(peer.pid)
+        if held is None or held.peer != peer or self.living(peer.pid) is None:
+            try:
+                pidfd: int | None = open_pidfd(peer)
+            except _Ended:
+                pidfd = None
+            except OSError:
+                return None
+            held = _Watched(peer, pidfd)
+            if pidfd is not None:
+                self._by_pid[peer.pid] = held
+            nursery.start_soon(self._wait, held)
+        held.sessions[session_id] = on_end
+        self._sessions[session_id] = held
         return peer
 
     def forget(self, session_id: str) -> None:
-        """Stop watching ``session_id`` (it deregistered); its ``on_end`` will not run."""
-        scope = self._scopes.pop(session_id, None)
-        if scope is not None:
-            scope.cancel()
+        """Stop watching ``session_id`` (it deregistered); its ``on_end`` will not run.
 
-    async def _wait(
-        self, session_id: str, scope: trio.CancelScope, pidfd: int | None, peer: Peer, on_end: OnEnd
-    ) -> None:
+        The last session of a process forgotten closes that process's pidfd.
+        """
+        held = self._sessions.pop(session_id, None)
+        if held is None:
+            return
+        held.sessions.pop(session_id, None)
+        if not held.sessions:
+            self._retire(held)
+            held.scope.cancel()
+
+    def _retire(self, held: _Watched) -> None:
+        """No new session joins ``held`` (its process ended, or it has no session left)."""
+        if self._by_pid.get(held.peer.pid) is held:
+            del self._by_pid[held.peer.pid]
+
+    async def _wait(self, held: _Watched) -> None:
         try:
-            with scope:
-                if pidfd is not None:
-                    await trio.lowlevel.wait_readable(pidfd)
+            with held.scope:
+                if held.pidfd is not None:
+                    await trio.lowlevel.wait_readable(held.pidfd)
         finally:
-            if pidfd is not None:
-                os.close(pidfd)
-            if self._scopes.get(session_id) is scope:
-                del self._scopes[session_id]
-        if not scope.cancel_called:
-            on_end(peer)
+            self._retire(held)
+            if held.pidfd is not None:
+                os.close(held.pidfd)
+        if held.scope.cancel_called:
+            return
+        ended, held.sessions = held.sessions, {}
+        for session_id, on_end in ended.items():
+            if self._sessions.get(session_id) is held:
+                del self._sessions[session_id]
+            on_end(held.peer)
