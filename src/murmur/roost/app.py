@@ -136,7 +136,8 @@ async def _body() -> bytes:
         and isinstance(data, bytearray)
     ):
         return bytes(data)
-    return await request.get_data(cache=False, as_text=False)
+    raw = await request.get_data(cache=False, as_text=False)
+    return raw if isinstance(raw, bytes) else raw.encode()
 
 
 async def _json_object() -> dict[str, object]:
