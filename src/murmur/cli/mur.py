@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
 import typing
 
@@ -173,15 +174,30 @@ def main(argv: list[str] | None = None) -> int:
     if name != "run":
         return guarded(go, program="mur")
     own = argv is None  # this process's own command line: it exits with the status
-    if not launches_formation(args[1:], os.environ):
-        return _held(guarded(go, program="mur"), own=own)
-    from murmur.starter import early as warm
-
-    warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
+    caller = None if own else _callers_signals()
     try:
-        return _held(guarded(go, program="mur"), own=own)
+        if not launches_formation(args[1:], os.environ):
+            return _held(guarded(go, program="mur"), own=own)
+        from murmur.starter import early as warm
+
+        warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
+        try:
+            return _held(guarded(go, program="mur"), own=own)
+        finally:
+            warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
     finally:
-        warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
+        if caller is not None:
+            for sig, handler in caller.items():
+                signal.signal(sig, handler)
+
+
+def _callers_signals() -> dict[signal.Signals, typing.Any]:
+    """The handlers of the signals ``mur run`` takes over (SIGTERM, SIGINT, SIGHUP, and SIGUSR1,
+    the cascade; spec/session.md "Wind-down"), as ``main([...])``'s caller in its own process had
+    them: put back when ``main`` returns, so that a caller's Ctrl-C stays its own. A handler
+    installed outside Python (``None``) is left to whatever the run set."""
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+    return {sig: h for sig in sigs if (h := signal.getsignal(sig)) is not None}
 
 
 def _held(status: int, *, own: bool) -> int:
