@@ -139,6 +139,34 @@ def test_main_in_process_leaves_the_signals_alone(capsys: pytest.CaptureFixture[
                 signal.signal(sig, handler)
 
 
+@pytest.mark.parametrize("argv", [["run", "--deadline=-5m"], ["run", "--roster", "--capsule", "local/x"]])
+def test_main_in_process_restores_the_handlers_it_installed(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A `mur run` refused after the early handlers went in (a bad --deadline, --roster with a
+    flag it does not take) gives the caller's SIGINT, SIGTERM, SIGHUP and SIGUSR1 handlers back:
+    left installed, the first Ctrl-C of the calling process (a test run) would only be counted
+    and the second would end it at once, with no summary."""
+    import signal
+
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+    saved = {sig: signal.getsignal(sig) for sig in sigs}
+
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    try:
+        for sig in sigs:
+            signal.signal(sig, mine)
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 2 and "error[" in err
+        assert {sig: signal.getsignal(sig) for sig in sigs} == {sig: mine for sig in sigs}
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 def test_uptime_seconds() -> None:
     """uptime_s is seconds since started_at, never negative; None when unreadable."""
     now = dt.datetime(2026, 1, 1, 0, 10, tzinfo=dt.UTC)

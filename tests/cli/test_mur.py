@@ -68,6 +68,76 @@ class TestDeletedCwd:
         assert d is not None and d.code == "E-IO-001"
 
 
+_NOT_UTF8 = b"\xff\xfeab"
+
+
+class TestNotUtf8:
+    """`mur run` records its arguments, its work folder and MURMUR_HOME in UTF-8 traces and
+    records: a byte string that is not UTF-8 in any of them is refused before anything
+    starts, coded with a hint, never an internal error (exit 70) or a failed trace write."""
+
+    @pytest.fixture
+    def capsule(self, tmp_path: Path) -> Path:
+        d = tmp_path / "cap"
+        d.mkdir()
+        (d / "murmur.yaml").write_text("name: cap\nversion: 0.1.0\nplan: plan.yaml\n"
+                                       "capabilities:\n  shell:\n    allow: [echo]\n")
+        (d / "plan.yaml").write_text('steps:\n  - id: a\n    shell: [echo, hi]\noutput: "{{ steps.a.stdout }}"\n')
+        return d
+
+    def _mur(self, cwd: Path, home: bytes, *argv: bytes) -> subprocess.CompletedProcess[bytes]:
+        import os
+
+        env = {k: v for k, v in os.environb.items() if not k.startswith(b"MURMUR_")}
+        env[b"MURMUR_HOME"] = home
+        return subprocess.run([MUR.encode(), b"run", *argv], cwd=cwd, env=env, capture_output=True,
+                              timeout=60, check=False)
+
+    @pytest.mark.parametrize(
+        ("argv", "rc", "code"),
+        [
+            ((b"--task", _NOT_UTF8), 2, b"E-CLI-002"),
+            ((b"--task=" + _NOT_UTF8,), 2, b"E-CLI-002"),
+            ((b"--context", _NOT_UTF8, b"--task", b"x"), 2, b"E-CLI-002"),
+            ((b"--system-prompt", _NOT_UTF8, b"--task", b"x"), 2, b"E-CLI-002"),
+            ((b"--workdir", b"WORK/" + _NOT_UTF8, b"--task", b"x"), 2, b"E-CLI-002"),
+            ((b"--roster", b"--task", _NOT_UTF8), 2, b"E-CLI-002"),
+        ],
+    )
+    def test_an_argument(self, capsule: Path, tmp_path: Path, argv: tuple[bytes, ...], rc: int, code: bytes) -> None:
+        argv = tuple(a.replace(b"WORK/", bytes(tmp_path) + b"/") for a in argv)
+        proc = self._mur(capsule, bytes(tmp_path / "home"), *argv)
+        assert proc.returncode == rc, proc.stderr
+        assert proc.stderr.startswith(b"error[" + code + b"]: "), proc.stderr
+        assert b"not UTF-8" in proc.stderr and b"\n  hint: " in proc.stderr
+        assert not (tmp_path / "home" / "records").exists()  # refused before any records
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]  # no workdir made either
+
+    def test_the_work_folder(self, capsule: Path, tmp_path: Path) -> None:
+        odd = Path(bytes(tmp_path).decode() + "/" + os_fsdecode(_NOT_UTF8))
+        odd.mkdir()
+        for name in ("murmur.yaml", "plan.yaml"):
+            (odd / name).write_bytes((capsule / name).read_bytes())
+        proc = self._mur(odd, bytes(tmp_path / "home"), b"--task", b"x")
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(b"error[E-IO-003]: the current directory"), proc.stderr
+        assert b"not UTF-8" in proc.stderr and b"\n  hint: " in proc.stderr
+        assert not (tmp_path / "home" / "records").exists()
+
+    def test_murmur_home(self, capsule: Path, tmp_path: Path) -> None:
+        proc = self._mur(capsule, bytes(tmp_path) + b"/" + _NOT_UTF8, b"--task", b"x")
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(b"error[E-IO-003]: MURMUR_HOME"), proc.stderr
+        assert b"not UTF-8" in proc.stderr and b"\n  hint: " in proc.stderr
+        assert list(tmp_path.iterdir()) == [capsule]
+
+
+def os_fsdecode(b: bytes) -> str:
+    import os
+
+    return os.fsdecode(b)
+
+
 @pytest.mark.parametrize(
     ("args", "env", "launches"),
     [(["--roster"], {}, True), (["--roster=r.yaml", "--json"], {}, True), (["--json", "--roster", "x"], {}, True),

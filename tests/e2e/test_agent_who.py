@@ -131,6 +131,16 @@ def test_nothing_holds_it_exits_1_and_bad_as_exits_2(project: Path, capsys: pyte
     assert code == 2 and "error[E-CLI-001]: --as nobody: no such capsule or member" in err
 
 
+def test_as_takes_the_installed_scope_name(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--as local/app-lead` (the name `mur install` printed) asks as capsule app-lead; a scope
+    before a name that is not there is still `E-CLI-001`, naming what was given."""
+    plain = who(capsys, "--can", "cargo", "--as", "app-lead", "--roster", "app")
+    scoped = who(capsys, "--can", "cargo", "--as", "local/app-lead", "--roster", "app")
+    assert scoped == plain and plain[0] == 0
+    code, _, err = who(capsys, "--can", "cargo", "--as", "local/nobody", "--roster", "app")
+    assert code == 2 and "error[E-CLI-001]: --as local/nobody: no such capsule or member" in err
+
+
 def test_every_capsule_without_a_query(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = who(capsys, "--project", "app")
     assert code == 0

@@ -205,3 +205,17 @@ def test_tokens_show_each_node_s_own_and_subtree_spend() -> None:
     assert frm["tokens"] == {"own": 0, "subtree": 180, "budget": 1000}
     assert frm["children"][0]["children"][0]["tokens"] == {"own": 120, "subtree": 120, "budget": 940}
     assert frm["children"][1]["tokens"] is None
+
+
+def test_a_link_without_a_version_is_shown_by_its_name() -> None:
+    """A capsule link run without --capsule-version asks for no version: its not-started node
+    names the capsule alone (`loop`), never `loop@` with nothing after the `@`."""
+    from murmur.tree import asked_label
+
+    assert asked_label("loop", "") == "loop" and asked_label("loop", None) == "loop"
+    assert asked_label("loop", "0.1.0") == "loop@0.1.0"
+    refused = {"v": 1, "event": "delegation", "id": REFUSED, "unix_ms": NOW - 60_000, "parent": LEAD, "root": FRM,
+               "capsule": asked_label("loop", ""), "status": "refused", "reason": "spawn refused: not in the set"}
+    roots = build_forest([*EVENTS, refused], ALIVE, RUNNING)
+    text = render_text(scope(roots, NOW, show_all=True), NOW)
+    assert "└─ loop [spawn refused: not in the set]" in text and "loop@" not in text

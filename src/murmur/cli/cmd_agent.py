@@ -79,7 +79,15 @@ def who(args: argparse.Namespace) -> int:
     if asking is None and roster is None and (args.can or args.skill):
         catalog, asking, default_note = _default_asker(catalog, Path.cwd())
     try:
-        ans = answer(catalog, can=args.can, skill=args.skill, asking=asking)
+        try:
+            ans = answer(catalog, can=args.can, skill=args.skill, asking=asking)
+        except KeyError:
+            # `local/NAME`, as `mur install` and `mur run --capsule` spell it, is the capsule NAME
+            scope, sep, bare = (asking or "").rpartition("/")
+            if not (sep and scope and bare):
+                raise
+            ans = answer(catalog, can=args.can, skill=args.skill, asking=bare)
+            asking = bare
     except KeyError:
         where = "a member of the roster or an installed capsule" if roster else "an installed or running capsule"
         emit(error("E-CLI-001", f"--as {args.as_}: no such capsule or member",

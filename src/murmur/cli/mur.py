@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
 import typing
 
@@ -121,6 +122,43 @@ def missing_cwd() -> Diagnostic | None:
     return None
 
 
+def not_utf8(run_args: list[str], environ: typing.Mapping[str, str]) -> Diagnostic | None:
+    """``mur run``'s refusal of text that is not UTF-8, else None (spec/session.md "mur run").
+
+    A session writes its arguments, its work folder and ``MURMUR_HOME`` into UTF-8 traces,
+    records and the wire; a byte string that does not decode (Python holds it as surrogate
+    escapes) would otherwise end the run as an internal error or a failed trace write. Returns
+    ``E-CLI-002`` (exit 2) for an argument, ``E-IO-003`` (exit 1) for the current directory or
+    ``MURMUR_HOME``."""
+
+    def bad(text: str) -> bool:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    for n, a in enumerate(run_args, start=1):
+        if bad(a):
+            shown = a.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            return error("E-CLI-002", f"argument {n} of `mur run` ({shown}) is not UTF-8 text",
+                         hint="pass UTF-8 text; a file or directory whose name is not UTF-8 needs a new name "
+                         "(murmur records every argument in UTF-8)")
+    home = environ.get("MURMUR_HOME", "")
+    if bad(home):
+        return error("E-IO-003", "MURMUR_HOME is not UTF-8 text",
+                     hint="point MURMUR_HOME at a directory whose path is UTF-8 (murmur records its paths in UTF-8)")
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None  # missing_cwd() says so
+    if bad(cwd):
+        return error("E-IO-003", "the current directory's path is not UTF-8 text",
+                     hint="`cd` to a directory whose path is UTF-8 and run the command again "
+                     "(murmur records the work folder's path in UTF-8)")
+    return None
+
+
 def launches_formation(run_args: list[str], environ: typing.Mapping[str, str]) -> bool:
     """Whether ``mur run <run_args>`` will launch a formation (``--roster`` given, outside a
     formation), read before the arguments are parsed so the warm starter can start first (pure)."""
@@ -172,16 +210,37 @@ def main(argv: list[str] | None = None) -> int:
 
     if name != "run":
         return guarded(go, program="mur")
-    own = argv is None  # this process's own command line: it exits with the status
-    if not launches_formation(args[1:], os.environ):
-        return _held(guarded(go, program="mur"), own=own)
-    from murmur.starter import early as warm
+    odd = not_utf8(args[1:], os.environ)
+    if odd is not None:
+        from murmur.cli._common import emit
 
-    warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
+        emit(odd)
+        return EXIT_USAGE if odd.code == "E-CLI-002" else EXIT_REFUSED
+    own = argv is None  # this process's own command line: it exits with the status
+    caller = None if own else _callers_signals()
     try:
-        return _held(guarded(go, program="mur"), own=own)
+        if not launches_formation(args[1:], os.environ):
+            return _held(guarded(go, program="mur"), own=own)
+        from murmur.starter import early as warm
+
+        warm.prestart(os.environ)  # first thing: its imports overlap the launcher's (spec/formation.md)
+        try:
+            return _held(guarded(go, program="mur"), own=own)
+        finally:
+            warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
     finally:
-        warm.discard_unused()  # a launch refused (or a usage error) before it took its starter
+        if caller is not None:
+            for sig, handler in caller.items():
+                signal.signal(sig, handler)
+
+
+def _callers_signals() -> dict[signal.Signals, typing.Any]:
+    """The handlers of the signals ``mur run`` takes over (SIGTERM, SIGINT, SIGHUP, and SIGUSR1,
+    the cascade; spec/session.md "Wind-down"), as ``main([...])``'s caller in its own process had
+    them: put back when ``main`` returns, so that a caller's Ctrl-C stays its own. A handler
+    installed outside Python (``None``) is left to whatever the run set."""
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+    return {sig: h for sig in sigs if (h := signal.getsignal(sig)) is not None}
 
 
 def _held(status: int, *, own: bool) -> int:

@@ -44,6 +44,7 @@ from murmur.stderr import say
 from murmur.tree import (
     CAPS_ENV,
     LINEAGE_ENV,
+    asked_label,
     cap_refusal,
     mark_not_started,
     parse_caps,
@@ -333,7 +334,7 @@ class DelegationRuntime:
                                          caller=caller)
         if result.get("delegation_id") not in self._started_ids and result.get("status") in ("refused", "failed"):
             self._count("refused")
-            mark_not_started(self.setup, result.get("delegation_id"), f"{capsule}@{version}", str(result["status"]),
+            mark_not_started(self.setup, result.get("delegation_id"), asked_label(capsule, version), str(result["status"]),
                              str(result.get("output") or result.get("reason") or result["status"]))
             if result.get("status") == "refused" and result.get("output") == IDENTITY_MESSAGE:
                 self._restarted()
@@ -351,7 +352,7 @@ class DelegationRuntime:
         """
         self.book.call_ended(capsule, version, "refused", reason=reason, duration_ms=0)
         self._count("refused")
-        mark_not_started(self.setup, None, f"{capsule}@{version}", "refused", reason)
+        mark_not_started(self.setup, None, asked_label(capsule, version), "refused", reason)
         return {"capsule": capsule, "version": version, "status": "refused", "output": reason}
 
     # -- the process tree (spec/tree.md) ------------------------------------------------------

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     )
     from murmur.tree.forest import Scoped, find, render_text, scope, short_ids, to_json
     from murmur.tree.journaling import (
+        asked_label,
         contribute,
         mark_ended_by_parent,
         mark_not_started,
@@ -36,6 +37,7 @@ __all__ = [
     "CAPS_ENV",
     "LINEAGE_ENV",
     "Scoped",
+    "asked_label",
     "cap_refusal",
     "chain_refusal",
     "contribute",
@@ -62,7 +64,7 @@ __all__ = [
 
 __getattr__ = lazy.face(__name__, {
     "caps": ["CAPS_ENV", "cap_refusal", "chain_refusal", "parse_caps", "take_one", "tighten", "total_refusal"],
-    "journaling": ["contribute", "mark_ended_by_parent", "mark_not_started", "mark_uncertain", "session_lineage"],
+    "journaling": ["asked_label", "contribute", "mark_ended_by_parent", "mark_not_started", "mark_uncertain", "session_lineage"],
     "forest": ["Scoped", "find", "render_text", "scope", "short_ids", "to_json"],
     "lineage": ["LINEAGE_ENV", "cut_caller", "narrowings", "refusal_sentence"],
     "snapshot": ["load_forest"],

@@ -199,6 +199,13 @@ def mark_ended_by_parent(session_id: str, status: str, exit_code: int | None) ->
     _journal("end", session_id, _now_ms(), {"status": status, "exit_code": exit_code, "by": "parent"})
 
 
+def asked_label(capsule: str, version: str | None) -> str:
+    """What a delegation asked for, as its not-started node shows it: ``name@version``, or
+    ``name`` alone when no version was asked for (a capsule link without
+    ``--capsule-version``; spec/tree.md "The journal")."""
+    return f"{capsule}@{version}" if version else capsule
+
+
 def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: str, status: str,
                      reason: str) -> None:
     """Journal a delegation that never started a session (refused before or by mur-roost, or
@@ -209,7 +216,7 @@ def mark_not_started(parent: SessionSetup, delegation_id: str | None, capsule: s
         parent (SessionSetup): the delegating session.
         delegation_id (str | None): its ``dlg_`` id; None (a refusal before mur-roost is asked,
             which mints none) gets a fresh one.
-        capsule (str): ``name@version`` as asked for.
+        capsule (str): what was asked for, as :func:`asked_label` spells it.
         status (str): ``refused`` | ``failed``.
         reason (str): the refusal or failure sentence (cut to 400 characters).
     """
