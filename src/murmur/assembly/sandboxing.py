@@ -67,12 +67,15 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
     install(box)
 
     async def serve(ctl: object) -> None:
-        trace = getattr(getattr(ctl, "session", None), "trace", None)
+        session = getattr(ctl, "session", None)
 
         def refused(host: str, port: int, scheme: str) -> None:
-            if trace is not None:
-                trace.emit("sandbox_refused", host=host, port=port, scheme=scheme,
-                           reason="not in capabilities.network.allow")
+            # A session record: parented to session_start, so the trace stays one tree.
+            trace = getattr(session, "trace", None)
+            if trace is None:
+                return
+            trace.emit("sandbox_refused", parent_id=getattr(session, "session_event_id", None),
+                       host=host, port=port, scheme=scheme, reason="not in capabilities.network.allow")
 
         await box.serve(refused)
 
