@@ -203,6 +203,10 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
                 trees += [t for t in pol.interpreter_trees(c.executables) if _outside_trees([t + "/"])]
                 for tree in trees:
                     files += pol.extension_libraries(tree)
+                venv = pol.venv_of(path)
+                if venv is not None:  # its pyvenv.cfg and site-packages, at their own paths
+                    files.append(venv[0])
+                    trees += list(venv[1])
                 hop = path
                 while os.path.islink(hop) and len(links) < 64:
                     links.append((hop, os.readlink(hop)))

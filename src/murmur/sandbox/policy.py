@@ -20,7 +20,8 @@ from murmur.sandbox import elf
 from murmur.sandbox import landlock as ll
 from murmur.sandbox.limits import Limits
 
-__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "interpreter_trees", "rules"]
+__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "interpreter_trees", "rules",
+           "venv_of"]
 
 DEVICES = (("/dev/null", ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE), ("/dev/zero", ll.READ_FILE),
            ("/dev/urandom", ll.READ_FILE))
@@ -170,6 +171,11 @@ def rules(policy: Policy) -> list[ll.Rule]:
         for tree in interpreter_trees(closure.executables):
             out.append(ll.Rule(tree, ll.READ))
             out += [ll.Rule(p, ll.READ_FILE) for p in extension_libraries(tree)]
+        venv = venv_of(path)
+        if venv is not None:
+            cfg, libs = venv
+            out.append(ll.Rule(cfg, ll.READ_FILE))
+            out += [ll.Rule(d, ll.READ) for d in libs]
     out.append(ll.Rule("/etc/ld.so.cache", ll.READ_FILE))
     if policy.sealed:
         out += [ll.Rule(f"/dev/{d}", ll.READ_FILE | (0 if d in ("random", "urandom") else
@@ -220,6 +226,27 @@ def extension_libraries(root: str) -> list[str]:
             if name.endswith(".so"):
                 out += elf.start_closure(os.path.join(dirpath, name)).libraries
     return list(dict.fromkeys(out))
+
+
+def venv_of(binary: str) -> tuple[str, tuple[str, ...]] | None:
+    """A granted binary that is a virtual environment's interpreter: ``(its pyvenv.cfg, its
+    library directories)``, or None (pure apart from looking at the files).
+
+    ``binary`` is the path as found on ``PATH``, before symlinks are resolved: a venv's
+    ``bin/python3`` is a symlink into a base interpreter elsewhere (whose tree
+    :func:`interpreter_trees` grants), and CPython finds the venv by reading ``pyvenv.cfg``
+    beside or above the path it was started as. The library directories (``lib``, ``lib64``
+    where it is a directory of its own) hold the venv's ``site-packages``; both are read-only.
+    """
+    if not os.path.basename(binary).startswith("python"):
+        return None
+    here = os.path.dirname(os.path.abspath(binary))
+    for root in (here, os.path.dirname(here)):
+        cfg = os.path.join(root, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            libs = [os.path.join(root, n) for n in ("lib", "lib64")]
+            return cfg, tuple(d for d in libs if os.path.isdir(d) and not os.path.islink(d))
+    return None
 
 
 def interpreter_trees(executables: Sequence[str]) -> list[str]:

@@ -98,3 +98,31 @@ def test_doctor_prints_the_class_achieved(tmp_path: Path) -> None:
     else:
         assert done.returncode == 0, done.stdout + done.stderr
         assert "sandbox: capsule fence runs at scoped" in done.stdout
+
+
+@pytest.mark.parametrize("klass", ["scoped", "sealed"])
+def test_a_venv_python_granted_by_name_runs_inside_the_class(tmp_path: Path, klass: str) -> None:
+    """A venv's ``python3`` is a symlink into a base interpreter elsewhere: granted by name, it
+    runs with its real interpreter tree, its standard library and its ``pyvenv.cfg`` (so
+    ``sys.prefix`` is the venv), as under advisory."""
+    backed(Containment(klass))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    assert (venv / "bin" / "python3").is_symlink()
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    probe = "import sys, json; print('PREFIX=' + sys.prefix, json.dumps([1]))"
+    outs = {}
+    for run_class in ("advisory", klass):
+        (capsule / "murmur.yaml").write_text(
+            f"name: fence\nversion: 0.1.0\nplan: plan.yaml\ncapabilities:\n  containment: {run_class}\n"
+            "  shell:\n    allow: [python3]\n")
+        (capsule / "plan.yaml").write_text(PLAN.format(argv=json.dumps(["python3", "-c", probe])))
+        env = {**os.environ, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
+        env.pop("MURMUR_SANDBOX_CLASS", None)
+        done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "run", "--task", "go", "--workdir",
+                               str(tmp_path / f"work-{run_class}")], cwd=capsule, capture_output=True, text=True,
+                              timeout=120, env=env)
+        outs[run_class] = (done.returncode, done.stdout + done.stderr)
+    assert outs["advisory"][0] == 0 and f"PREFIX={venv} [1]" in outs["advisory"][1], outs  # the control
+    assert outs[klass][0] == 0 and f"PREFIX={venv} [1]" in outs[klass][1], outs[klass]
