@@ -297,8 +297,11 @@ def _sandbox_verdict(result: ShellResult, box: Any, allow: Sequence[str], search
     if note is None and denied is None:
         note = sandbox.explain(result.stderr, policy.klass.value, policy.workdir, policy.read_only)
     if denied is not None:
-        note = (f"the {policy.klass.value} sandbox refused to run `{denied}`: it is not in "
-                "capabilities.shell.allow")
+        from murmur.grants import grant_entry
+
+        entry = grant_entry("capabilities.shell.allow", allow, denied)
+        note = (f"adding `{denied}` to capabilities.shell.allow would allow it (`{entry}`): the "
+                f"{policy.klass.value} sandbox refused to run `{denied}`")
     return attrs.evolve(result, sandbox=note, denied=denied)
 
 

@@ -46,8 +46,20 @@ def test_denied_exec_reads_shell_and_python_wordings() -> None:
 def test_explain_names_the_grant() -> None:
     text = explain(b"cat: /etc/secret: Permission denied\n", "scoped", "/w/work")
     assert text is not None and "outside the workdir grant" in text and "capabilities.filesystem.scope" in text
+    assert text.startswith("running at containment advisory (`capabilities.containment`")  # the grant first
     ro = explain(b"sh: 1: cannot create /w/work/docs/a: Permission denied\n", "scoped", "/w/work",
                  ("/w/work/docs",))
-    assert ro is not None and "capabilities.filesystem.read_only" in ro
+    assert ro is not None and ro.startswith("removing `/w/work/docs` from capabilities.filesystem.read_only")
     assert explain(b"cat: /w/work/a: Permission denied\n", "scoped", "/w/work") is None  # inside: not ours
     assert explain(b"cat: /nope: No such file or directory\n", "scoped", "/w") is None
+
+
+def test_explain_under_sealed_says_the_path_is_absent() -> None:
+    """Sealed: a host path that is not in the composed root is absent (ENOENT), and the
+    sentence says so (not "refused" as under scoped); a path absent on the host too is not ours."""
+    text = explain(b"cat: /etc/hostname: No such file or directory\n", "sealed", "/w/work")
+    assert text is not None and text.startswith("running at containment advisory")
+    assert "the sealed sandbox has no `/etc/hostname`: its root holds only the workdir" in text
+    denied = explain(b"cat: /etc/hostname: Permission denied\n", "sealed", "/w/work")
+    assert denied is not None and "the sealed sandbox refused `/etc/hostname`" in denied
+    assert explain(b"cat: /no/such/path: No such file or directory\n", "sealed", "/w") is None

@@ -95,11 +95,17 @@ _PATH_DENIED = re.compile(r"(/[^\s:'\"]+)['\"]?: (Permission denied|No such file
 
 def explain(stderr: bytes | str, klass: str, workdir: str, read_only: Iterable[str] = (),
             scope: str = ".") -> str | None:
-    """One sentence naming the grant that would allow a path the sandbox refused, or None.
+    """One sentence saying first which grant would allow a path the sandbox refused, then what
+    it refused; None when no refused path is the sandbox's doing.
 
     A path in the command's stderr that was refused (``Permission denied``; under sealed also
-    ``No such file or directory`` for a path that exists on the host) and lies outside the
-    workdir grant, or under a ``filesystem.read_only`` path, is explained.
+    ``No such file or directory`` for a path that exists on the host: it is absent from the
+    composed root) and lies outside the workdir grant, or under a ``filesystem.read_only``
+    path, is explained. Shapes::
+
+        removing `RO` from capabilities.filesystem.read_only would allow it: the scoped sandbox refused `PATH`, …
+        running at containment advisory (…) would allow it, or copying it into the workdir: the scoped sandbox refused `PATH`, …
+        running at containment advisory (…) would allow it, …: the sealed sandbox has no `PATH`: its root holds only …
     """
     text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
     root = workdir.rstrip("/") + "/"
@@ -110,10 +116,14 @@ def explain(stderr: bytes | str, klass: str, workdir: str, read_only: Iterable[s
             continue
         ro = next((p for p in read_only if path == p or path.startswith(p.rstrip("/") + "/")), None)
         if ro is not None:
-            return (f"the {klass} sandbox refused `{path}`: it is under capabilities.filesystem.read_only "
-                    f"(`{ro}`); remove it from that list to write it")
+            return (f"removing `{ro}` from capabilities.filesystem.read_only would allow it: the {klass} "
+                    f"sandbox refused `{path}`, which is under that read-only path")
         if not (path + "/").startswith(root):
-            return (f"the {klass} sandbox refused `{path}`: it is outside the workdir grant "
-                    f"(capabilities.filesystem.scope `{scope}` of {workdir}); copy it into the workdir, "
-                    f"or run at containment advisory (`capabilities.containment`, `mur run --containment`)")
+            grant = ("running at containment advisory (`capabilities.containment`, `mur run --containment`) "
+                     "would allow it, or copying it into the workdir")
+            if missing:
+                return (f"{grant}: the sealed sandbox has no `{path}`: its root holds only the workdir, "
+                        "the runtime trees, the fixed /etc grant and /dev")
+            return (f"{grant}: the {klass} sandbox refused `{path}`, which is outside the workdir grant "
+                    f"(capabilities.filesystem.scope `{scope}` of {workdir})")
     return None
