@@ -7,6 +7,7 @@ from murmur.sandbox.classes import (
     CLASS_ENV,
     FLOOR_ENV,
     class_problem,
+    class_source,
     denied_exec,
     explain,
     resolve_class,
@@ -26,6 +27,20 @@ def test_the_strongest_source_wins_and_nothing_lowers() -> None:
     assert resolve_class(A, None, {FLOOR_ENV: "scoped"}) is S  # the parent's class
     assert resolve_class(X, None, {FLOOR_ENV: "scoped"}) is X
     assert resolve_class(None, None, {CLASS_ENV: "sealed"}) is X
+
+
+def test_the_source_of_the_class_is_named_with_what_lowers_it() -> None:
+    """What set the class (the strongest source, the manifest first on a tie) and how to lower it."""
+    assert class_source(None, None, {}) is None  # advisory: nothing to name
+    said, lower = class_source(X, None, {})  # type: ignore[misc]
+    assert said == "capabilities.containment: sealed" and "capabilities.containment" in lower
+    said, lower = class_source(S, "sealed", {})  # type: ignore[misc]
+    assert said == "mur run --containment sealed" and "--containment" in lower
+    said, lower = class_source(None, None, {CLASS_ENV: "sealed"})  # type: ignore[misc]
+    assert said == "MURMUR_SANDBOX_CLASS=sealed" and "unset MURMUR_SANDBOX_CLASS" in lower
+    said, lower = class_source(A, None, {FLOOR_ENV: "scoped"})  # type: ignore[misc]
+    assert said == "the parent session's class" and "parent" in lower
+    assert class_source(X, None, {CLASS_ENV: "sealed"})[0] == "capabilities.containment: sealed"  # type: ignore[index]
 
 
 def test_class_problem() -> None:

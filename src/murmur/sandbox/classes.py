@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 
 from murmur.manifest import Containment
 
-__all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "denied_exec", "explain", "resolve_class", "strongest"]
+__all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "class_source", "denied_exec", "explain", "meaning",
+           "resolve_class", "strongest"]
 
 FLOOR_ENV = "MURMUR_SANDBOX_FLOOR"
 """Runtime-owned: the class of the session that started this one (the envelope's containment axis)."""
@@ -55,6 +56,42 @@ def resolve_class(floor: Containment | None, flag: str | None = None,
     """The class a session runs at (see the module docstring)."""
     env = os.environ if environ is None else environ
     return strongest([floor, _parse(flag), _parse(env.get(FLOOR_ENV)), _parse(env.get(CLASS_ENV))])
+
+
+def class_source(floor: Containment | None, flag: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """What set the class :func:`resolve_class` gives, and what would lower it; None under advisory.
+
+    Returns:
+        tuple[str, str] | None: ``(source, how to lower it)``, e.g. ``("mur run --containment
+        sealed", "drop `--containment sealed`")``. On a tie the first of the manifest's floor,
+        the flag, the parent's class and ``MURMUR_SANDBOX_CLASS`` is named.
+    """
+    env = os.environ if environ is None else environ
+    klass = resolve_class(floor, flag, env)
+    if klass is Containment.ADVISORY:
+        return None
+    v = klass.value
+    if floor is klass:
+        return (f"capabilities.containment: {v}",
+                "lower `capabilities.containment` in murmur.yaml (or leave it out: advisory)")
+    if _parse(flag) is klass:
+        return f"mur run --containment {v}", f"drop `--containment {v}`"
+    if _parse(env.get(FLOOR_ENV)) is klass:
+        return ("the parent session's class",
+                "a delegated child or member never runs below its parent: lower the parent's class")
+    return f"{CLASS_ENV}={v}", f"unset {CLASS_ENV} (it raises every session's class)"
+
+
+def meaning(klass: Containment) -> str:
+    """What ``klass`` holds a capsule's commands to, in a few words (``mur doctor``'s line)."""
+    if klass is Containment.SEALED:
+        return ("the kernel holds its commands to its grants (Landlock, seccomp, a network namespace) "
+                "inside a root of their own: the workdir, the runtime trees, a fixed /etc and /dev")
+    if klass is Containment.SCOPED:
+        return ("the kernel holds its commands to its grants (Landlock, seccomp, a network namespace) "
+                "over the host's filesystem")
+    return "only capabilities.shell.allow is checked, by the name a command starts; `sh -c` runs anything"
 
 
 def denied_exec(stderr: bytes | str, allow: Iterable[str], search_path: str = "") -> str | None:

@@ -42,13 +42,19 @@ class SandboxError(MurmurError):
         super().__init__(diagnostic.message)
 
 
-def refusal(klass: Containment, lacks: tuple[str, ...], source: str = "the containment floor") -> Diagnostic:
-    """The ``E-CAP-003`` refusal: ``klass`` asked for, and what this host lacks for it."""
+def refusal(klass: Containment, lacks: tuple[str, ...], source: str = "the containment floor",
+            why: tuple[str, str] | None = None) -> Diagnostic:
+    """The ``E-CAP-003`` refusal: ``klass`` asked for, and what this host lacks for it.
+
+    ``why`` (:func:`murmur.sandbox.classes.class_source`) names what set the class and how to
+    lower it; without it the hint names both ways a capsule's class is set.
+    """
+    said = f" ({why[0]})" if why else ""
+    lower = why[1] if why else "lower the floor (`capabilities.containment`, `mur run --containment`)"
     return error(
         "E-CAP-003",
-        f"{source} is {klass.value}, but this host cannot back it: it lacks {'; '.join(lacks)}",
-        hint="run on a host that has these (see `mur doctor`), or lower the floor "
-             "(`capabilities.containment`, `mur run --containment`)",
+        f"{source} is {klass.value}{said}, but this host cannot back it: it lacks {'; '.join(lacks)}",
+        hint=f"run on a host that has these (see `mur doctor`), or {lower}",
     )
 
 

@@ -120,7 +120,31 @@ def test_doctor_prints_the_class_achieved(tmp_path: Path) -> None:
         assert done.returncode == 1 and "E-CAP-003" in done.stdout + done.stderr
     else:
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "sandbox: capsule fence runs at scoped" in done.stdout
+        assert "sandbox: capsule fence runs at scoped (capabilities.containment: scoped): the kernel holds" \
+            in done.stdout, done.stdout
+        assert "over the host's filesystem" in done.stdout
+
+
+def test_doctor_under_sealed_names_the_class_its_source_and_its_root(tmp_path: Path) -> None:
+    backed(Containment.SEALED)
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    (capsule / "murmur.yaml").write_text(MANIFEST.format(floor="  containment: scoped\n"))
+    (capsule / "plan.yaml").write_text(PLAN.format(argv='["cat", "/dev/null"]'))
+    env = {**os.environ, "MURMUR_SANDBOX_CLASS": "sealed"}
+    done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "doctor"], cwd=capsule,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("sandbox: capsule fence runs at sealed (MURMUR_SANDBOX_CLASS=sealed): the kernel holds its "
+            "commands to its grants (Landlock, seccomp, a network namespace) inside a root of their own: "
+            "the workdir, the runtime trees, a fixed /etc and /dev") in done.stdout, done.stdout
+    # a host made to lack a mount namespace: the refusal names what raised the class and how to lower it
+    done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "doctor"], cwd=capsule, capture_output=True,
+                          text=True, timeout=60, env={**env, "MURMUR_SANDBOX_HOST": "no-mountns"})
+    assert done.returncode == 1
+    assert "the containment class is sealed (MURMUR_SANDBOX_CLASS=sealed), but this host cannot back it" \
+        in done.stdout, done.stdout
+    assert "unset MURMUR_SANDBOX_CLASS" in done.stdout
 
 
 @pytest.mark.parametrize("klass", ["scoped", "sealed"])
