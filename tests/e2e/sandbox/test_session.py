@@ -173,3 +173,26 @@ def test_a_venv_python_granted_by_name_runs_inside_the_class(tmp_path: Path, kla
         outs[run_class] = (done.returncode, done.stdout + done.stderr)
     assert outs["advisory"][0] == 0 and f"PREFIX={venv} [1]" in outs["advisory"][1], outs  # the control
     assert outs[klass][0] == 0 and f"PREFIX={venv} [1]" in outs[klass][1], outs[klass]
+
+
+def test_a_process_ceiling_refusal_names_the_figure_and_the_key_to_raise(tmp_path: Path) -> None:
+    backed(Containment.SCOPED)
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    burst = "i=0; while [ $i -lt 30 ]; do sleep 2 & i=$((i+1)); done; wait; echo all-forked"
+    (capsule / "plan.yaml").write_text(PLAN.format(argv=json.dumps(["sh", "-c", burst])))
+    outs = {}
+    for klass in ("advisory", "scoped"):
+        (capsule / "murmur.yaml").write_text(
+            f"name: fence\nversion: 0.1.0\nplan: plan.yaml\ncapabilities:\n  containment: {klass}\n"
+            "  shell:\n    allow: [sh, sleep]\n  resources:\n    max_processes: 8\n")
+        env = {k: v for k, v in os.environ.items() if k != "MURMUR_SANDBOX_CLASS"}
+        done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "run", "--task", "go", "--workdir",
+                               str(tmp_path / f"work-{klass}")], cwd=capsule, capture_output=True, text=True,
+                              timeout=120, env=env)
+        outs[klass] = (done.returncode, done.stdout + done.stderr)
+    assert outs["advisory"][0] == 0 and "all-forked" in outs["advisory"][1], outs  # the control
+    rc, out = outs["scoped"]
+    assert rc != 0 and "all-forked" not in out
+    assert ("reason: plan step `s` failed: raising capabilities.resources.max_processes (now 8 processes) would "
+            "allow it: the process-count ceiling stopped it (a fork failed)") in out, out
