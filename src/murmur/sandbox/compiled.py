@@ -96,10 +96,20 @@ class Sandbox:
             for port, listener in self._ns.relays.items():
                 nursery.start_soon(serve_relay, listener, port)
 
-    def harness_confinement(self, executable: str, home: str) -> Confined | None:
+    def harness_confinement(self, executable: str, home: str, helpers: Sequence[str] = (),
+                            ro: Sequence[str] = (), unix_sockets: bool = False) -> Confined | None:
         """The confinement of an agent CLI (Claude Code, Codex) this session runs: the session's
-        grants plus what the CLI needs (its own start closure and install tree, read-only, and
-        its ``HOME``, writable). Compiled once per CLI and kept; None under advisory.
+        grants plus what the CLI needs. Compiled once per CLI and kept; None under advisory.
+
+        Added to the session's rules: the CLI's own start closure and install tree
+        (read-only), its ``HOME`` (writable), ``/proc`` (read-only: a runtime reads its own
+        ``/proc/self/maps`` to find its stack — Claude Code aborts without it — and Landlock
+        cannot name ``/proc/self`` alone; another process's memory-backed entries stay
+        refused by Landlock's ptrace scoping), and ``helpers``: programs the CLI itself runs
+        (the shell its Bash tool and key helper use, the interpreter of murmur's PreToolUse
+        hook), executable with their start closures, and ``ro`` read-only. A shell granted
+        here runs only what the session's rules let it ``exec``. ``unix_sockets`` keeps
+        ``socket(AF_UNIX)`` (the hook's deny socket).
 
         The CLI reaches its provider through the session's egress proxy: the provider host is
         added to the proxy's rules by :meth:`allow_provider`.
@@ -107,20 +117,22 @@ class Sandbox:
         base = self._confined
         if base is None:
             return None
-        key = (executable, home)
+        key = (executable, home, tuple(helpers), tuple(ro), unix_sockets)
         if key not in self._harness:
             real = os.path.realpath(executable)
             tree = os.path.dirname(real)
             extra = pol.Policy(
-                klass=self.policy.klass, workdir=self.policy.workdir, allow=(),
-                search_path=self.policy.search_path, rw=(home,), ro=(tree,),
+                klass=self.policy.klass, workdir=self.policy.workdir, allow=tuple(helpers),
+                search_path=self.policy.search_path, rw=(home,), ro=(tree, *ro),
             )
             rules = [*base.rules, *pol.rules(extra)]
             closure = elf.start_closure(executable, self.policy.search_path)
             rules += [landlock.Rule(p, landlock.EXECUTE | landlock.READ_FILE) for p in closure.executables]
             rules += [landlock.Rule(p, landlock.READ_FILE) for p in closure.libraries]
+            rules.append(landlock.Rule("/proc", landlock.READ))
             fd = landlock.build(rules, base.abi)
-            self._harness[key] = attrs.evolve(base, ruleset=fd, rules=tuple(rules))
+            bpf = seccomp.program(unix_sockets=True) if unix_sockets else base.bpf
+            self._harness[key] = attrs.evolve(base, ruleset=fd, rules=tuple(rules), bpf=bpf)
         return self._harness[key]
 
     def allow_provider(self, endpoint: str | None) -> None:
