@@ -120,7 +120,7 @@ class Sandbox:
         key = (executable, home, tuple(helpers), tuple(ro), unix_sockets)
         if key not in self._harness:
             real = os.path.realpath(executable)
-            tree = os.path.dirname(real)
+            tree, platform = _install_tree(real)
             extra = pol.Policy(
                 klass=self.policy.klass, workdir=self.policy.workdir, allow=tuple(helpers),
                 search_path=self.policy.search_path, rw=(home,), ro=(tree, *ro),
@@ -129,6 +129,7 @@ class Sandbox:
             closure = elf.start_closure(executable, self.policy.search_path)
             rules += [landlock.Rule(p, landlock.EXECUTE | landlock.READ_FILE) for p in closure.executables]
             rules += [landlock.Rule(p, landlock.READ_FILE) for p in closure.libraries]
+            rules += [landlock.Rule(p, landlock.READ | landlock.EXECUTE) for p in platform]
             rules.append(landlock.Rule("/proc", landlock.READ))
             fd = landlock.build(rules, base.abi)
             bpf = seccomp.program(unix_sockets=True) if unix_sockets else base.bpf
@@ -162,6 +163,33 @@ class Sandbox:
             self._ns.close()
         if self.pids is not None:
             self.pids.remove()
+
+
+def _install_tree(real: str) -> tuple[str, tuple[str, ...]]:
+    """An agent CLI's install tree (read-only) and the platform packages it runs binaries from
+    (read and execute): for an npm package, the directory holding its ``package.json`` and
+    the ``optionalDependencies`` installed beside it (Codex's ``codex.js`` starts the native
+    ``@openai/codex-linux-x64/vendor/…/bin/codex``); else the executable's directory."""
+    import json
+
+    here = os.path.dirname(real)
+    while here not in ("/", "") and os.path.basename(os.path.dirname(here)) not in ("node_modules",) \
+            and not os.path.isfile(os.path.join(here, "package.json")):
+        here = os.path.dirname(here)
+    manifest = os.path.join(here, "package.json")
+    if not os.path.isfile(manifest):
+        return os.path.dirname(real), ()
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            optional = json.load(f).get("optionalDependencies") or {}
+    except (OSError, ValueError, AttributeError):
+        optional = {}
+    modules = here
+    while modules not in ("/", "") and os.path.basename(modules) != "node_modules":
+        modules = os.path.dirname(modules)
+    found = tuple(os.path.join(modules, name) for name in optional
+                  if isinstance(name, str) and os.path.isdir(os.path.join(modules, name)))
+    return here, found
 
 
 class _LiveAllow(Sequence[str]):

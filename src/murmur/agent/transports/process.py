@@ -390,6 +390,10 @@ async def run_harness_task(
 
 
 _SHELL_START = ("/etc/bash.bashrc", "/etc/profile", "/etc/profile.d")
+_TLS = ("/etc/ssl", "/etc/pki", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/usr/share/ca-certificates",
+        "/usr/lib/ssl")
+"""The TLS configuration and CA certificates a CLI reads to reach its provider (Node refuses to
+start when ``/etc/ssl/openssl.cnf`` exists but cannot be read)."""
 
 
 def _cli_helpers(inv: Invocation) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -398,7 +402,7 @@ def _cli_helpers(inv: Invocation) -> tuple[tuple[str, ...], tuple[str, ...]]:
     shell (and Claude Code its key helper); a shell granted here still execs only what the
     session's rules allow. Murmur's PreToolUse hook runs this interpreter with murmur's package."""
     helpers: tuple[str, ...] = ("sh", "bash")
-    ro: tuple[str, ...] = _SHELL_START  # what that shell reads as it starts (else it says so to the model)
+    ro: tuple[str, ...] = (*_SHELL_START, *_TLS)  # what the shell reads as it starts; TLS
     if inv.deny_socket is not None:
         import murmur  # its package directory, for the hook
 
