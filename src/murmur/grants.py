@@ -84,7 +84,7 @@ def denied_binary(binary: str, capsule: str, allow: Sequence[str], delegate: str
         delegate (str | None): the line naming its ready routes
             (:func:`murmur.routing.delegate_line`); None when it has none.
         kernel (bool): the sandbox (scoped, sealed) refused the ``exec``: the first line is
-            seed 003's ``[sandbox] … so the kernel refused to exec it.``; else the runtime
+            ``[sandbox] … so the kernel refused to exec it.``; else the runtime
             refused it before it started (``[capsule] … so the runtime refused to run it.``).
 
     Returns:

@@ -21,7 +21,7 @@ from murmur.manifest import Manifest
 
 class DeniedBinaryFn(Protocol):
     """The denied-binary message for ``binary`` (spec/routing.md "When a capsule is refused a
-    binary"); ``kernel``: the sandbox refused the ``exec`` (seed 003's ``[sandbox]`` wording)."""
+    binary"); ``kernel``: the sandbox refused the ``exec`` (the ``[sandbox]`` wording)."""
 
     def __call__(self, binary: str, *, kernel: bool = False) -> str: ...
 

@@ -153,7 +153,7 @@ class ToolDispatcher:
         text = shell_result_text(
             tool.name, res.exit_code, res.stdout_text, res.stderr_text, truncated=res.truncated
         )
-        if res.denied is not None:  # seed 003's message says it all, the grant line last
+        if res.denied is not None:  # the denied-binary message says it all, the grant line last
             text += "\n" + self._missing(res.denied, kernel=True)
         elif res.sandbox is not None:
             text += f"\n[sandbox] {res.sandbox}"

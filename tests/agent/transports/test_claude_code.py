@@ -25,7 +25,14 @@ from murmur.agent.harness.sessions import HarnessMap
 from murmur.agent.thread import Conversations
 from murmur.errors import DiagnosticError
 from murmur.grants import denied_binary
-from murmur.manifest.model import Capabilities, Containment, Inference, Manifest, ShellCaps, Transport
+from murmur.manifest.model import (
+    Capabilities,
+    Containment,
+    Inference,
+    Manifest,
+    ShellCaps,
+    Transport,
+)
 from murmur.sandbox import compiled
 from murmur.sandbox.classes import CLASS_ENV
 from murmur.sandbox.host import probe
@@ -232,7 +239,7 @@ class Harness:
         if lacks:
             pytest.skip(f"this host cannot back {self.klass.value}: it lacks {'; '.join(lacks)}")
         for key in ("HOME", "TMPDIR"):
-            Path(self.shell_env[key]).mkdir(parents=True, exist_ok=True)
+            os.makedirs(self.shell_env[key], exist_ok=True)
         box = compiled.compile(from_manifest(m, self.klass, workdir=ctx.workdir, env=self.shell_env))
         install(box)
         try:
@@ -314,7 +321,7 @@ class TestRealClaudeCode:
                 Reply(an_tools(("toolu_2", "Bash", {"command": "touch made-by-model"}), msg_id="msg_b")),
                 Reply(an_text("done inside", msg_id="msg_c")),
             )
-            outcome, trace, ctx = await harness.run(harness.manifest())
+            outcome, _, ctx = await harness.run(harness.manifest())
             assert (outcome.status, outcome.answer) == ("ok", "done inside"), (run_class, outcome)
             first, second, third = harness.server.requests
             assert first.headers["x-api-key"] == KEY  # the key helper ran (shell builtins only)

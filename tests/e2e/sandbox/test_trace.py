@@ -33,7 +33,7 @@ FETCH = ("import sys, urllib.request\n"
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         body = b"from-the-server"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
