@@ -292,6 +292,9 @@ def _sandbox_verdict(result: ShellResult, box: Any, allow: Sequence[str], search
     from murmur import sandbox
 
     policy = box.policy
+    via_shim = sandbox.shim(result.stderr, policy.klass.value)
+    if via_shim is not None:  # no grant of the manager would help: no denied-binary message
+        return attrs.evolve(result, sandbox=via_shim)
     denied = sandbox.denied_exec(result.stderr, allow, search_path)
     note = sandbox.stopped_by(policy.limits, result.exit_code, result.stderr)
     if note is None and denied is None:

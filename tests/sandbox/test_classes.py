@@ -11,6 +11,7 @@ from murmur.sandbox.classes import (
     denied_exec,
     explain,
     resolve_class,
+    shim,
 )
 
 A, S, X = Containment.ADVISORY, Containment.SCOPED, Containment.SEALED
@@ -78,3 +79,13 @@ def test_explain_under_sealed_says_the_path_is_absent() -> None:
     denied = explain(b"cat: /etc/hostname: Permission denied\n", "sealed", "/w/work")
     assert denied is not None and "the sealed sandbox refused `/etc/hostname`" in denied
     assert explain(b"cat: /no/such/path: No such file or directory\n", "sealed", "/w") is None
+
+
+def test_a_version_manager_shim_is_named_with_what_would_allow_it() -> None:
+    """A granted ``python3`` that is a pyenv shim: the sandbox refused pyenv's own scripts, and
+    the sentence says to put the real interpreter first on PATH (no grant of pyenv would do)."""
+    text = shim(b"/root/.pyenv/shims/python3: line 12: /root/.pyenv/libexec/pyenv: Permission denied\n", "scoped")
+    assert text == ("putting the real `python3`'s directory first on PATH (`$(pyenv prefix)/bin`, or a venv's bin) "
+                    "would allow it: `python3` on PATH is a pyenv shim (/root/.pyenv/shims/python3), and the scoped "
+                    "sandbox refused the pyenv scripts it runs, which no grant of `python3` covers")
+    assert shim(b"sh: 1: ls: Permission denied\n", "scoped") is None  # not a shim

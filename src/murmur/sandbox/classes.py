@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from murmur.manifest import Containment
 
 __all__ = ["CLASS_ENV", "FLOOR_ENV", "class_problem", "class_source", "denied_exec", "explain", "meaning",
-           "resolve_class", "strongest"]
+           "resolve_class", "shim", "strongest"]
 
 FLOOR_ENV = "MURMUR_SANDBOX_FLOOR"
 """Runtime-owned: the class of the session that started this one (the envelope's containment axis)."""
@@ -92,6 +92,28 @@ def meaning(klass: Containment) -> str:
         return ("the kernel holds its commands to its grants (Landlock, seccomp, a network namespace) "
                 "over the host's filesystem")
     return "only capabilities.shell.allow is checked, by the name a command starts; `sh -c` runs anything"
+
+
+_SHIM = re.compile(r"(/\S+/shims/([^\s:/]+)): line \d+: /\S+/libexec/(pyenv|rbenv|nodenv|goenv|plenv)\S*: "
+                   r"Permission denied")
+
+
+def shim(stderr: bytes | str, klass: str) -> str | None:
+    """The sentence for a granted name that is a version manager's shim (pyenv, rbenv, …), or None.
+
+    A shim (``~/.pyenv/shims/python3``) is a script that execs its manager's own scripts to
+    find the real program; the sandbox grants the name's file, not the manager, so the shim's
+    ``exec`` of ``…/libexec/pyenv`` is refused. Granting the manager would not help (it runs
+    many more); the real interpreter's directory first on ``PATH`` does.
+    """
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    m = _SHIM.search(text)
+    if m is None:
+        return None
+    path, name, manager = m.group(1), m.group(2), m.group(3)
+    return (f"putting the real `{name}`'s directory first on PATH (`$({manager} prefix)/bin`, or a venv's "
+            f"bin) would allow it: `{name}` on PATH is a {manager} shim ({path}), and the {klass} sandbox "
+            f"refused the {manager} scripts it runs, which no grant of `{name}` covers")
 
 
 def denied_exec(stderr: bytes | str, allow: Iterable[str], search_path: str = "") -> str | None:

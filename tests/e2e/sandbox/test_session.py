@@ -196,3 +196,43 @@ def test_a_process_ceiling_refusal_names_the_figure_and_the_key_to_raise(tmp_pat
     assert rc != 0 and "all-forked" not in out
     assert ("reason: plan step `s` failed: raising capabilities.resources.max_processes (now 8 processes) would "
             "allow it: the process-count ceiling stopped it (a fork failed)") in out, out
+
+
+def test_a_version_manager_shim_is_told_to_put_the_real_interpreter_first(tmp_path: Path) -> None:
+    """``python3`` on PATH is a pyenv-style shim (a bash script that execs its manager's own
+    script): under advisory it runs; under scoped the manager's script is refused and the reason
+    says what would allow it (no denied-binary message: no grant of the manager would do)."""
+    backed(Containment.SCOPED)
+    root = tmp_path / "fakeenv"
+    (root / "shims").mkdir(parents=True)
+    (root / "libexec").mkdir()
+    shim = root / "shims" / "python3"
+    shim.write_text(f'#!/usr/bin/env bash\nexec "{root}/libexec/pyenv" exec "${{0##*/}}" "$@"\n')
+    manager = root / "libexec" / "pyenv"
+    manager.write_text('#!/usr/bin/env bash\nshift 2\nexec /usr/bin/python3 "$@"\n')
+    for f in (shim, manager):
+        f.chmod(0o755)
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("no /usr/bin/python3 for the fake manager to run")
+    capsule = tmp_path / "capsule"
+    capsule.mkdir()
+    (capsule / "plan.yaml").write_text(PLAN.format(argv=json.dumps(["python3", "-c", "print('ran-' + 'python')"])))
+    outs = {}
+    for klass in ("advisory", "scoped"):
+        (capsule / "murmur.yaml").write_text(
+            f"name: fence\nversion: 0.1.0\nplan: plan.yaml\ncapabilities:\n  containment: {klass}\n"
+            "  shell:\n    allow: [python3]\n")
+        env = {**{k: v for k, v in os.environ.items() if k != "MURMUR_SANDBOX_CLASS"},
+               "PATH": f"{root / 'shims'}:/usr/bin:/bin"}
+        done = subprocess.run([sys.executable, "-m", "murmur.cli.mur", "run", "--task", "go", "--workdir",
+                               str(tmp_path / f"work-{klass}")], cwd=capsule, capture_output=True, text=True,
+                              timeout=120, env=env)
+        outs[klass] = (done.returncode, done.stdout + done.stderr)
+    assert outs["advisory"][0] == 0 and "ran-python" in outs["advisory"][1], outs  # the control
+    rc, out = outs["scoped"]
+    flat = " ".join(out.split())
+    assert rc != 0 and "ran-python" not in out
+    assert ("reason: plan step `s` failed: putting the real `python3`'s directory first on PATH "
+            f"(`$(pyenv prefix)/bin`, or a venv's bin) would allow it: `python3` on PATH is a pyenv shim ({shim})") \
+        in flat, out
+    assert "[sandbox]" not in out
