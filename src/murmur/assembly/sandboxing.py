@@ -53,7 +53,7 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> None:
             os.makedirs(env[key], exist_ok=True)
     policy = from_manifest(setup.manifest, klass, workdir=setup.workdir, env=env,
                            loopback_ports=granted_loopback_ports(environ),
-                           links=setup.links_bin is not None)
+                           links=setup.links_bin is not None, records=setup.records.root)
     if setup.links_bin is not None:
         # The capsule links are granted programs: one per spawn.allow name, and `mur`
         # (spec/links.md); their directory (and the capability socket in it) is readable.

@@ -258,8 +258,8 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
                     links.append((hop, os.readlink(hop)))
                     hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
             plan = namespaces.RootPlan(
-                rw=(policy.workdir, *policy.rw), files=_outside_trees(files),
-                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees])),
+                rw=(policy.workdir, *policy.rw, *policy.binds_rw), files=_outside_trees(files),
+                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees, *[b for b in policy.binds if _outside_trees([b + "/"])]])),
                 links=tuple(lk for lk in links if _outside_trees([lk[0]])),
                 workdir_exec=policy.workdir_exec, uid=os.getuid(),
                 home=policy.rw[0] if policy.rw else policy.workdir)

@@ -60,6 +60,11 @@ class Policy:
         loopback_ports (tuple[int, ...]): host loopback ports relayed into the namespace.
         unix_sockets (bool): ``socket(AF_UNIX)`` is allowed (``network.unix_sockets`` or links).
         limits (Limits): per-command ceilings.
+        binds (tuple[str, ...]): sealed: further host paths bound read-only into the root, with
+            no Landlock grant of their own (an agent CLI's install tree and interpreter, which
+            its own ruleset grants: :meth:`murmur.sandbox.Sandbox.harness_confinement`).
+        binds_rw (tuple[str, ...]): sealed: further host directories bound writable (an agent
+            CLI's ``HOME`` directories), likewise.
     """
 
     klass: Containment
@@ -74,6 +79,8 @@ class Policy:
     loopback_ports: tuple[int, ...] = ()
     unix_sockets: bool = False
     limits: Limits = attrs.field(factory=Limits)
+    binds: tuple[str, ...] = ()
+    binds_rw: tuple[str, ...] = ()
 
     @property
     def sealed(self) -> bool:
@@ -91,7 +98,8 @@ class Policy:
 
 
 def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env: Mapping[str, str],
-                  loopback_ports: Sequence[int] = (), links: bool = False) -> Policy:
+                  loopback_ports: Sequence[int] = (), links: bool = False,
+                  records: Path | None = None) -> Policy:
     """A session's policy from its manifest, class and command environment.
 
     Args:
@@ -101,6 +109,10 @@ def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env:
         env (Mapping[str, str]): the command environment (``PATH``, ``HOME``, ``TMPDIR``).
         loopback_ports (Sequence[int]): host loopback ports the capsule is granted.
         links (bool): the session serves a capability socket (``AF_UNIX`` stays allowed).
+        records (Path | None): the records directory; with an agent CLI (``transport:
+            process``) under sealed, its ``harness`` directory (the CLIs' ``HOME``s) is bound
+            writable and the CLI's install tree and murmur's interpreter read-only
+            (:func:`cli_binds`).
     """
     from murmur.sandbox.limits import from_manifest as limits_of
 
@@ -123,7 +135,37 @@ def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env:
         loopback_ports=tuple(loopback_ports),
         unix_sockets=bool(net is not None and net.unix_sockets) or links,
         limits=limits_of(manifest),
+        **(cli_binds(manifest, env, records) if klass is Containment.SEALED else {}),
     )
+
+
+def cli_binds(manifest: Manifest, env: Mapping[str, str], records: Path | None) -> dict[str, tuple[str, ...]]:
+    """Sealed: what an agent CLI (``transport: process``) needs present in the composed root
+    (``{"binds": …, "binds_rw": …}``; empty for any other workload). Bound generously — the
+    CLI's ``node_modules`` (or directory), murmur's interpreter prefixes and ``sys.path``
+    directory — since presence is not access: the CLI's own ruleset still decides what it may
+    read, write and execute."""
+    import sys
+
+    inference = manifest.inference
+    if inference is None or getattr(inference.transport, "value", inference.transport) != "process":
+        return {}
+    command = (inference.command or "").split()[:1]
+    found = shutil.which(command[0], path=env.get("PATH", "")) if command else None
+    if not found:
+        return {}
+    real = os.path.realpath(found)
+    top = real
+    while top not in ("/", "") and os.path.basename(top) != "node_modules":
+        top = os.path.dirname(top)
+    binds = [top if top not in ("/", "") else os.path.dirname(real), os.path.dirname(os.path.abspath(found))]
+    import murmur
+
+    binds += [sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(murmur.__file__)))]
+    rw = [str(records / "harness")] if records is not None else []
+    for d in rw:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    return {"binds": tuple(dict.fromkeys(binds)), "binds_rw": tuple(rw)}
 
 
 def _rw_rights(exec_ok: bool) -> int:

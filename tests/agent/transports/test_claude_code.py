@@ -240,7 +240,8 @@ class Harness:
             pytest.skip(f"this host cannot back {self.klass.value}: it lacks {'; '.join(lacks)}")
         for key in ("HOME", "TMPDIR"):
             os.makedirs(self.shell_env[key], exist_ok=True)
-        box = compiled.compile(from_manifest(m, self.klass, workdir=ctx.workdir, env=self.shell_env))
+        box = compiled.compile(from_manifest(m, self.klass, workdir=ctx.workdir, env=self.shell_env,
+                                             records=ctx.records_dir))
         install(box)
         try:
             with trio.fail_after(60):
@@ -307,7 +308,7 @@ class TestRealClaudeCode:
             assert KEY.encode() not in path.read_bytes(), path
         assert not (harness.tmp / "records" / "harness" / ctx.task_id / "home" / "murmur" / "key.fifo").exists()
 
-    @pytest.mark.parametrize("klass", [Containment.SCOPED], ids=lambda k: k.value)
+    @pytest.mark.parametrize("klass", [Containment.SCOPED, Containment.SEALED], ids=lambda k: k.value)
     async def test_the_cli_runs_inside_the_sandbox(self, harness: Harness, klass: Containment) -> None:
         """Under scoped (sealed) the real CLI starts (it aborted with SIGABRT: its runtime reads
         /proc/self/maps), reaches its provider through the egress proxy (a request per
