@@ -235,6 +235,12 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
         raise SandboxError(refusal(policy.klass, lacks))
     nss = None
     try:
+        home = policy.rw[0] if policy.rw else policy.workdir
+        if policy.sealed and policy.etc_dir:  # before the rules: a rule needs the file to exist
+            os.makedirs(policy.etc_dir, mode=0o700, exist_ok=True)
+            for name, text in namespaces.accounts(os.getuid(), home).items():
+                with open(os.path.join(policy.etc_dir, name), "w", encoding="utf-8") as f:
+                    f.write(text)
         rules = pol.rules(policy)
         ruleset = landlock.build(rules, support.landlock_abi)
         bpf = seccomp.program(unix_sockets=policy.unix_sockets)
@@ -261,8 +267,7 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
                 rw=(policy.workdir, *policy.rw, *policy.binds_rw), files=_outside_trees(files),
                 ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees, *[b for b in policy.binds if _outside_trees([b + "/"])]])),
                 links=tuple(lk for lk in links if _outside_trees([lk[0]])),
-                workdir_exec=policy.workdir_exec, uid=os.getuid(),
-                home=policy.rw[0] if policy.rw else policy.workdir)
+                workdir_exec=policy.workdir_exec, uid=os.getuid(), home=home, etc_dir=policy.etc_dir)
         nss = namespaces.build(policy.loopback_ports, plan)
     except OSError as exc:
         if nss is not None:

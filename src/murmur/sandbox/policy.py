@@ -65,6 +65,9 @@ class Policy:
             its own ruleset grants: :meth:`murmur.sandbox.Sandbox.harness_confinement`).
         binds_rw (tuple[str, ...]): sealed: further host directories bound writable (an agent
             CLI's ``HOME`` directories), likewise.
+        etc_dir (str | None): sealed: where the synthetic ``/etc/passwd`` and ``/etc/group``
+            are written on the host (``<records>/sandbox``), so that they are readable inside;
+            None: they are unreadable there.
     """
 
     klass: Containment
@@ -81,6 +84,7 @@ class Policy:
     limits: Limits = attrs.field(factory=Limits)
     binds: tuple[str, ...] = ()
     binds_rw: tuple[str, ...] = ()
+    etc_dir: str | None = None
 
     @property
     def sealed(self) -> bool:
@@ -136,6 +140,7 @@ def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env:
         unix_sockets=bool(net is not None and net.unix_sockets) or links,
         limits=limits_of(manifest),
         **(cli_binds(manifest, env, records) if klass is Containment.SEALED else {}),
+        etc_dir=str(records / "sandbox") if records is not None and klass is Containment.SEALED else None,
     )
 
 
@@ -226,6 +231,8 @@ def rules(policy: Policy) -> list[ll.Rule]:
         out += [ll.Rule(p, ll.READ) for p in runtime_read_dirs()]
         out += [ll.Rule(p, ll.READ if os.path.isdir(p) else ll.READ_FILE) for p in ETC_GRANT if p != "/etc/passwd"
                 and p != "/etc/group"]
+        if policy.etc_dir:  # the synthetic accounts files, written by compile, bound at /etc
+            out += [ll.Rule(os.path.join(policy.etc_dir, n), ll.READ_FILE) for n in ("passwd", "group")]
     else:
         out += [ll.Rule(p, r) for p, r in DEVICES]
     return out

@@ -236,3 +236,18 @@ def test_a_version_manager_shim_is_told_to_put_the_real_interpreter_first(tmp_pa
             f"(`$(pyenv prefix)/bin`, or a venv's bin) would allow it: `python3` on PATH is a pyenv shim ({shim})") \
         in flat, out
     assert "[sandbox]" not in out
+
+
+def test_under_sealed_the_synthetic_accounts_are_readable(tmp_path: Path) -> None:
+    """Sealed: ``/etc/passwd`` and ``/etc/group`` are the root's synthetic ones, and readable
+    (``id``, ``getpass`` read them): no host account appears; advisory reads the host's."""
+    backed(Containment.SEALED)
+    host = Path("/etc/passwd").read_text()
+    others = [line.split(":", 1)[0] for line in host.splitlines() if line and not line.startswith("root:")]
+    if not others:
+        pytest.skip("the host's /etc/passwd names no account but root")
+    rc, out, _ = _run(tmp_path, ["cat", "/etc/passwd", "/etc/group"])
+    assert rc == 0 and f"{others[0]}:" in out  # the control: the host's accounts
+    rc, out, _ = _run(tmp_path, ["cat", "/etc/passwd", "/etc/group"], floor="sealed")
+    assert rc == 0, out
+    assert "root:x:0:" in out and f"{others[0]}:" not in out, out
