@@ -173,8 +173,8 @@ def _install_tree(real: str) -> tuple[str, tuple[str, ...]]:
     import json
 
     here = os.path.dirname(real)
-    while here not in ("/", "") and os.path.basename(os.path.dirname(here)) not in ("node_modules",) \
-            and not os.path.isfile(os.path.join(here, "package.json")):
+    while (here not in ("/", "") and not os.path.isfile(os.path.join(here, "package.json"))
+           and os.path.basename(os.path.dirname(here)) != "node_modules"):
         here = os.path.dirname(here)
     manifest = os.path.join(here, "package.json")
     if not os.path.isfile(manifest):
@@ -265,7 +265,8 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
                     hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
             plan = namespaces.RootPlan(
                 rw=(policy.workdir, *policy.rw, *policy.binds_rw), files=_outside_trees(files),
-                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees, *[b for b in policy.binds if _outside_trees([b + "/"])]])),
+                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees,
+                                             *(b for b in policy.binds if _outside_trees([b + "/"]))])),
                 links=tuple(lk for lk in links if _outside_trees([lk[0]])),
                 workdir_exec=policy.workdir_exec, uid=os.getuid(), home=home, etc_dir=policy.etc_dir)
         nss = namespaces.build(policy.loopback_ports, plan)
