@@ -73,7 +73,8 @@ def grant_line(capsule: str, binary: str, allow: Sequence[str]) -> str:
     )
 
 
-def denied_binary(binary: str, capsule: str, allow: Sequence[str], delegate: str | None = None) -> str:
+def denied_binary(binary: str, capsule: str, allow: Sequence[str], delegate: str | None = None,
+                  *, kernel: bool = False) -> str:
     """The whole message for a refused binary.
 
     Args:
@@ -82,15 +83,22 @@ def denied_binary(binary: str, capsule: str, allow: Sequence[str], delegate: str
         allow (Sequence[str]): its ``capabilities.shell.allow`` today.
         delegate (str | None): the line naming its ready routes
             (:func:`murmur.routing.delegate_line`); None when it has none.
+        kernel (bool): the sandbox (scoped, sealed) refused the ``exec``: the first line is
+            ``[sandbox] … so the kernel refused to exec it.``; else the runtime
+            refused it before it started (``[capsule] … so the runtime refused to run it.``).
 
     Returns:
-        str: several lines; the first is the refusal, the last the grant line.
+        str: four lines; the first is the refusal, the third the ready routes (or that no
+        capsule or member it may call holds the binary), the last the grant line.
     """
+    first = (f"[sandbox] `{binary}` is not in capsule '{capsule}''s capabilities.shell.allow, so the "
+             "kernel refused to exec it.") if kernel else (
+             f"[capsule] `{binary}` is not in capsule '{capsule}''s capabilities.shell.allow, so the "
+             "runtime refused to run it.")
     lines = [
-        f"[capsule] `{binary}` is not in capsule '{capsule}''s capabilities.shell.allow, so the "
-        "runtime refused to run it.",
-        "This is fixed when the capsule starts; there is no approval prompt for it.",
-        delegate if delegate is not None else f"No capsule or member '{capsule}' may call holds `{binary}`.",
+        first,
+        "This is decided when the capsule starts — there is no approval prompt for it.",
+        delegate if delegate is not None else f"No capsule or member that '{capsule}' may call holds `{binary}`.",
         grant_line(capsule, binary, allow),
     ]
     return "\n".join(lines)

@@ -292,13 +292,19 @@ def _sandbox_verdict(result: ShellResult, box: Any, allow: Sequence[str], search
     from murmur import sandbox
 
     policy = box.policy
+    via_shim = sandbox.shim(result.stderr, policy.klass.value)
+    if via_shim is not None:  # no grant of the manager would help: no denied-binary message
+        return attrs.evolve(result, sandbox=via_shim)
     denied = sandbox.denied_exec(result.stderr, allow, search_path)
     note = sandbox.stopped_by(policy.limits, result.exit_code, result.stderr)
     if note is None and denied is None:
         note = sandbox.explain(result.stderr, policy.klass.value, policy.workdir, policy.read_only)
     if denied is not None:
-        note = (f"the {policy.klass.value} sandbox refused to run `{denied}`: it is not in "
-                "capabilities.shell.allow")
+        from murmur.grants import grant_entry
+
+        entry = grant_entry("capabilities.shell.allow", allow, denied)
+        note = (f"adding `{denied}` to capabilities.shell.allow would allow it (`{entry}`): the "
+                f"{policy.klass.value} sandbox refused to run `{denied}`")
     return attrs.evolve(result, sandbox=note, denied=denied)
 
 

@@ -19,6 +19,13 @@ from murmur.errors import MurmurError
 from murmur.manifest import Manifest
 
 
+class DeniedBinaryFn(Protocol):
+    """The denied-binary message for ``binary`` (spec/routing.md "When a capsule is refused a
+    binary"); ``kernel``: the sandbox refused the ``exec`` (the ``[sandbox]`` wording)."""
+
+    def __call__(self, binary: str, *, kernel: bool = False) -> str: ...
+
+
 class TraceSink(Protocol):
     """Appends one record to ``trace.jsonl`` and returns its ``evt_`` id."""
 
@@ -77,7 +84,7 @@ class TaskServices:
     callees: tuple[str, ...] = ()
     member_answer: MemberAnswerFn | None = None
     entry_member: bool = False
-    denied_binary: Callable[[str], str] | None = None
+    denied_binary: DeniedBinaryFn | None = None
     spawn: tuple[str, ...] | None = None
     peer_route: PeerRouteFn | None = None
     emit_chunk: Callable[[str, bool, str], None] | None = None

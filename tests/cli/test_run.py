@@ -342,12 +342,21 @@ class TestRunPrepared:
 
 class TestReasonText:
     def test_bounded(self) -> None:
-        """At most five lines, each cut to 240 characters, then an ellipsis line."""
+        """At most five lines of the reason, each wrapped at 240 characters, then an ellipsis line."""
         text = run_session.reason_text("x" * 500 + "\n" + "\n".join(f"l{i}" for i in range(10)))
         lines = text.splitlines()
-        assert len(lines) == 6 and lines[-1] == "  …"
-        assert lines[0] == "reason: " + "x" * 239 + "…"
-        assert lines[1:5] == ["  l0", "  l1", "  l2", "  l3"]
+        assert len(lines) == 8 and lines[-1] == "  …"
+        assert lines[:3] == ["reason: " + "x" * 240, "  " + "x" * 240, "  " + "x" * 20]
+        assert lines[3:7] == ["  l0", "  l1", "  l2", "  l3"]
+
+    def test_a_long_sentence_is_wrapped_never_cut(self) -> None:
+        """A refusal's sentence longer than a line keeps its last words (the grant it names)."""
+        sentence = "word " * 100 + "`capabilities.shell.allow: [sh, cat, ls]`"
+        text = run_session.reason_text(sentence)
+        assert "…" not in text and " ".join(text.replace("reason: ", "").split()) == " ".join(sentence.split())
+        assert max(len(line) for line in text.splitlines()) <= 240 + len("reason: ")
+        huge = run_session.reason_text("y" * 5000)
+        assert huge.endswith("…") and len(huge.replace("\n", "")) < 1400
 
     def test_short_reason_kept_whole(self) -> None:
         """A one-line reason is shown as is."""

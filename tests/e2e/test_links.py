@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,9 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def procs(tmp_path: Path, home: Path) -> Iterator[Procs]:
     env = dict(os.environ)
     env["MURMUR_HOME"] = str(home)
+    # the suite's own interpreter first on PATH: a venv's (or a real) python3 runs under scoped
+    # and sealed, a version manager's shim does not (it execs its manager's own scripts)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     for name in ("MURMUR_ROOST_URL", "MURMUR_SPAWNER", "MURMUR_SPAWNER_LIFELINE", "MURMUR_LINEAGE", "MURMUR_SPAWN"):
         env.pop(name, None)
     p = Procs(tmp_path, env)
@@ -143,7 +147,7 @@ def test_a_process_outside_the_session_is_refused(procs: Procs, tmp_path: Path) 
 
 def test_interrupted_link_is_130_and_ends_the_child(procs: Procs, tmp_path: Path) -> None:
     ready, url = boss(procs, tmp_path)
-    pidfile = tmp_path / "link.pid"
+    pidfile = tmp_path / "work" / "link.pid"  # in the workdir: the one place a command may write
     submit_task(url, f"napper 120 & echo $! > {pidfile}; wait $!")
     env = procs.env
 
@@ -249,7 +253,8 @@ def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path:
     _roost, url = procs.roost("--spawn-allow", "boss", "--max-concurrent", "4")
     b = procs.mur_run("boss", tmp_path / "work", url)
     sid, records = b.ready["session_id"], Path(b.ready["records_dir"])
-    gate, held, go = tmp_path / "gate", tmp_path / "held", tmp_path / "go"
+    files = tmp_path / "work"  # the workdir: what the commands may read and write under any class
+    gate, held, go = files / "gate", files / "held", files / "go"
     links = records / "links"
     hold = (f"import socket, os, time\nos.chdir({str(links)!r})\n"
             "ss = [socket.socket(socket.AF_UNIX) for _ in range(4)]\n"
@@ -257,16 +262,16 @@ def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path:
             f"open({str(held)!r}, 'w').close()\n"
             f"deadline = time.monotonic() + 60\n"
             f"while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:\n    time.sleep(0.05)\n")
-    (tmp_path / "hold.py").write_text(hold)
+    (files / "hold.py").write_text(hold)
     # The order is fixed by files, not by timing: the four links are live children (seen by the
     # test) before the holder connects, and the holder's four connections are open before the
     # ninth connection is made.
     script = (" ".join(f"gated {gate} > g{i}.out 2>&1 &" for i in range(4))
               + f" i=0; while [ ! -e {go} ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done; "
-              + f" python3 {tmp_path / 'hold.py'} & "
+              + f" python3 {files / 'hold.py'} & "
               + f"i=0; while [ ! -e {held} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
               + "kid excess > x.out 2> x.err; echo x=$? >> x.out; "
-              + f"touch {gate}; wait; cat g0.out g1.out g2.out g3.out x.out x.err")
+              + f": > {gate}; wait; cat g0.out g1.out g2.out g3.out x.out x.err")  # boss holds no `touch`
     future = in_background(b.ready["url"], script)
     try:
         wait_until(lambda: gated_live(procs.env, sid, 4), timeout=100, what="four gated children running")

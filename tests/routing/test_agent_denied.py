@@ -111,3 +111,45 @@ async def test_agent_outside_a_formation_gets_the_grant_line_only(provider: Scri
     refusal = provider.requests[1].body["messages"][-1]["content"]
     assert "there is no approval prompt for it" in refusal and "DELEGATE" not in refusal
     assert "capabilities.shell.allow: [ls, cargo]" in refusal
+
+
+@pytest.mark.parametrize("klass", ["advisory", "scoped"])
+async def test_a_kernel_refused_exec_reaches_the_agent_as_the_sandbox_message_with_the_route(
+    provider: ScriptedServer, tmp_path: Path, formation_records: Path, klass: str
+) -> None:
+    """An agent granted only ``sh`` runs ``sh -c 'cargo build'``: under scoped the kernel refuses
+    ``cargo`` and the shell tool's result is the ``[sandbox]`` denied-binary message naming the
+    ready route; under advisory (the control) cargo runs."""
+    from murmur.manifest.model import Containment
+    from murmur.sandbox import compiled
+    from murmur.sandbox.host import probe
+    from murmur.sandbox.installed import install, uninstall
+    from murmur.sandbox.policy import from_manifest
+
+    manifest = agent_manifest(provider.url, shell=("sh",))
+    services = TaskServices(callees=("builder",), denied_binary=member_refusal("lead", ("builder",), FRM, manifest))
+    ctx = task_context(manifest, tmp_path, FakeTrace(), services=services,
+                       env={"PATH": f"{formation_records}:/usr/bin:/bin"})
+    provider.add(Reply(oa_tools(("c1", "sh", {"args": ["-c", "cargo build"]}))), Reply(oa_text("ok")))
+    workload = AgentWorkload(manifest, Path("."), environ={"API_KEY": "k", "PATH": "/usr/bin:/bin"})
+    if klass == "scoped":
+        lacks = probe().lacks(Containment.SCOPED)
+        if lacks:
+            pytest.skip(f"this host cannot back scoped: it lacks {'; '.join(lacks)}")
+        install(compiled.compile(from_manifest(manifest, Containment.SCOPED, workdir=ctx.workdir,
+                                               env=ctx.shell_env)))
+    try:
+        with trio.fail_after(30):
+            await workload.run_task(ctx)
+    finally:
+        uninstall()
+    result = provider.requests[1].body["messages"][-1]["content"]
+    if klass == "advisory":
+        assert "cargo ran: build" in result and "[sandbox]" not in result, result
+        return
+    assert "cargo ran" not in result
+    assert ("[sandbox] `cargo` is not in capsule 'lead''s capabilities.shell.allow, so the kernel refused to "
+            "exec it.\nThis is decided when the capsule starts — there is no approval prompt for it.\n"
+            'DELEGATE it instead of asking the user: call-member(member="builder", task=<this exact command, '
+            'with absolute paths>). Best first: "builder".') in result, result
+    assert "capabilities.shell.allow: [sh, cargo]" in result

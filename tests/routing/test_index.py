@@ -286,3 +286,27 @@ class TestCodexNote:
         # negative control: a claude-code agent gets no such line
         plain = capsule("cc", shell=("git",), agent=True, budget=100)
         assert "Codex" not in to_text(answer(catalog(None, plain), can="git"), can="git", skill=None)
+
+
+class TestClassLine:
+    """A row of a capsule declaring scoped or sealed says what its class holds it to."""
+
+    def _at(self, klass: object) -> Capsule:
+        import attrs
+
+        c = capsule("fence", shell=("sh", "cat"))
+        return attrs.evolve(c, manifest=attrs.evolve(
+            c.manifest, capabilities=attrs.evolve(c.manifest.capabilities, containment=klass)))
+
+    def test_sealed_and_scoped_rows_say_their_class(self) -> None:
+        from murmur.manifest.model import Containment
+        from murmur.routing.render import to_text
+
+        text = to_text(answer(catalog(None, self._at(Containment.SEALED)), can="cat"), can="cat", skill=None)
+        assert ("      class  sealed: the kernel holds exec, writes and net to these lines, in a root of "
+                "its own (the workdir, the runtime trees, a fixed /etc and /dev)") in text, text
+        text = to_text(answer(catalog(None, self._at(Containment.SCOPED)), can="cat"), can="cat", skill=None)
+        assert "      class  scoped: the kernel holds exec, writes and net to these lines\n" in text, text
+        # negative control: a capsule without a floor keeps today's row
+        assert "class" not in to_text(answer(catalog(None, capsule("fence", shell=("sh", "cat"))), can="cat"),
+                                      can="cat", skill=None)

@@ -28,7 +28,7 @@ def test_message_names_the_ready_route_and_never_the_blocked_one() -> None:
     assert text == (
         "[capsule] `cargo` is not in capsule 'lead''s capabilities.shell.allow, so the runtime "
         "refused to run it.\n"
-        "This is fixed when the capsule starts; there is no approval prompt for it.\n"
+        "This is decided when the capsule starts — there is no approval prompt for it.\n"
         'DELEGATE it instead of asking the user: call-member(member="builder", task=<this exact '
         'command, with absolute paths>). Best first: "builder".\n'
         "To grant it here instead, add `cargo` to capabilities.shell.allow in lead's murmur.yaml "
@@ -40,8 +40,23 @@ def test_message_names_the_ready_route_and_never_the_blocked_one() -> None:
 def test_with_no_ready_route_only_the_grant_line() -> None:
     text = denied_binary("cargo", "solo", (), delegate_line(()))
     assert "DELEGATE" not in text
-    assert "No capsule or member 'solo' may call holds `cargo`." in text
+    assert "No capsule or member that 'solo' may call holds `cargo`." in text
     assert text.endswith("(`capabilities.shell.allow: [cargo]`), reinstall, and restart the session.")
+
+
+def test_a_kernel_refusal_reads_as_seed_003s_sandbox_message() -> None:
+    """An exec the sandbox refused (scoped, sealed): seed 003's ``[sandbox]`` sentence, the
+    ready route, then the grant line."""
+    route = delegate_line(answer(_formation(), can="cargo", asking="lead").ready)
+    assert denied_binary("cargo", "lead", ("echo",), route, kernel=True) == (
+        "[sandbox] `cargo` is not in capsule 'lead''s capabilities.shell.allow, so the kernel "
+        "refused to exec it.\n"
+        "This is decided when the capsule starts — there is no approval prompt for it.\n"
+        'DELEGATE it instead of asking the user: call-member(member="builder", task=<this exact '
+        'command, with absolute paths>). Best first: "builder".\n'
+        "To grant it here instead, add `cargo` to capabilities.shell.allow in lead's murmur.yaml "
+        "(`capabilities.shell.allow: [echo, cargo]`), reinstall, and restart the session."
+    )
 
 
 def test_indirect_route_names_what_it_reaches() -> None:

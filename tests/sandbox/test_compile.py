@@ -71,8 +71,16 @@ def test_check_containment_refuses_with_e_cap_003(tmp_path: Path) -> None:
     assert d.code == "E-CAP-003" and "user and network namespaces" in d.message
     plain = parse_manifest("name: x\nversion: 0.1.0\nplan: p.yaml\n", path="murmur.yaml")
     assert check_containment(plain, None, {HOST_ENV: "no-landlock"}) is Containment.ADVISORY
-    with pytest.raises(DiagnosticError):
+    with pytest.raises(DiagnosticError) as err:
         check_containment(plain, "scoped", {HOST_ENV: "no-landlock"})  # --containment raises it
+    d = err.value.diagnostics[0]
+    assert "the containment class is scoped (mur run --containment scoped), but this host" in d.message
+    assert d.hint is not None and "drop `--containment scoped`" in d.hint
+    with pytest.raises(DiagnosticError) as err:
+        check_containment(plain, None, {HOST_ENV: "no-mountns", "MURMUR_SANDBOX_CLASS": "sealed"})
+    d = err.value.diagnostics[0]
+    assert "sealed (MURMUR_SANDBOX_CLASS=sealed)" in d.message and "a mount namespace" in d.message
+    assert d.hint is not None and "unset MURMUR_SANDBOX_CLASS" in d.hint
 
 
 def test_kernel_refusal_is_e_sbx_001(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

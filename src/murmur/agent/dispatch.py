@@ -115,14 +115,15 @@ class ToolDispatcher:
         self._trace(call, name, result, turn=turn, parent_id=parent_id, started=started)
         return ToolOutcome(result, end_reason)
 
-    def _missing(self, name: str) -> str:
-        """A call to a tool that does not exist: a binary gets the route (spec/routing.md)."""
-        if name in RESERVED or not is_binary_name(name):
+    def _missing(self, name: str, *, kernel: bool = False) -> str:
+        """A call to a tool that does not exist (or, ``kernel``, an ``exec`` the sandbox
+        refused): a binary gets the route (spec/routing.md)."""
+        if not kernel and (name in RESERVED or not is_binary_name(name)):
             return missing_grant(name, self.ctx.manifest.shell_allow)
         deny = self.ctx.services.denied_binary
         if deny is not None:
-            return deny(name)
-        return denied_binary(name, self.ctx.manifest.name, self.ctx.manifest.shell_allow)
+            return deny(name, kernel=True) if kernel else deny(name)
+        return denied_binary(name, self.ctx.manifest.name, self.ctx.manifest.shell_allow, kernel=kernel)
 
     # --- the tools ----------------------------------------------------------------------
 
@@ -152,10 +153,10 @@ class ToolDispatcher:
         text = shell_result_text(
             tool.name, res.exit_code, res.stdout_text, res.stderr_text, truncated=res.truncated
         )
-        if res.sandbox is not None:
-            text += f"\n[capsule] {res.sandbox}"
-        if res.denied is not None:
-            text += "\n" + self._missing(res.denied)
+        if res.denied is not None:  # the denied-binary message says it all, the grant line last
+            text += "\n" + self._missing(res.denied, kernel=True)
+        elif res.sandbox is not None:
+            text += f"\n[sandbox] {res.sandbox}"
         return text, res.exit_code != 0
 
     async def _delegate(self, call: ToolCall) -> tuple[str, bool]:

@@ -86,9 +86,10 @@ def check_containment(manifest: Manifest, flag: str | None = None,
     Raises:
         DiagnosticError: ``E-CAP-003`` naming what this host lacks (``mur doctor`` says more).
     """
-    from murmur.sandbox.classes import resolve_class
+    from murmur.sandbox.classes import class_source, resolve_class
 
-    klass = resolve_class(manifest.capabilities.containment, flag, environ)
+    floor = manifest.capabilities.containment
+    klass = resolve_class(floor, flag, environ)
     if klass is Containment.ADVISORY:
         return klass
     from murmur.sandbox.compiled import refusal
@@ -96,5 +97,6 @@ def check_containment(manifest: Manifest, flag: str | None = None,
 
     lacks = probe(environ).lacks(klass)
     if lacks:
-        raise DiagnosticError(refusal(klass, lacks, "the containment class"))
+        raise DiagnosticError(refusal(klass, lacks, "the containment class",
+                                      class_source(floor, flag, environ)))
     return klass

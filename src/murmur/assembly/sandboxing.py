@@ -59,7 +59,7 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution 
             os.makedirs(env[key], exist_ok=True)
     policy = from_manifest(setup.manifest, klass, workdir=setup.workdir, env=env,
                            loopback_ports=granted_loopback_ports(environ),
-                           links=setup.links_bin is not None)
+                           links=setup.links_bin is not None, records=setup.records.root)
     if setup.links_bin is not None:
         # The capsule links are granted programs: one per spawn.allow name, and `mur`
         # (spec/links.md); their directory (and the capability socket in it) is readable.
@@ -73,12 +73,15 @@ def contribute(setup: SessionSetup, environ: Mapping[str, str]) -> Contribution 
     install(box)
 
     async def serve(ctl: object) -> None:
-        trace = getattr(getattr(ctl, "session", None), "trace", None)
+        session = getattr(ctl, "session", None)
 
         def refused(host: str, port: int, scheme: str) -> None:
-            if trace is not None:
-                trace.emit("sandbox_refused", host=host, port=port, scheme=scheme,
-                           reason="not in capabilities.network.allow")
+            # A session record: parented to session_start, so the trace stays one tree.
+            trace = getattr(session, "trace", None)
+            if trace is None:
+                return
+            trace.emit("sandbox_refused", parent_id=getattr(session, "session_event_id", None),
+                       host=host, port=port, scheme=scheme, reason="not in capabilities.network.allow")
 
         await box.serve(refused)
 

@@ -134,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
                          "missing": list(support.notes)}
     capsule_info = report.get("capsule")
     if isinstance(capsule_info, dict) and capsule_info.get("achieved"):
-        lines.append(f"sandbox: capsule {capsule_info.get('name')} runs at {capsule_info['achieved']}")
+        lines.append(f"sandbox: capsule {capsule_info.get('name')} runs at {capsule_info['achieved']}"
+                     + (f" ({capsule_info['class_source']})" if capsule_info.get("class_source") else "")
+                     + f": {capsule_info.get('class_meaning', '')}")
     problem = force_problem(os.environ)
     if problem is not None:
         bad = error("E-RUN-011", problem, hint="unset it to let the host decide, or set MURMUR_CONTAINMENT=groups")
@@ -211,9 +213,11 @@ def _check_capsule(
             False,
         )
     lines.append(f"  ✓ {manifest.name} {manifest.version} {peers} {door}")
-    from murmur.sandbox.classes import resolve_class
+    from murmur.sandbox.classes import class_source, meaning, resolve_class
 
-    achieved = resolve_class(manifest.capabilities.containment, None, os.environ).value
+    klass = resolve_class(manifest.capabilities.containment, None, os.environ)
+    achieved = klass.value
+    source = class_source(manifest.capabilities.containment, None, os.environ)
     from murmur.cli.doctor_artifact import capsule_components
 
     component_lines, components = capsule_components(manifest)
@@ -223,6 +227,8 @@ def _check_capsule(
             "path": shown,
             "ok": True,
             "achieved": achieved,
+            "class_source": source[0] if source else None,
+            "class_meaning": meaning(klass),
             "components": components,
             "name": manifest.name,
             "version": manifest.version,

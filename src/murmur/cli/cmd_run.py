@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="extra start-up lines on stderr")
     parser.add_argument("--no-env-file", action="store_true", help="do not read ./.env")
     parser.add_argument(
-        "--containment", choices=("advisory", "scoped", "sealed"), help="raise the containment floor (only advisory is achieved)"
+        "--containment", choices=("advisory", "scoped", "sealed"), help="raise the containment class of this run (never lowers the manifest's floor; spec/containment.md)"
     )
     parser.add_argument(
         "--system-prompt", metavar="TEXT", help="use this system prompt for this run (agent capsules; replaces the manifest's)"

@@ -39,7 +39,10 @@ def _human_ready(console: Console, ready: Mapping[str, Any], *, verbose: bool) -
 REASON_LINES = 5
 """At most this many lines of a failed deciding task's reason reach the terminal."""
 REASON_LINE_CHARS = 240
-"""Each shown line is cut to this many characters."""
+"""A longer line is wrapped (at spaces where it has them) onto indented continuation lines."""
+REASON_LINE_MAX = 1200
+"""A line is cut only past this many characters (a refusal's sentence is far shorter, so the
+grant it names is never cut off)."""
 
 
 def reason_text(reason: str) -> str:
@@ -49,13 +52,20 @@ def reason_text(reason: str) -> str:
         reason (str): the deciding task's failure text (also in ``out/result.txt``).
 
     Returns:
-        str: at most :data:`REASON_LINES` lines of at most :data:`REASON_LINE_CHARS` characters
-        each (plus the prefix); a final ``  …`` line when anything was left out.
+        str: at most :data:`REASON_LINES` lines of the reason, each wrapped at
+        :data:`REASON_LINE_CHARS` characters (cut with ``…`` only past
+        :data:`REASON_LINE_MAX`); a final ``  …`` line when lines were left out.
     """
+    import textwrap
+
     lines = reason.strip("\n").splitlines() or [""]
-    shown = [ln if len(ln) <= REASON_LINE_CHARS else ln[: REASON_LINE_CHARS - 1] + "…"
-             for ln in lines[:REASON_LINES]]
-    out = [f"reason: {shown[0]}", *(f"  {ln}" for ln in shown[1:])]
+    out: list[str] = []
+    for i, ln in enumerate(lines[:REASON_LINES]):
+        if len(ln) > REASON_LINE_MAX:
+            ln = ln[: REASON_LINE_MAX - 1] + "…"
+        parts = textwrap.wrap(ln, REASON_LINE_CHARS, break_on_hyphens=False) or [""]
+        lead = "reason: " if i == 0 else "  "
+        out += [lead + parts[0], *(("    " if i else "  ") + p for p in parts[1:])]
     if len(lines) > REASON_LINES:
         out.append("  …")
     return "\n".join(out)

@@ -277,12 +277,12 @@ class _PlanRun:
         how = f"exited with status {done.exit_code}" if done.exit_code > 0 else f"was killed by signal {-done.exit_code}"
         detail = _tail(stderr)
         reason = f"`{done.binary}` {how}" + (f": {detail}" if detail else "")
-        if done.sandbox is not None:  # first, so a shortened reason still says it
-            reason = f"`{done.binary}` {how}: {done.sandbox}" + (f" ({detail})" if detail else "")
+        if done.sandbox is not None:  # the grant sentence first, then what the command said
+            reason = f"{done.sandbox} (`{done.binary}` {how}" + (f": {detail})" if detail else ")")
         if done.denied is not None:
             deny = self.ctx.services.denied_binary
-            reason += "\n" + (deny(done.denied) if deny is not None else denied_binary(
-                done.denied, self.ctx.manifest.name, self.ctx.manifest.shell_allow))
+            reason += "\n" + (deny(done.denied, kernel=True) if deny is not None else denied_binary(
+                done.denied, self.ctx.manifest.name, self.ctx.manifest.shell_allow, kernel=True))
         return StepResult(FAILED, output=stdout, stdout=stdout, stderr=stderr, exit_code=done.exit_code, reason=reason)
 
     async def _capsule(self, step: Step, action: CapsuleAction, scope: Scope) -> StepResult:

@@ -145,7 +145,7 @@ def session_capsules(formation_id: str, names: Sequence[str]) -> dict[str, tuple
 
 
 def member_refusal(member: str, callees: Sequence[str], formation_id: str,
-                   manifest: Manifest) -> Callable[[str], str]:
+                   manifest: Manifest) -> Callable[..., str]:
     """The denied-binary message maker for a running formation member.
 
     The routes are those the member may already use: its own callees (and what they reach
@@ -154,7 +154,7 @@ def member_refusal(member: str, callees: Sequence[str], formation_id: str,
     holds a binary its parent lacks.
     """
 
-    def refuse(binary: str) -> str:
+    def refuse(binary: str, *, kernel: bool = False) -> str:
         running = session_capsules(formation_id, ())
         me = Member(member, Capsule(manifest.name, "", manifest), False, tuple(callees))
         others = [Member(name, cap, False, tuple(calls)) for name, (cap, calls) in running.items()
@@ -162,7 +162,7 @@ def member_refusal(member: str, callees: Sequence[str], formation_id: str,
         formation = Formation("roster.yaml", (me, *others))
         catalog = Catalog((), formation)
         ready, _blocked = routes_for(catalog, Asker(member, me.capsule, me), holds(binary), binary=binary)
-        return denied_binary(binary, member, manifest.shell_allow, delegate_line(ready))
+        return denied_binary(binary, member, manifest.shell_allow, delegate_line(ready), kernel=kernel)
 
     return refuse
 

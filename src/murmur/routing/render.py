@@ -30,6 +30,14 @@ def _flag(h: Holder, edited: Mapping[str, str]) -> str:
     return "  PROFILE EDITED SINCE START" if h.capsule.edited else ""
 
 
+_CLASS_LINE = {
+    "scoped": "the kernel holds exec, writes and net to these lines",
+    "sealed": ("the kernel holds exec, writes and net to these lines, in a root of its own (the workdir, "
+               "the runtime trees, a fixed /etc and /dev)"),
+}
+"""The ``class`` line of a row whose capsule declares scoped or sealed (spec/routing.md)."""
+
+
 def _holder_lines(h: Holder, edited: Mapping[str, str]) -> list[str]:
     c = h.capsule
     m = c.manifest
@@ -42,6 +50,9 @@ def _holder_lines(h: Holder, edited: Mapping[str, str]) -> list[str]:
     lines.append(f"      exec   {', '.join(m.shell_allow) or 'none'}")
     lines.append(f"      writes {_writes(h)}")
     lines.append(f"      net    {', '.join(m.network_allow) or 'none'}")
+    klass = m.capabilities.containment
+    if klass is not None and klass.value in _CLASS_LINE:
+        lines.append(f"      class  {klass.value}: {_CLASS_LINE[klass.value]}")
     if m.spawn_allow:
         lines.append(f"      spawn  {', '.join(m.spawn_allow)}")
     skills = skills_of(c)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from murmur import lazy
 
 if TYPE_CHECKING:
-    from murmur.sandbox.classes import denied_exec, explain, resolve_class
+    from murmur.sandbox.classes import denied_exec, explain, resolve_class, shim
     from murmur.sandbox.compiled import Sandbox, SandboxError, compile, refusal
     from murmur.sandbox.confine import Confined, Confinement, from_wire
     from murmur.sandbox.host import HOST_ENV, HostSupport, probe
@@ -44,12 +44,13 @@ __all__ = [
     "probe",
     "refusal",
     "resolve_class",
+    "shim",
     "stopped_by",
     "uninstall",
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "classes": ["denied_exec", "explain", "resolve_class"],
+    "classes": ["denied_exec", "explain", "resolve_class", "shim"],
     "compiled": ["Sandbox", "SandboxError", "compile", "refusal"],
     "confine": ["Confined", "Confinement", "from_wire"],
     "installed": ["current", "install", "uninstall"],

@@ -42,13 +42,19 @@ class SandboxError(MurmurError):
         super().__init__(diagnostic.message)
 
 
-def refusal(klass: Containment, lacks: tuple[str, ...], source: str = "the containment floor") -> Diagnostic:
-    """The ``E-CAP-003`` refusal: ``klass`` asked for, and what this host lacks for it."""
+def refusal(klass: Containment, lacks: tuple[str, ...], source: str = "the containment floor",
+            why: tuple[str, str] | None = None) -> Diagnostic:
+    """The ``E-CAP-003`` refusal: ``klass`` asked for, and what this host lacks for it.
+
+    ``why`` (:func:`murmur.sandbox.classes.class_source`) names what set the class and how to
+    lower it; without it the hint names both ways a capsule's class is set.
+    """
+    said = f" ({why[0]})" if why else ""
+    lower = why[1] if why else "lower the floor (`capabilities.containment`, `mur run --containment`)"
     return error(
         "E-CAP-003",
-        f"{source} is {klass.value}, but this host cannot back it: it lacks {'; '.join(lacks)}",
-        hint="run on a host that has these (see `mur doctor`), or lower the floor "
-             "(`capabilities.containment`, `mur run --containment`)",
+        f"{source} is {klass.value}{said}, but this host cannot back it: it lacks {'; '.join(lacks)}",
+        hint=f"run on a host that has these (see `mur doctor`), or {lower}",
     )
 
 
@@ -90,10 +96,20 @@ class Sandbox:
             for port, listener in self._ns.relays.items():
                 nursery.start_soon(serve_relay, listener, port)
 
-    def harness_confinement(self, executable: str, home: str) -> Confined | None:
+    def harness_confinement(self, executable: str, home: str, helpers: Sequence[str] = (),
+                            ro: Sequence[str] = (), unix_sockets: bool = False) -> Confined | None:
         """The confinement of an agent CLI (Claude Code, Codex) this session runs: the session's
-        grants plus what the CLI needs (its own start closure and install tree, read-only, and
-        its ``HOME``, writable). Compiled once per CLI and kept; None under advisory.
+        grants plus what the CLI needs. Compiled once per CLI and kept; None under advisory.
+
+        Added to the session's rules: the CLI's own start closure and install tree
+        (read-only), its ``HOME`` (writable), ``/proc`` (read-only: a runtime reads its own
+        ``/proc/self/maps`` to find its stack — Claude Code aborts without it — and Landlock
+        cannot name ``/proc/self`` alone; another process's memory-backed entries stay
+        refused by Landlock's ptrace scoping), and ``helpers``: programs the CLI itself runs
+        (the shell its Bash tool and key helper use, the interpreter of murmur's PreToolUse
+        hook), executable with their start closures, and ``ro`` read-only. A shell granted
+        here runs only what the session's rules let it ``exec``. ``unix_sockets`` keeps
+        ``socket(AF_UNIX)`` (the hook's deny socket).
 
         The CLI reaches its provider through the session's egress proxy: the provider host is
         added to the proxy's rules by :meth:`allow_provider`.
@@ -101,20 +117,23 @@ class Sandbox:
         base = self._confined
         if base is None:
             return None
-        key = (executable, home)
+        key = (executable, home, tuple(helpers), tuple(ro), unix_sockets)
         if key not in self._harness:
             real = os.path.realpath(executable)
-            tree = os.path.dirname(real)
+            tree, platform = _install_tree(real)
             extra = pol.Policy(
-                klass=self.policy.klass, workdir=self.policy.workdir, allow=(),
-                search_path=self.policy.search_path, rw=(home,), ro=(tree,),
+                klass=self.policy.klass, workdir=self.policy.workdir, allow=tuple(helpers),
+                search_path=self.policy.search_path, rw=(home,), ro=(tree, *ro),
             )
             rules = [*base.rules, *pol.rules(extra)]
             closure = elf.start_closure(executable, self.policy.search_path)
             rules += [landlock.Rule(p, landlock.EXECUTE | landlock.READ_FILE) for p in closure.executables]
             rules += [landlock.Rule(p, landlock.READ_FILE) for p in closure.libraries]
+            rules += [landlock.Rule(p, landlock.READ | landlock.EXECUTE) for p in platform]
+            rules.append(landlock.Rule("/proc", landlock.READ))
             fd = landlock.build(rules, base.abi)
-            self._harness[key] = attrs.evolve(base, ruleset=fd, rules=tuple(rules))
+            bpf = seccomp.program(unix_sockets=True) if unix_sockets else base.bpf
+            self._harness[key] = attrs.evolve(base, ruleset=fd, rules=tuple(rules), bpf=bpf)
         return self._harness[key]
 
     def allow_provider(self, endpoint: str | None) -> None:
@@ -144,6 +163,33 @@ class Sandbox:
             self._ns.close()
         if self.pids is not None:
             self.pids.remove()
+
+
+def _install_tree(real: str) -> tuple[str, tuple[str, ...]]:
+    """An agent CLI's install tree (read-only) and the platform packages it runs binaries from
+    (read and execute): for an npm package, the directory holding its ``package.json`` and
+    the ``optionalDependencies`` installed beside it (Codex's ``codex.js`` starts the native
+    ``@openai/codex-linux-x64/vendor/…/bin/codex``); else the executable's directory."""
+    import json
+
+    here = os.path.dirname(real)
+    while (here not in ("/", "") and not os.path.isfile(os.path.join(here, "package.json"))
+           and os.path.basename(os.path.dirname(here)) != "node_modules"):
+        here = os.path.dirname(here)
+    manifest = os.path.join(here, "package.json")
+    if not os.path.isfile(manifest):
+        return os.path.dirname(real), ()
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            optional = json.load(f).get("optionalDependencies") or {}
+    except (OSError, ValueError, AttributeError):
+        optional = {}
+    modules = here
+    while modules not in ("/", "") and os.path.basename(modules) != "node_modules":
+        modules = os.path.dirname(modules)
+    found = tuple(os.path.join(modules, name) for name in optional
+                  if isinstance(name, str) and os.path.isdir(os.path.join(modules, name)))
+    return here, found
 
 
 class _LiveAllow(Sequence[str]):
@@ -189,6 +235,12 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
         raise SandboxError(refusal(policy.klass, lacks))
     nss = None
     try:
+        home = policy.rw[0] if policy.rw else policy.workdir
+        if policy.sealed and policy.etc_dir:  # before the rules: a rule needs the file to exist
+            os.makedirs(policy.etc_dir, mode=0o700, exist_ok=True)
+            for name, text in namespaces.accounts(os.getuid(), home).items():
+                with open(os.path.join(policy.etc_dir, name), "w", encoding="utf-8") as f:
+                    f.write(text)
         rules = pol.rules(policy)
         ruleset = landlock.build(rules, support.landlock_abi)
         bpf = seccomp.program(unix_sockets=policy.unix_sockets)
@@ -203,16 +255,20 @@ def compile(policy: pol.Policy, host: HostSupport | None = None) -> Sandbox:
                 trees += [t for t in pol.interpreter_trees(c.executables) if _outside_trees([t + "/"])]
                 for tree in trees:
                     files += pol.extension_libraries(tree)
+                venv = pol.venv_of(path)
+                if venv is not None:  # its pyvenv.cfg and site-packages, at their own paths
+                    files.append(venv[0])
+                    trees += list(venv[1])
                 hop = path
                 while os.path.islink(hop) and len(links) < 64:
                     links.append((hop, os.readlink(hop)))
                     hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
             plan = namespaces.RootPlan(
-                rw=(policy.workdir, *policy.rw), files=_outside_trees(files),
-                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees])),
+                rw=(policy.workdir, *policy.rw, *policy.binds_rw), files=_outside_trees(files),
+                ro_dirs=tuple(dict.fromkeys([*policy.ro, *trees,
+                                             *(b for b in policy.binds if _outside_trees([b + "/"]))])),
                 links=tuple(lk for lk in links if _outside_trees([lk[0]])),
-                workdir_exec=policy.workdir_exec, uid=os.getuid(),
-                home=policy.rw[0] if policy.rw else policy.workdir)
+                workdir_exec=policy.workdir_exec, uid=os.getuid(), home=home, etc_dir=policy.etc_dir)
         nss = namespaces.build(policy.loopback_ports, plan)
     except OSError as exc:
         if nss is not None:

@@ -108,22 +108,37 @@ def from_manifest(manifest: object) -> Limits:
     return Limits(**{f: getattr(res, f, None) for f in attrs.fields_dict(Limits)})
 
 
+_FORK_FAILED = ("cannot fork", "can't fork", "fork: retry", "fork: resource temporarily unavailable",
+                "resource temporarily unavailable", "blockingioerror")
+_OUT_OF_MEMORY = ("memoryerror", "cannot allocate memory", "out of memory")
+
+
 def stopped_by(limits: Limits, exit_code: int, stderr: bytes) -> str | None:
-    """The ceiling that stopped a command, worded for its error, or None when none did.
+    """The ceiling that stopped a command, worded for its error (the manifest key that would
+    allow it first, with its figure), or None when none did.
 
     Evidence: ``SIGXCPU`` is the CPU ceiling; a ``fork`` that failed for lack of processes
-    or an allocation that failed under an address-space ceiling is read from the command's
-    stderr (``Resource temporarily unavailable``, ``MemoryError``, ``Cannot allocate memory``).
+    (dash ``Cannot fork``, bash ``fork: retry``, busybox ``can't fork``, ``Resource temporarily
+    unavailable``, Python's ``BlockingIOError``) or an allocation that failed under an
+    address-space ceiling (``MemoryError``, ``Cannot allocate memory``) is read from the
+    command's stderr. The process ceiling named is the lower of ``max_processes`` and
+    ``cgroup_pids_max`` (the one that binds first)::
+
+        raising capabilities.resources.max_processes (now 8 processes) would allow it: the process-count ceiling stopped it (a fork failed)
     """
-    text = stderr.decode("utf-8", "replace")
+    text = stderr.decode("utf-8", "replace").lower()
     if exit_code == -signal.SIGXCPU and limits.cpu_seconds is not None:
-        return f"capabilities.resources.cpu_seconds ({limits.cpu_seconds} s of CPU) stopped it"
-    if limits.max_processes is not None and ("Resource temporarily unavailable" in text
-                                             or "BlockingIOError" in text or "fork: retry" in text):
-        return f"capabilities.resources.max_processes ({limits.max_processes} processes) stopped it"
-    if limits.memory_bytes is not None and ("MemoryError" in text or "Cannot allocate memory" in text
-                                            or "out of memory" in text.lower()):
-        return f"capabilities.resources.memory_bytes ({limits.memory_bytes} bytes) stopped it"
+        return (f"raising capabilities.resources.cpu_seconds (now {limits.cpu_seconds} s of CPU) would allow "
+                "it: that ceiling stopped it")
+    pids = [(n, k) for k, n in (("max_processes", limits.max_processes), ("cgroup_pids_max", limits.cgroup_pids_max))
+            if n is not None]
+    if pids and any(e in text for e in _FORK_FAILED):
+        figure, key = min(pids)
+        return (f"raising capabilities.resources.{key} (now {figure} processes) would allow it: the "
+                "process-count ceiling stopped it (a fork failed)")
+    if limits.memory_bytes is not None and any(e in text for e in _OUT_OF_MEMORY):
+        return (f"raising capabilities.resources.memory_bytes (now {limits.memory_bytes} bytes) would allow "
+                "it: that memory ceiling stopped it")
     return None
 
 

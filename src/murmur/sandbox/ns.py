@@ -46,6 +46,9 @@ class RootPlan:
         workdir_exec (bool): the workdir may hold executables (else it is mounted ``noexec``).
         uid (int): the uid commands run as (for the synthetic ``/etc/passwd``).
         home (str): the ``HOME`` the synthetic passwd names.
+        etc_dir (str | None): a host directory holding the synthetic ``passwd`` and ``group``
+            (:func:`accounts`), bound at ``/etc/passwd`` and ``/etc/group`` so that a Landlock
+            rule on them holds inside; None: they are written into the root (unreadable there).
     """
 
     rw: tuple[str, ...]
@@ -55,6 +58,16 @@ class RootPlan:
     workdir_exec: bool = False
     uid: int = 0
     home: str = "/"
+    etc_dir: str | None = None
+
+
+def accounts(uid: int, home: str) -> dict[str, str]:
+    """The synthetic ``passwd`` and ``group`` of a sealed root: ``root``, and ``capsule`` for a
+    non-root uid; no host account name appears (pure)."""
+    if uid:
+        return {"passwd": f"root:x:0:0:root:/root:/bin/sh\ncapsule:x:{uid}:{uid}:capsule:{home}:/bin/sh\n",
+                "group": f"root:x:0:\ncapsule:x:{uid}:\n"}
+    return {"passwd": f"root:x:0:0:root:{home}:/bin/sh\n", "group": "root:x:0:\n"}
 
 
 @attrs.define
@@ -140,6 +153,12 @@ def _compose(plan: RootPlan) -> None:
     wanted = [*RUNTIME_TREES, *plan.ro_dirs, *plan.rw, *plan.files,
               *[e for e in ETC_GRANT if e not in ("/etc/passwd", "/etc/group")],
               *[f"/dev/{d}" for d in SEALED_DEVICES]]
+    etc: list[tuple[str, int]] = []  # (name, O_PATH fd) of the synthetic accounts files
+    for name in (("passwd", "group") if plan.etc_dir else ()):
+        try:
+            etc.append((name, os.open(os.path.join(plan.etc_dir or "", name), os.O_PATH | os.O_CLOEXEC)))
+        except OSError:
+            pass
     for path in dict.fromkeys(wanted):
         if os.path.islink(path) and path in RUNTIME_TREES:
             links.append((path, os.readlink(path)))
@@ -169,9 +188,12 @@ def _compose(plan: RootPlan) -> None:
         if not os.path.lexists(root + path):
             os.symlink(dest, root + path)
     os.makedirs(root + "/etc", exist_ok=True)
-    _write(root + "/etc/passwd", f"root:x:0:0:root:/root:/bin/sh\ncapsule:x:{plan.uid}:{plan.uid}:capsule:"
-                                 f"{plan.home}:/bin/sh\n" if plan.uid else f"root:x:0:0:root:{plan.home}:/bin/sh\n")
-    _write(root + "/etc/group", f"root:x:0:\ncapsule:x:{plan.uid}:\n" if plan.uid else "root:x:0:\n")
+    for name, text in accounts(plan.uid, plan.home).items():
+        if not any(n == name for n, _fd in etc):
+            _write(f"{root}/etc/{name}", text)
+    for name, fd in etc:
+        _bind(f"/proc/self/fd/{fd}", _placeholder(root, f"/etc/{name}", False), ro=True)
+        os.close(fd)
     os.makedirs(root + "/proc", exist_ok=True)
     kernel.mount("/proc", root + "/proc", None, kernel.MS_BIND | kernel.MS_REC)
     os.makedirs(root + "/tmp", exist_ok=True)

@@ -20,7 +20,8 @@ from murmur.sandbox import elf
 from murmur.sandbox import landlock as ll
 from murmur.sandbox.limits import Limits
 
-__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "interpreter_trees", "rules"]
+__all__ = ["DEVICES", "ETC_GRANT", "RUNTIME_TREES", "Policy", "extension_libraries", "interpreter_trees", "rules",
+           "venv_of"]
 
 DEVICES = (("/dev/null", ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE), ("/dev/zero", ll.READ_FILE),
            ("/dev/urandom", ll.READ_FILE))
@@ -59,6 +60,14 @@ class Policy:
         loopback_ports (tuple[int, ...]): host loopback ports relayed into the namespace.
         unix_sockets (bool): ``socket(AF_UNIX)`` is allowed (``network.unix_sockets`` or links).
         limits (Limits): per-command ceilings.
+        binds (tuple[str, ...]): sealed: further host paths bound read-only into the root, with
+            no Landlock grant of their own (an agent CLI's install tree and interpreter, which
+            its own ruleset grants: :meth:`murmur.sandbox.Sandbox.harness_confinement`).
+        binds_rw (tuple[str, ...]): sealed: further host directories bound writable (an agent
+            CLI's ``HOME`` directories), likewise.
+        etc_dir (str | None): sealed: where the synthetic ``/etc/passwd`` and ``/etc/group``
+            are written on the host (``<records>/sandbox``), so that they are readable inside;
+            None: they are unreadable there.
     """
 
     klass: Containment
@@ -73,6 +82,9 @@ class Policy:
     loopback_ports: tuple[int, ...] = ()
     unix_sockets: bool = False
     limits: Limits = attrs.field(factory=Limits)
+    binds: tuple[str, ...] = ()
+    binds_rw: tuple[str, ...] = ()
+    etc_dir: str | None = None
 
     @property
     def sealed(self) -> bool:
@@ -90,7 +102,8 @@ class Policy:
 
 
 def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env: Mapping[str, str],
-                  loopback_ports: Sequence[int] = (), links: bool = False) -> Policy:
+                  loopback_ports: Sequence[int] = (), links: bool = False,
+                  records: Path | None = None) -> Policy:
     """A session's policy from its manifest, class and command environment.
 
     Args:
@@ -100,6 +113,10 @@ def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env:
         env (Mapping[str, str]): the command environment (``PATH``, ``HOME``, ``TMPDIR``).
         loopback_ports (Sequence[int]): host loopback ports the capsule is granted.
         links (bool): the session serves a capability socket (``AF_UNIX`` stays allowed).
+        records (Path | None): the records directory; with an agent CLI (``transport:
+            process``) under sealed, its ``harness`` directory (the CLIs' ``HOME``s) is bound
+            writable and the CLI's install tree and murmur's interpreter read-only
+            (:func:`cli_binds`).
     """
     from murmur.sandbox.limits import from_manifest as limits_of
 
@@ -122,7 +139,38 @@ def from_manifest(manifest: Manifest, klass: Containment, *, workdir: Path, env:
         loopback_ports=tuple(loopback_ports),
         unix_sockets=bool(net is not None and net.unix_sockets) or links,
         limits=limits_of(manifest),
+        **(cli_binds(manifest, env, records) if klass is Containment.SEALED else {}),
+        etc_dir=str(records / "sandbox") if records is not None and klass is Containment.SEALED else None,
     )
+
+
+def cli_binds(manifest: Manifest, env: Mapping[str, str], records: Path | None) -> dict[str, tuple[str, ...]]:
+    """Sealed: what an agent CLI (``transport: process``) needs present in the composed root
+    (``{"binds": …, "binds_rw": …}``; empty for any other workload). Bound generously — the
+    CLI's ``node_modules`` (or directory), murmur's interpreter prefixes and ``sys.path``
+    directory — since presence is not access: the CLI's own ruleset still decides what it may
+    read, write and execute."""
+    import sys
+
+    inference = manifest.inference
+    if inference is None or getattr(inference.transport, "value", inference.transport) != "process":
+        return {}
+    command = (inference.command or "").split()[:1]
+    found = shutil.which(command[0], path=env.get("PATH", "")) if command else None
+    if not found:
+        return {}
+    real = os.path.realpath(found)
+    top = real
+    while top not in ("/", "") and os.path.basename(top) != "node_modules":
+        top = os.path.dirname(top)
+    binds = [top if top not in ("/", "") else os.path.dirname(real), os.path.dirname(os.path.abspath(found))]
+    import murmur
+
+    binds += [sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(murmur.__file__)))]
+    rw = [str(records / "harness")] if records is not None else []
+    for d in rw:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    return {"binds": tuple(dict.fromkeys(binds)), "binds_rw": tuple(rw)}
 
 
 def _rw_rights(exec_ok: bool) -> int:
@@ -170,6 +218,11 @@ def rules(policy: Policy) -> list[ll.Rule]:
         for tree in interpreter_trees(closure.executables):
             out.append(ll.Rule(tree, ll.READ))
             out += [ll.Rule(p, ll.READ_FILE) for p in extension_libraries(tree)]
+        venv = venv_of(path)
+        if venv is not None:
+            cfg, libs = venv
+            out.append(ll.Rule(cfg, ll.READ_FILE))
+            out += [ll.Rule(d, ll.READ) for d in libs]
     out.append(ll.Rule("/etc/ld.so.cache", ll.READ_FILE))
     if policy.sealed:
         out += [ll.Rule(f"/dev/{d}", ll.READ_FILE | (0 if d in ("random", "urandom") else
@@ -178,6 +231,8 @@ def rules(policy: Policy) -> list[ll.Rule]:
         out += [ll.Rule(p, ll.READ) for p in runtime_read_dirs()]
         out += [ll.Rule(p, ll.READ if os.path.isdir(p) else ll.READ_FILE) for p in ETC_GRANT if p != "/etc/passwd"
                 and p != "/etc/group"]
+        if policy.etc_dir:  # the synthetic accounts files, written by compile, bound at /etc
+            out += [ll.Rule(os.path.join(policy.etc_dir, n), ll.READ_FILE) for n in ("passwd", "group")]
     else:
         out += [ll.Rule(p, r) for p, r in DEVICES]
     return out
@@ -220,6 +275,27 @@ def extension_libraries(root: str) -> list[str]:
             if name.endswith(".so"):
                 out += elf.start_closure(os.path.join(dirpath, name)).libraries
     return list(dict.fromkeys(out))
+
+
+def venv_of(binary: str) -> tuple[str, tuple[str, ...]] | None:
+    """A granted binary that is a virtual environment's interpreter: ``(its pyvenv.cfg, its
+    library directories)``, or None (pure apart from looking at the files).
+
+    ``binary`` is the path as found on ``PATH``, before symlinks are resolved: a venv's
+    ``bin/python3`` is a symlink into a base interpreter elsewhere (whose tree
+    :func:`interpreter_trees` grants), and CPython finds the venv by reading ``pyvenv.cfg``
+    beside or above the path it was started as. The library directories (``lib``, ``lib64``
+    where it is a directory of its own) hold the venv's ``site-packages``; both are read-only.
+    """
+    if not os.path.basename(binary).startswith("python"):
+        return None
+    here = os.path.dirname(os.path.abspath(binary))
+    for root in (here, os.path.dirname(here)):
+        cfg = os.path.join(root, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            libs = [os.path.join(root, n) for n in ("lib", "lib64")]
+            return cfg, tuple(d for d in libs if os.path.isdir(d) and not os.path.islink(d))
+    return None
 
 
 def interpreter_trees(executables: Sequence[str]) -> list[str]:

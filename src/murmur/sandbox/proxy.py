@@ -5,7 +5,10 @@ and connects out from the session process, in the host's namespace. Two request 
 
 * ``CONNECT host:port HTTP/1.1`` — a tunnel; decided as scheme ``https`` on that port;
 * an absolute URI (``GET http://host[:port]/path HTTP/1.1``) — decided as scheme ``http``,
-  forwarded with the request line rewritten to origin form.
+  forwarded with the request line rewritten to origin form, and ``Connection: close`` both ways
+  (on the request, and on the response head in place of the origin's connection headers): one
+  request per connection, so a client that would reuse it (Claude Code's fetch does) opens a
+  new one, whose request is decided and rewritten in its turn.
 
 The decision is :func:`decide`: the ``network.allow`` coverage rules of spec/manifest.md
 (:mod:`murmur.manifest.netallow`). A refused request gets ``403`` with a one-line reason and
@@ -75,9 +78,35 @@ def parse_head(head: bytes) -> tuple[str, str, int, bytes] | None:
     path = url.path or "/"
     if url.query:
         path += "?" + url.query
-    headers = [h for h in rest.split("\r\n") if not h.lower().startswith("proxy-")]
+    headers = _without_connection(rest.split("\r\n"))
     new = "\r\n".join([f"{method} {path} {version}", *headers])
     return "http", url.hostname, port_num or 80, new.encode("latin-1")
+
+
+_HOP = ("proxy-", "connection:", "keep-alive:")
+
+
+def _without_connection(lines: list[str]) -> list[str]:
+    """Header lines without ``Proxy-*``, ``Connection`` and ``Keep-Alive``, then ``Connection:
+    close``, then the empty lines that ended ``lines`` (a head split on CRLF ends in two)."""
+    trailing = len(lines) - len("\n".join(lines).rstrip("\n").split("\n")) if any(lines) else 0
+    kept = [h for h in lines[: len(lines) - trailing] if not h.lower().startswith(_HOP)]
+    return [*kept, "Connection: close", *([""] * trailing)]
+
+
+async def _answer_closing(upstream: trio.SocketStream, client: trio.SocketStream) -> None:
+    """Relay the origin's answer with ``Connection: close`` in its head, then the rest as is."""
+    try:
+        got = await _read_head(upstream)
+        if got is None:
+            await client.send_eof()
+            return
+        head, rest = got
+        text = head.decode("latin-1").split("\r\n")
+        await client.send_all("\r\n".join(_without_connection(text)).encode("latin-1") + rest)
+        await _pipe(upstream, client)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
 
 
 async def _read_head(stream: trio.SocketStream) -> tuple[bytes, bytes] | None:
@@ -156,7 +185,13 @@ async def _handle(stream: trio.SocketStream, allow: Sequence[str], on_refused: R
         await upstream.aclose()
         await stream.aclose()
         return
-    await _splice(stream, upstream)
+    if scheme == "https":
+        await _splice(stream, upstream)
+        return
+    async with stream, upstream, trio.open_nursery() as n:
+        n.start_soon(_pipe, stream, upstream)
+        await _answer_closing(upstream, stream)
+        n.cancel_scope.cancel()  # answered: the connection ends (Connection: close)
 
 
 async def _serve(listener: socket.socket, handler: Callable[[trio.SocketStream], object]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import attrs
@@ -24,7 +25,19 @@ from murmur.agent.harness.sessions import HarnessMap
 from murmur.agent.thread import Conversations
 from murmur.errors import DiagnosticError
 from murmur.grants import denied_binary
-from murmur.manifest.model import Capabilities, Inference, Manifest, ShellCaps, Transport
+from murmur.manifest.model import (
+    Capabilities,
+    Containment,
+    Inference,
+    Manifest,
+    ShellCaps,
+    Transport,
+)
+from murmur.sandbox import compiled
+from murmur.sandbox.classes import CLASS_ENV
+from murmur.sandbox.host import probe
+from murmur.sandbox.installed import install, uninstall
+from murmur.sandbox.policy import from_manifest
 from murmur.workload import TaskContext, TaskOutcome, TaskServices
 
 from ..scripted import (
@@ -87,7 +100,8 @@ class TestInvocation:
         assert KEY not in blob
         assert inv.key_fifo == "murmur/key.fifo"
         settings = json.loads(inv.files["murmur/settings.json"])
-        assert settings["apiKeyHelper"] == f"cat {tmp_path / 'home' / 'murmur' / 'key.fifo'}"
+        assert settings["apiKeyHelper"] == (
+            f"IFS= read -r k < {tmp_path / 'home' / 'murmur' / 'key.fifo'}; printf '%s' \"$k\"")  # builtins only
         assert set(settings) == {"apiKeyHelper", "hooks"}
 
     def test_pretool_hook_in_the_settings(self, tmp_path: Path) -> None:
@@ -193,14 +207,20 @@ class TestParser:
 
 
 class Harness:
-    """A scripted server plus the environment a session would give the CLI."""
+    """A scripted server plus the environment a session would give the CLI.
+
+    ``klass`` (default ``MURMUR_SANDBOX_CLASS``, as the suites choose the class under test)
+    scoped or sealed: each run happens inside a sandbox compiled from the run's manifest at that
+    class, its egress proxy served for the run, as a session does (spec/containment.md)."""
 
     def __init__(self, tmp_path: Path, claude_bin: Path) -> None:
         self.tmp = tmp_path
         self.server = ScriptedServer(side)
-        self.shell_env = {"PATH": f"{claude_bin}:/usr/bin:/bin", "HOME": str(tmp_path / "records" / "home")}
+        self.shell_env = {"PATH": f"{claude_bin}:/usr/bin:/bin", "HOME": str(tmp_path / "records" / "home"),
+                          "TMPDIR": str(tmp_path / "records" / "tmp")}  # as a session's commands get
         self.environ = {"PATH": f"{claude_bin}:/usr/bin:/bin", "TEST_KEY": KEY}
         self.links_context: Path | None = None  # the session's links/context.md, when it has links
+        self.klass = Containment(os.environ.get(CLASS_ENV) or "advisory")
 
     def manifest(self, **kw: object) -> Manifest:
         return manifest(endpoint=self.server.url, **kw)  # type: ignore[arg-type]
@@ -211,8 +231,26 @@ class Harness:
         trace = FakeTrace(self.tmp / "trace.jsonl")
         ctx = attrs.evolve(task_context(m, self.tmp, trace, text=text, env=self.shell_env, services=services),
                            links_context=self.links_context)
-        with trio.fail_after(60):
-            outcome = await AgentWorkload(m, self.tmp, environ=self.environ).run_task(ctx)
+        work = AgentWorkload(m, self.tmp, environ=self.environ)
+        if self.klass is Containment.ADVISORY:
+            with trio.fail_after(60):
+                return await work.run_task(ctx), trace, ctx
+        lacks = probe().lacks(self.klass)
+        if lacks:
+            pytest.skip(f"this host cannot back {self.klass.value}: it lacks {'; '.join(lacks)}")
+        for key in ("HOME", "TMPDIR"):
+            os.makedirs(self.shell_env[key], exist_ok=True)
+        box = compiled.compile(from_manifest(m, self.klass, workdir=ctx.workdir, env=self.shell_env,
+                                             records=ctx.records_dir))
+        install(box)
+        try:
+            with trio.fail_after(60):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(box.serve)
+                    outcome = await work.run_task(ctx)
+                    nursery.cancel_scope.cancel()
+        finally:
+            uninstall()
         return outcome, trace, ctx
 
 
@@ -269,6 +307,31 @@ class TestRealClaudeCode:
         for path in files_under(harness.tmp):
             assert KEY.encode() not in path.read_bytes(), path
         assert not (harness.tmp / "records" / "harness" / ctx.task_id / "home" / "murmur" / "key.fifo").exists()
+
+    @pytest.mark.parametrize("klass", [Containment.SCOPED, Containment.SEALED], ids=lambda k: k.value)
+    async def test_the_cli_runs_inside_the_sandbox(self, harness: Harness, klass: Containment) -> None:
+        """Under scoped (sealed) the real CLI starts (it aborted with SIGABRT: its runtime reads
+        /proc/self/maps), reaches its provider through the egress proxy (a request per
+        connection), runs its Bash tool's shell, its key helper and murmur's PreToolUse hook, and
+        its commands carry the proxy; under advisory (the control) they do not."""
+        for run_class in (Containment.ADVISORY, klass):
+            harness.klass = run_class
+            harness.server.requests.clear()
+            harness.server.add(
+                Reply(an_tools(("toolu_1", "Bash", {"command": "echo inside-42 && env"}), msg_id="msg_a")),
+                Reply(an_tools(("toolu_2", "Bash", {"command": "touch made-by-model"}), msg_id="msg_b")),
+                Reply(an_text("done inside", msg_id="msg_c")),
+            )
+            outcome, _, ctx = await harness.run(harness.manifest())
+            assert (outcome.status, outcome.answer) == ("ok", "done inside"), (run_class, outcome)
+            first, second, third = harness.server.requests
+            assert first.headers["x-api-key"] == KEY  # the key helper ran (shell builtins only)
+            ran = _text(_tool_result(second)["content"])
+            assert "inside-42" in ran and KEY not in ran and "Permission denied" not in ran, ran
+            assert ("HTTPS_PROXY=http://127.0.0.1:" in ran) is (run_class is not Containment.ADVISORY), ran
+            refused = _text(_tool_result(third)["content"])  # the hook's refusal: murmur's interpreter ran
+            assert denied_binary("touch", "cc-agent", ("echo", "env")) in refused, refused
+            assert not (ctx.workdir / "made-by-model").exists()
 
     async def test_upstream_manifest_takes_endpoint_and_key_from_the_environment(self, harness: Harness) -> None:
         """An upstream quickstart capsule (no endpoint, no api_key) runs against the endpoint

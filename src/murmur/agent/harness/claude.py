@@ -36,6 +36,7 @@ Design: spec/agent.md, "Process transport".
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -138,7 +139,8 @@ class ClaudeCode:
             files[PROMPT_FILE] = instructions.encode("utf-8")
             argv += ["--append-system-prompt-file", str(request.home / PROMPT_FILE)]
         if request.api_key:
-            helper = f"cat {request.home / KEY_FIFO}"
+            # shell builtins only: inside a sandbox the helper's shell may exec nothing else
+            helper = f"IFS= read -r k < {shlex.quote(str(request.home / KEY_FIFO))}; printf '%s' \"$k\""
             fifo: str | None = KEY_FIFO
         else:
             helper, fifo = f"echo {_KEYLESS}", None

@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
@@ -379,12 +380,36 @@ async def run_harness_task(
         # The CLI runs inside the session's sandbox (spec/containment.md, "Agent CLIs"), and
         # reaches its provider through the egress proxy.
         box.allow_provider(endpoint or PROVIDER_DEFAULTS.get(protocol.name))
-        confinement = box.harness_confinement(executable, str(request.home))
+        confinement = box.harness_confinement(executable, str(request.home), *_cli_helpers(inv),
+                                               unix_sockets=inv.deny_socket is not None)
         if confinement is not None:
             env = confinement.environ(env)
     deny = request.home.joinpath(*PurePosixPath(inv.deny_socket).parts) if inv.deny_socket else None
     code, stderr = await _run_cli(ctx, inv, executable, env, run, fifo, key, confinement, deny)
     return _outcome(ctx, run, code, stderr)
+
+
+_SHELL_START = ("/etc/bash.bashrc", "/etc/profile", "/etc/profile.d")
+_TLS = ("/etc/ssl", "/etc/pki", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/usr/share/ca-certificates",
+        "/usr/lib/ssl")
+"""The TLS configuration and CA certificates a CLI reads to reach its provider (Node refuses to
+start when ``/etc/ssl/openssl.cnf`` exists but cannot be read)."""
+
+
+def _cli_helpers(inv: Invocation) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What an agent CLI runs of its own inside the sandbox (spec/containment.md "What runs
+    inside"): ``(programs, read-only directories)``. Every CLI runs its commands through a
+    shell (and Claude Code its key helper); a shell granted here still execs only what the
+    session's rules allow. Murmur's PreToolUse hook runs this interpreter with murmur's package."""
+    helpers: tuple[str, ...] = ("sh", "bash")
+    ro: tuple[str, ...] = (*_SHELL_START, *_TLS)  # what the shell reads as it starts; TLS
+    if inv.deny_socket is not None:
+        import murmur  # its package directory, for the hook
+
+        helpers += (sys.executable,)
+        # the sys.path entry holding the package: the import system lists that directory
+        ro += (os.path.dirname(os.path.dirname(os.path.abspath(murmur.__file__))),)
+    return helpers, ro
 
 
 PROVIDER_DEFAULTS = {"claude-code": "https://api.anthropic.com", "codex": "https://api.openai.com"}
