@@ -68,7 +68,7 @@ class Sandbox:
         self._ns = nss
         self.pids = pids
         self.closed = False
-        self._harness: dict[tuple[str, str], Confined] = {}
+        self._harness: dict[tuple[str, str, tuple[str, ...], tuple[str, ...], bool], Confined] = {}
         self._extra_allow: list[str] = []
 
     @property
