@@ -155,7 +155,8 @@ def test_every_address_form_resolves(tmp_path: Path, home: Path, form: str) -> N
     address = {"full": sid, "suffix": sid[-6:].upper(), "ordinal": "@1", "path": str(rec),
                "trace": str(rec / "trace.jsonl")}[form]
     setup = prepare(RunOptions(manifest=str(capsule(tmp_path)), workdir=str(work), no_env_file=True, resume=address),
-                    environ={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+                    # no gateway: its own session_start field is not what this test is about
+                    environ={"PATH": os.environ["PATH"], "MURMUR_GATEWAY": "off"}, cwd=tmp_path)
     assert setup.launch_context_id == "ctx_earlier"
     assert setup.trace_start_fields == {"resumed_from": str(rec), "context_id": "ctx_earlier"}
     assert setup.session_id not in (older, sid)

@@ -289,6 +289,7 @@ def clone_ledger(ledger: Ledger) -> Ledger:
     c._running = ledger._running
     c._pending = ledger._pending
     c._next_approval = ledger._next_approval
+    c._verdicts = {}  # the envelope-verdict memo: a fresh one is always right
     return c
 
 

@@ -242,9 +242,12 @@ def _endpoint_and_key(
     url_var, key_var = ENV_FALLBACK.get(protocol.name, ("", ""))
     endpoint = config.endpoint or (environ.get(url_var) or None if url_var else None)
     upstream = endpoint or _UPSTREAM.get(protocol.name)
-    gatewayed = via_gateway(upstream, environ) if upstream else None
+    # Under the tree's gateway the CLI holds a placeholder, and the root attaches the key its
+    # ``inference.api_key`` names. A CLI with no reference (its own login, or its own key
+    # variable) reaches its provider as before: the gateway has nothing to attach for it
+    # (spec/gateway.md "Addresses").
+    gatewayed = via_gateway(upstream, environ) if upstream and config.api_key_ref is not None else None
     if gatewayed is not None:
-        # Under the tree's gateway the CLI holds a placeholder (spec/gateway.md).
         return gatewayed, GATEWAY_PLACEHOLDER
     if config.api_key_ref is not None:
         key: str | None = resolve_api_key(config.api_key_ref, environ)
