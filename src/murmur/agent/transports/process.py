@@ -243,10 +243,11 @@ def _endpoint_and_key(
     endpoint = config.endpoint or (environ.get(url_var) or None if url_var else None)
     upstream = endpoint or _UPSTREAM.get(protocol.name)
     # Under the tree's gateway the CLI holds a placeholder, and the root attaches the key its
-    # ``inference.api_key`` names. A CLI with no reference (its own login, or its own key
-    # variable) reaches its provider as before: the gateway has nothing to attach for it
-    # (spec/gateway.md "Addresses").
-    gatewayed = via_gateway(upstream, environ) if upstream and config.api_key_ref is not None else None
+    # ``inference.api_key`` names. A manifest that names neither a key nor an endpoint (the
+    # CLI's own login, its own base-URL and key variables) is left to the CLI: the gateway has
+    # nothing to attach for it (spec/gateway.md "Addresses").
+    named = config.api_key_ref is not None or config.endpoint is not None
+    gatewayed = via_gateway(upstream, environ) if upstream and named else None
     if gatewayed is not None:
         return gatewayed, GATEWAY_PLACEHOLDER
     if config.api_key_ref is not None:
