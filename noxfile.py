@@ -12,7 +12,7 @@ PYTHON = "3.11"
 def tests(session: nox.Session) -> None:
     """The whole test suite (what CI runs)."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -44,7 +44,7 @@ def demo(session: nox.Session) -> None:
 def soak(session: nox.Session) -> None:
     """The long repetition loops (the `soak` marker), which the default run leaves out."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "soak", *session.posargs)
+    session.run("python", "-m", "pytest", "-m", "soak", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -67,7 +67,7 @@ def loaded(session: nox.Session) -> None:
     try:
         for run in range(3):
             session.log(f"loaded run {run + 1} of 3 ({len(hogs)} busy loops)")
-            session.run("pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
+            session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
     finally:
         for hog in hogs:
             hog.kill()
