@@ -8,12 +8,18 @@ A request whose JSON body has ``"stream": true`` (Claude Code's Messages API cal
 reply's Anthropic message as Server-Sent Events, the way the Messages API streams it
 (``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``). Requests a
 test does not script (a CLI's side traffic) can be answered by ``side`` instead of the script.
+
+``keys`` (opt-in) makes it check the credential as a real provider does: a request whose
+``x-api-key`` (or ``Authorization: Bearer``) is none of ``keys`` is answered 401 in the
+provider's own error shape (:func:`refusal_401`: Anthropic's for a Messages API request,
+OpenAI's otherwise), recorded in ``refused`` and never given a scripted reply. Without
+``keys`` every request is answered (a keyless provider).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import attrs
@@ -54,13 +60,37 @@ class Received:
     body: object
 
 
+def carried_key(headers: Mapping[str, str]) -> str | None:
+    """The credential a request carries: ``x-api-key``, else ``Authorization: Bearer``."""
+    if "x-api-key" in headers:
+        return headers["x-api-key"]
+    auth = headers.get("authorization", "")
+    return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+
+
+def refusal_401(path: str, headers: Mapping[str, str]) -> bytes:
+    """A provider's answer to a wrong or missing key, in its own shape (the Anthropic API's for
+    a Messages API request or one carrying ``anthropic-version``; OpenAI's otherwise)."""
+    if "anthropic-version" in headers or path.split("?")[0].rstrip("/").endswith("/messages"):
+        body: dict[str, object] = {"type": "error", "error": {"type": "authentication_error",
+                                                              "message": "invalid x-api-key"}}
+    else:
+        body = {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                          "param": None, "code": "invalid_api_key"}}
+    return json.dumps(body).encode()
+
+
 class ScriptedServer:
-    """Serves :class:`Reply` objects in order; records every request."""
+    """Serves :class:`Reply` objects in order; records every request (see the module docstring
+    for ``keys``)."""
 
     def __init__(
-        self, side: Callable[[Received], Reply | None] | None = None
+        self, side: Callable[[Received], Reply | None] | None = None, *, keys: Collection[str] | None = None
     ) -> None:
         self.side = side  # answers unscripted requests (returns None to use the script)
+        self.keys = keys
+        self.refused: list[Received] = []  # requests answered 401 for their key (``keys`` set)
+        self.answered: list[Received] = []  # every request answered otherwise, side traffic included
         self.script: list[Reply] = []
         self.requests: list[Received] = []
         self.port = 0
@@ -105,6 +135,14 @@ class ScriptedServer:
                 raw, buf = buf[:length], buf[length:]
                 body = json.loads(raw) if raw else None
                 received = Received(method, path, headers, body)
+                if self.keys is not None and carried_key(headers) not in self.keys:
+                    self.refused.append(received)
+                    payload = refusal_401(path, headers)
+                    head = ["HTTP/1.1 401 Unauthorized", "content-type: application/json",
+                            f"content-length: {len(payload)}"]
+                    await stream.send_all(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+                    continue
+                self.answered.append(received)
                 reply = self.side(received) if self.side is not None else None
                 if reply is None:
                     self.requests.append(received)
