@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 import attrs
 import trio
 
-from .scripted import carried_key, refusal_401
+from .scripted import carried_key, read_request, refusal_401
 
 __all__ = [
     "ModelReply",
@@ -199,38 +199,22 @@ class ScriptedResponses:
         buf = b""
         try:
             while True:
-                while b"\r\n\r\n" not in buf:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    k, v = line.split(":", 1)
-                    headers[k.strip().lower()] = v.strip()
-                length = int(headers.get("content-length", "0"))
-                while len(buf) < length:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                raw, buf = buf[:length], buf[length:]
-                try:
-                    body: object = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw
-                req = Received(method, path, headers, body)
-                if self.keys is not None and carried_key(headers) not in self.keys:
-                    self.refused.append(req)
-                    status, ctype, payload = 401, "application/json", refusal_401(path, headers)
-                else:
-                    self.requests.append(req)
-                    status, ctype, payload = self._answer(req)
-                out = [f"HTTP/1.1 {status} X", f"content-type: {ctype}",
-                       f"content-length: {len(payload)}"]
-                await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+                got = await read_request(stream, buf)
+                if got is None:
+                    return
+                received, buf = got
+                await self.respond(stream, Received(received.method, received.path, received.headers, received.body))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
+
+    async def respond(self, stream: trio.SocketStream, req: Received) -> bool:
+        """Answer one request read from ``stream`` (always True: the connection stays)."""
+        if self.keys is not None and carried_key(req.headers) not in self.keys:
+            self.refused.append(req)
+            status, ctype, payload = 401, "application/json", refusal_401(req.path, req.headers)
+        else:
+            self.requests.append(req)
+            status, ctype, payload = self._answer(req)
+        out = [f"HTTP/1.1 {status} X", f"content-type: {ctype}", f"content-length: {len(payload)}"]
+        await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+        return True

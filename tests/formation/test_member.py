@@ -241,7 +241,7 @@ class TestJoin:
         m = join(launcher.env(p))
         assert m is not None and m.entry  # read at launch, the bad line noted on stderr
         m.take_line(b"{}", note=notes.append)
-        assert notes == ["ignored a formation channel line: the line is neither an addresses line nor a role line"]
+        assert notes == ["ignored a formation channel line: the line is neither an addresses, a callees nor a role line"]
 
     def test_hand_started_member_warns(self, launcher: LauncherDouble) -> None:
         """MURMUR_FORMATION_ID without a lifeline: W-RUN-007; a delegated child prints nothing."""

@@ -23,7 +23,15 @@ import httpx
 import pytest
 import trio
 
-from agent.scripted import Received, Reply, ScriptedServer, carried_key, files_under, oa_text, oa_tools
+from agent.scripted import (
+    Received,
+    Reply,
+    ScriptedServer,
+    carried_key,
+    files_under,
+    oa_text,
+    oa_tools,
+)
 from agent.test_e2e_run import Mur, capsule, mur_runner, start_mur  # noqa: F401
 from murmur import procstat
 from murmur.gateway import Gateway, KeyTable, Node, Tree, base_url, run_gateway, write_spend

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from murmur.diagnostics import FALLBACK_HINTS
 import pytest
 
+from murmur.diagnostics import FALLBACK_HINTS
 from murmur.gateway.keys import KeyClaim, KeyTable, claim_of, parse_claim
 from murmur.gateway.nodes import Node, Tree, clamp_allow, reaches
 from murmur.gateway.refusal import Refusal, body_for
