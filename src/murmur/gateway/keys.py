@@ -8,7 +8,7 @@ Specification: ``spec/gateway.md`` "Keys". Pure. Two sources, one rule:
 * a session's **claim** (:class:`KeyClaim`): what its manifest names for its own provider
   (the endpoint's origin and the ``${VAR}`` reference), handed to the gateway in its
   registration, with ``VAR``'s value when the session's own environment holds it (granted
-  through ``capabilities.env.allow``). mur-roost never resolves a reference (seed 000).
+  through ``capabilities.env.allow``). mur-roost never resolves a reference (spec/roost.md).
 
 A call to an origin takes the key of the nearest holder up the caller's chain (the caller,
 its parent, ..., then the table) whose reference is the one the caller's manifest names for
