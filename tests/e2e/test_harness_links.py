@@ -299,6 +299,7 @@ def test_ctrl_c_at_the_root_ends_all_three(procs: Procs, tmp_path: Path, models:
     print(f"\nCtrl-C at the root → {len(pids)} processes gone in {took:.2f}s (grace {GRACE:.0f}s)")
     ended = wait_until(lambda: _all_ended(procs.env, session), timeout=30, what="three ended")
     assert [(n["state"], n["status"]) for n in ended] == [("ended", "canceled")] * 3, ended
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -318,6 +319,7 @@ def test_narrowed_spawn_set_is_126_seen_by_the_model(procs: Procs, tmp_path: Pat
     assert "126" in seen, seen
     assert "spawn refused: 'fixer' is not in this session's spawn set (narrowed by --spawn / MURMUR_SPAWN)" in seen
     assert not models.responses("fixer").requests  # no fixer session ever asked its model
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -336,6 +338,7 @@ def test_a_link_to_an_agent_without_a_ceiling_is_refused_with_the_rule(
     assert "an agent-triggered run without a spending ceiling is refused" in seen, seen
     assert "route: delegate-task loose — 'loose' is an agent capsule without a spending ceiling" in seen, seen
     assert not models.responses("fixer").requests  # no session asked its model
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -377,6 +380,7 @@ def test_a_tree_budget_spent_at_depth_3_stops_every_client(procs: Procs, tmp_pat
         assert failed and "E-GWY-004" in failed[0]["reason"] and client in failed[0]["reason"], failed
     (lead_failed,) = of(records, "task_failed")
     assert "E-GWY-004" in lead_failed["reason"] and "Claude Code" in lead_failed["reason"]
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 

@@ -97,7 +97,8 @@ class LaunchPlan:
         formation_id (str): the launch's ``frm_`` id.
         peers (tuple[PeerPlan, ...]): every peer, in roster order.
         entry (AdmittedMember): the entry member.
-        entry_spec (MemberSpec): how to start it; its channel holds only its first line
+        entry_spec (MemberSpec): how to start it; its channel holds only its first line (and
+            its callees line, spec/formation-tokens.md)
             until :func:`entry_spec_with_addresses` adds its callees' addresses and its role.
     """
 
