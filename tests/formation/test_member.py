@@ -234,6 +234,16 @@ class TestJoin:
         assert not os.get_inheritable(p.channel_r) and not os.get_inheritable(p.lifeline_r)
         assert m.warnings == []
 
+    def test_the_callees_line_is_read_at_launch(self, launcher: LauncherDouble) -> None:
+        """What the launcher read of each callee's manifest is known before the session is
+        staged (a `call-member` to a callee not running yet is judged by it)."""
+        from murmur.formation.wire import channel
+
+        facts = [channel.CalleeFacts("worker", "app-worker", True, 4, None), channel.CalleeFacts("x", "app-x", False)]
+        p = launcher.member("lead", ["worker"], later=channel.encode_callees(facts))
+        m = join(launcher.env(p))
+        assert m is not None and m.callee_facts == {"worker": facts[0]}  # `x` is not its callee
+
     def test_bad_later_line_is_noted(self, launcher: LauncherDouble) -> None:
         """A bad later line is ignored with a note; the next good one still counts."""
         p = launcher.member("lead", ["worker"], later=b"nonsense\n" + b'{"role":"entry"}\n')
