@@ -8,12 +8,18 @@ A request whose JSON body has ``"stream": true`` (Claude Code's Messages API cal
 reply's Anthropic message as Server-Sent Events, the way the Messages API streams it
 (``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``). Requests a
 test does not script (a CLI's side traffic) can be answered by ``side`` instead of the script.
+
+``keys`` (opt-in) makes it check the credential as a real provider does: a request whose
+``x-api-key`` (or ``Authorization: Bearer``) is none of ``keys`` is answered 401 in the
+provider's own error shape (:func:`refusal_401`: Anthropic's for a Messages API request,
+OpenAI's otherwise), recorded in ``refused`` and never given a scripted reply. Without
+``keys`` every request is answered (a keyless provider).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import attrs
@@ -54,13 +60,37 @@ class Received:
     body: object
 
 
+def carried_key(headers: Mapping[str, str]) -> str | None:
+    """The credential a request carries: ``x-api-key``, else ``Authorization: Bearer``."""
+    if "x-api-key" in headers:
+        return headers["x-api-key"]
+    auth = headers.get("authorization", "")
+    return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+
+
+def refusal_401(path: str, headers: Mapping[str, str]) -> bytes:
+    """A provider's answer to a wrong or missing key, in its own shape (the Anthropic API's for
+    a Messages API request or one carrying ``anthropic-version``; OpenAI's otherwise)."""
+    if "anthropic-version" in headers or path.split("?")[0].rstrip("/").endswith("/messages"):
+        body: dict[str, object] = {"type": "error", "error": {"type": "authentication_error",
+                                                              "message": "invalid x-api-key"}}
+    else:
+        body = {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                          "param": None, "code": "invalid_api_key"}}
+    return json.dumps(body).encode()
+
+
 class ScriptedServer:
-    """Serves :class:`Reply` objects in order; records every request."""
+    """Serves :class:`Reply` objects in order; records every request (see the module docstring
+    for ``keys``)."""
 
     def __init__(
-        self, side: Callable[[Received], Reply | None] | None = None
+        self, side: Callable[[Received], Reply | None] | None = None, *, keys: Collection[str] | None = None
     ) -> None:
         self.side = side  # answers unscripted requests (returns None to use the script)
+        self.keys = keys
+        self.refused: list[Received] = []  # requests answered 401 for their key (``keys`` set)
+        self.answered: list[Received] = []  # every request answered otherwise, side traffic included
         self.script: list[Reply] = []
         self.requests: list[Received] = []
         self.port = 0
@@ -84,54 +114,83 @@ class ScriptedServer:
         buf = b""
         try:
             while True:
-                while b"\r\n\r\n" not in buf:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    k, v = line.split(":", 1)
-                    headers[k.strip().lower()] = v.strip()
-                length = int(headers.get("content-length", "0"))
-                while len(buf) < length:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                raw, buf = buf[:length], buf[length:]
-                body = json.loads(raw) if raw else None
-                received = Received(method, path, headers, body)
-                reply = self.side(received) if self.side is not None else None
-                if reply is None:
-                    self.requests.append(received)
-                    reply = self.script.pop(0) if self.script else Reply({"error": "script ended"}, 500)
-                if reply.arrived is not None:
-                    reply.arrived.set()
-                if reply.hold:
-                    self.holding.set()
-                    while await stream.receive_some(65536):
-                        pass
-                    self.abandoned.set()
+                got = await read_request(stream, buf)
+                if got is None:
                     return
-                streamed = isinstance(body, dict) and body.get("stream") is True and reply.status == 200
-                if streamed:
-                    payload = anthropic_sse(reply.body)
-                    kind = "text/event-stream"
-                else:
-                    payload = json.dumps(reply.body).encode()
-                    kind = "application/json"
-                out = [f"HTTP/1.1 {reply.status} X", f"content-type: {kind}",
-                       f"content-length: {len(payload)}"]
-                out += [f"{k}: {v}" for k, v in reply.headers.items()]
-                # a reply to HEAD has no body (RFC 9110): bytes after it would be read as the
-                # next reply by a client that keeps the connection (the gateway's pool does)
-                await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + (b"" if method == "HEAD" else payload))
+                received, buf = got
+                if not await self.respond(stream, received):
+                    return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
+
+    async def respond(self, stream: trio.SocketStream, received: Received) -> bool:
+        """Answer one request read from ``stream``; False when the connection is done (a held
+        request the client abandoned)."""
+        method, path, headers, body = received.method, received.path, received.headers, received.body
+        if self.keys is not None and carried_key(headers) not in self.keys:
+            self.refused.append(received)
+            payload = refusal_401(path, headers)
+            head = ["HTTP/1.1 401 Unauthorized", "content-type: application/json",
+                    f"content-length: {len(payload)}"]
+            await stream.send_all(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+            return True
+        self.answered.append(received)
+        reply = self.side(received) if self.side is not None else None
+        if reply is None:
+            self.requests.append(received)
+            reply = self.script.pop(0) if self.script else Reply({"error": "script ended"}, 500)
+        if reply.arrived is not None:
+            reply.arrived.set()
+        if reply.hold:
+            self.holding.set()
+            while await stream.receive_some(65536):
+                pass
+            self.abandoned.set()
+            return False
+        streamed = isinstance(body, dict) and body.get("stream") is True and reply.status == 200
+        if streamed:
+            payload = anthropic_sse(reply.body)
+            kind = "text/event-stream"
+        else:
+            payload = json.dumps(reply.body).encode()
+            kind = "application/json"
+        out = [f"HTTP/1.1 {reply.status} X", f"content-type: {kind}",
+               f"content-length: {len(payload)}"]
+        out += [f"{k}: {v}" for k, v in reply.headers.items()]
+        # a reply to HEAD has no body (RFC 9110): bytes after it would be read as the
+        # next reply by a client that keeps the connection (the gateway's pool does)
+        await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + (b"" if method == "HEAD" else payload))
+        return True
+
+
+async def read_request(stream: trio.SocketStream, buf: bytes) -> tuple[Received, bytes] | None:
+    """The next HTTP/1.1 request on ``stream`` (``buf``: bytes read already) and the bytes
+    after it; None when the client closed the connection. A body that is not JSON is kept
+    as bytes."""
+    while b"\r\n\r\n" not in buf:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return None
+        buf += chunk
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        k, v = line.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(buf) < length:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return None
+        buf += chunk
+    raw, buf = buf[:length], buf[length:]
+    try:
+        body: object = json.loads(raw) if raw else None
+    except ValueError:
+        body = raw
+    return Received(method, path, headers, body), buf
 
 
 def anthropic_sse(message: object) -> bytes:

@@ -10,16 +10,20 @@ streams it (``response.created``, one ``response.output_item.added`` /
 and the key header Codex sent. Any other path gets 404 (and is recorded).
 
 Raw Trio streams, HTTP/1.1 with keep-alive and ``content-length`` on every answer, like
-``tests/agent/scripted.py``.
+``tests/agent/scripted.py``, and like it ``keys`` (opt-in) checks the credential as the
+OpenAI API does: a request whose ``Authorization: Bearer`` is none of ``keys`` is answered
+401 ``invalid_api_key`` and recorded in ``refused`` only.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import attrs
 import trio
+
+from .scripted import carried_key, read_request, refusal_401
 
 __all__ = [
     "ModelReply",
@@ -153,8 +157,10 @@ class ScriptedResponses:
     Codex), so a test that scripted too few replies fails instead of hanging.
     """
 
-    def __init__(self, script: Sequence[ModelReply] = ()) -> None:
+    def __init__(self, script: Sequence[ModelReply] = (), *, keys: Collection[str] | None = None) -> None:
         self.script: list[ModelReply] = list(script)
+        self.keys = keys
+        self.refused: list[Received] = []  # answered 401 for their key (``keys`` set)
         self.requests: list[Received] = []
         self.port = 0
         self._served = 0
@@ -193,34 +199,22 @@ class ScriptedResponses:
         buf = b""
         try:
             while True:
-                while b"\r\n\r\n" not in buf:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers: dict[str, str] = {}
-                for line in lines[1:]:
-                    k, v = line.split(":", 1)
-                    headers[k.strip().lower()] = v.strip()
-                length = int(headers.get("content-length", "0"))
-                while len(buf) < length:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                raw, buf = buf[:length], buf[length:]
-                try:
-                    body: object = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw
-                req = Received(method, path, headers, body)
-                self.requests.append(req)
-                status, ctype, payload = self._answer(req)
-                out = [f"HTTP/1.1 {status} X", f"content-type: {ctype}",
-                       f"content-length: {len(payload)}"]
-                await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+                got = await read_request(stream, buf)
+                if got is None:
+                    return
+                received, buf = got
+                await self.respond(stream, Received(received.method, received.path, received.headers, received.body))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
+
+    async def respond(self, stream: trio.SocketStream, req: Received) -> bool:
+        """Answer one request read from ``stream`` (always True: the connection stays)."""
+        if self.keys is not None and carried_key(req.headers) not in self.keys:
+            self.refused.append(req)
+            status, ctype, payload = 401, "application/json", refusal_401(req.path, req.headers)
+        else:
+            self.requests.append(req)
+            status, ctype, payload = self._answer(req)
+        out = [f"HTTP/1.1 {status} X", f"content-type: {ctype}", f"content-length: {len(payload)}"]
+        await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+        return True

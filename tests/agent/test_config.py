@@ -65,6 +65,16 @@ class TestDrivers:
         assert cfg.api_key_ref == "${API_KEY}" and cfg.key_name == "API_KEY"
         assert "${API_KEY}" not in repr(cfg)
 
+    def test_a_session_under_a_gateway_need_not_hold_its_key(self) -> None:
+        """spec/gateway.md "Keys": a descendant handed MURMUR_GATEWAY_ENDPOINT starts without
+        ${API_KEY} (the gateway attaches the tree's key); without the gateway it is refused."""
+        manifest = agent_manifest("https://api.example.com/v1")
+        cfg = agent_config(manifest, Path("."), environ={"MURMUR_GATEWAY_ENDPOINT": "http://127.0.0.1:9"})
+        assert cfg.api_key_ref == "${API_KEY}"
+        with pytest.raises(DiagnosticError) as refused:
+            agent_config(manifest, Path("."), environ={})
+        assert refused.value.code == "E-MAN-003" and "API_KEY" in refused.value.diagnostics[0].message
+
     def test_no_inference_block(self) -> None:
         """A manifest without inference is not an agent capsule."""
         assert _code(Manifest(name="x", version="1")) == "E-MAN-003"

@@ -6,17 +6,25 @@ servers answer the real agent CLIs. Scripts are appended before the CLI asks (li
 are atomic); the test reads ``requests`` and ``holding`` after a bounded wait. Scripted
 OpenAI Responses servers (:class:`tests.agent.scripted_openai.ScriptedResponses`, for Codex)
 can be served from the same loop (``responses=``, read back with :meth:`ModelServers.responses`).
+
+``keys=`` makes them one provider: every server answers on one port (one endpoint origin, as a
+real provider is one, so that a tree's sessions that name it share the root's key), and each
+checks the credential as a real provider does (a request whose key is none of ``keys`` is
+answered 401 in the provider's shape and recorded in its ``refused``). A request goes to the
+OpenAI Responses server when its path ends ``/responses``, else to the Anthropic server whose
+name's ``You are the <name>.`` its system prompt holds (else the first: side traffic).
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 
 import trio
 
-from agent.scripted import Received, Reply, ScriptedServer
+from agent.scripted import Received, Reply, ScriptedServer, read_request
 from agent.scripted_openai import ScriptedResponses
 
 
@@ -35,9 +43,11 @@ class ModelServers:
     """Named scripted servers served from one background Trio loop."""
 
     def __init__(self, sides: dict[str, Callable[[Received], Reply | None] | None],
-                 responses: tuple[str, ...] = ()) -> None:
-        self.servers = {name: ScriptedServer(side) for name, side in sides.items()}
-        self.openai = {name: ScriptedResponses() for name in responses}
+                 responses: tuple[str, ...] = (), keys: Collection[str] | None = None) -> None:
+        self.servers = {name: ScriptedServer(side, keys=keys) for name, side in sides.items()}
+        self.openai = {name: ScriptedResponses(keys=keys) for name in responses}
+        self.shared = keys is not None
+        self.port = 0
         self._ready = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
@@ -55,12 +65,46 @@ class ModelServers:
         with trio.CancelScope() as scope:
             self._scope = scope
             async with trio.open_nursery() as nursery:
-                for server in self.servers.values():
-                    await nursery.start(server.serve)
-                for responses in self.openai.values():
-                    await nursery.start(responses.serve)
+                if self.shared:
+                    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+                    self.port = listeners[0].socket.getsockname()[1]
+                    for one in (*self.servers.values(), *self.openai.values()):
+                        one.port = self.port
+                    nursery.start_soon(trio.serve_listeners, self._connection, listeners)
+                else:
+                    for server in self.servers.values():
+                        await nursery.start(server.serve)
+                    for responses in self.openai.values():
+                        await nursery.start(responses.serve)
                 self._ready.set()
                 await trio.sleep_forever()
+
+    @property
+    def url(self) -> str:
+        """The one provider's origin (``keys=``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        buf = b""
+        try:
+            while True:
+                got = await read_request(stream, buf)
+                if got is None:
+                    return
+                received, buf = got
+                if not await self._route(received).respond(stream, received):  # type: ignore[arg-type]
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+    def _route(self, r: Received) -> ScriptedServer | ScriptedResponses:
+        if r.path.split("?")[0].endswith("/responses") and self.openai:
+            return next(iter(self.openai.values()))
+        system = json.dumps(r.body.get("system")) if isinstance(r.body, dict) else ""
+        for name, server in self.servers.items():
+            if f"You are the {name}." in system:
+                return server
+        return next(iter(self.servers.values()))
 
     def start(self) -> None:
         self._thread.start()
@@ -78,8 +122,8 @@ class ModelServers:
 
 @contextmanager
 def model_servers(sides: dict[str, Callable[[Received], Reply | None] | None],
-                  responses: tuple[str, ...] = ()) -> Iterator[ModelServers]:
-    servers = ModelServers(sides, responses)
+                  responses: tuple[str, ...] = (), keys: Collection[str] | None = None) -> Iterator[ModelServers]:
+    servers = ModelServers(sides, responses, keys)
     servers.start()
     try:
         yield servers

@@ -10,10 +10,15 @@ The scenario's processes are found by containment and the process tree only: the
 `mur run` and its descendants, plus every process in the cgroup units beneath it
 (:func:`scenario_pids`), never by environment or command line.
 
-`fixer` is keyless: a delegated child gets a variable only through `capabilities.env.allow`
-of every session above it (spec/delegation.md), which would put its key into the
-environment of the lead's and reviewer's commands. The scan still covers every process of
-the Codex capsule, Codex itself included.
+The three talk to one provider (one endpoint origin: the scripted Anthropic and Responses
+servers answer on one port, :mod:`e2e._models` ``keys=``) that checks the credential as a
+real provider does, and all three manifests name `api_key: ${LEAD_KEY}`; only the lead's
+`mur run` holds LEAD_KEY (a delegated child gets a variable only through
+`capabilities.env.allow` of every session above it, spec/delegation.md, which would put the
+key into the environment of the lead's and reviewer's commands). The lead's gateway attaches
+it to every call of the tree (spec/gateway.md "Keys"), every CLI holding the placeholder;
+the provider refuses the placeholder itself. The scan covers every process of the Codex
+capsule, Codex itself included.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import httpx
 import pytest
 
 from agent.npm_cli import npm_bin
-from agent.scripted import Reply, an_text, an_tools
+from agent.scripted import Reply, an_text, an_tools, carried_key
 from agent.scripted_openai import ModelReply, exec_call, function_outputs, input_texts, message
 from murmur.containment import cgroup
 from murmur.containment.host import CGROUP, detect, pid_cgroup
@@ -55,6 +61,7 @@ from ._models import ModelServers, claude_side, model_servers
 pytestmark = pytest.mark.e2e
 
 LEAD_KEY = "sk-ant-lead-SECRET-5e0c7b2d9f41a3"
+PLACEHOLDER = "murmur-gateway-placeholder"
 GRACE = 25.0  # seconds: the cascade's bound (spec/tree.md, "one grace for every depth")
 
 
@@ -90,7 +97,9 @@ def clis() -> Path:
 
 @pytest.fixture(scope="module")
 def models() -> Iterator[ModelServers]:
-    with model_servers({"lead": claude_side, "reviewer": claude_side}, responses=("fixer",)) as servers:
+    # one provider that checks the key (only LEAD_KEY opens it)
+    with model_servers({"lead": claude_side, "reviewer": claude_side}, responses=("fixer",),
+                       keys={LEAD_KEY}) as servers:
         yield servers
 
 
@@ -98,12 +107,15 @@ def models() -> Iterator[ModelServers]:
 def home(tmp_path_factory: pytest.TempPathFactory, models: ModelServers) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("harness-home")
     src = tmp_path_factory.mktemp("harness-src")
+    # every manifest names the same endpoint (origin) and reference: the root's key opens it for all
     dirs = [
-        agent_capsule(src, "fixer", endpoint=models.responses("fixer").base_url, command="codex"),
-        agent_capsule(src, "loose", endpoint=models.responses("fixer").base_url, command="codex", budget=None),
-        agent_capsule(src, "reviewer", endpoint=models["reviewer"].url, spawn=("fixer",), net=("127.0.0.1",)),
+        agent_capsule(src, "fixer", endpoint=models.responses("fixer").base_url, command="codex", key="LEAD_KEY"),
+        agent_capsule(src, "loose", endpoint=models.responses("fixer").base_url, command="codex", budget=None,
+                      key="LEAD_KEY"),
+        agent_capsule(src, "reviewer", endpoint=models["reviewer"].url, spawn=("fixer",), net=("127.0.0.1",),
+                      key="LEAD_KEY"),
         agent_capsule(src, "lead", endpoint=models["lead"].url, spawn=("reviewer", "fixer", "loose"),
-                      key="LEAD_KEY", net=("127.0.0.1",)),
+                      key="LEAD_KEY", net=("127.0.0.1",), shell=("echo", "sleep", "curl")),
     ]
     with mock.patch.dict(os.environ, {"MURMUR_HOME": str(home)}):
         for d in dirs:
@@ -116,10 +128,13 @@ def procs(tmp_path: Path, home: Path, clis: Path, models: ModelServers) -> Itera
     for server in models.servers.values():
         server.script.clear()
         server.requests.clear()
+        server.answered.clear()
+        server.refused.clear()
         server.holding = type(server.holding)()
     for responses in models.openai.values():
         responses.script.clear()
         responses.requests.clear()
+        responses.refused.clear()
     env = dict(os.environ)
     env["MURMUR_HOME"] = str(home)
     env["PATH"] = f"{clis}:{env.get('PATH', '/usr/bin:/bin')}"
@@ -209,7 +224,7 @@ def test_three_levels_answers_flow_up_with_lineage(procs: Procs, tmp_path: Path,
     fenced = "<untrusted-content source=task:event>\nfix the off-by-one\n</untrusted-content>"
     assert input_texts(first.body, "user")[-1].strip() == fenced, input_texts(first.body, "user")
     assert "You are the fixer." in "\n".join(input_texts(first.body, "developer"))
-    assert "authorization" not in first.headers  # keyless (module docstring)
+    assert first.headers["authorization"] == f"Bearer {LEAD_KEY}"  # attached by the lead's gateway
     (ran,) = function_outputs(second.body).values()
     assert "Process exited with code 0" in ran and "FIXED-BY-42" in ran, ran
     from_fixer = tool_result(models["reviewer"].requests, 1)
@@ -234,6 +249,7 @@ def test_three_levels_answers_flow_up_with_lineage(procs: Procs, tmp_path: Path,
     assert {(c["session"], c["parent"]) for c in calls} == {(ids[0], None), (ids[1], ids[0]), (ids[2], ids[1])}
     assert all(c["status"] == 200 and c["root"] == ids[0] for c in calls), calls
     assert models["lead"].requests[0].headers.get("x-api-key") == LEAD_KEY  # the CLI held the placeholder
+    assert_only_the_key_opened(models)
     assert [n["tokens"]["subtree"] for n in nodes] == [
         sum(c["tokens_in"] + c["tokens_out"] for c in calls if c["session"] in ids[i:]) for i in range(3)]
     # the lead's trace: two turns, one Bash call, the link request
@@ -283,6 +299,7 @@ def test_ctrl_c_at_the_root_ends_all_three(procs: Procs, tmp_path: Path, models:
     print(f"\nCtrl-C at the root → {len(pids)} processes gone in {took:.2f}s (grace {GRACE:.0f}s)")
     ended = wait_until(lambda: _all_ended(procs.env, session), timeout=30, what="three ended")
     assert [(n["state"], n["status"]) for n in ended] == [("ended", "canceled")] * 3, ended
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -302,6 +319,7 @@ def test_narrowed_spawn_set_is_126_seen_by_the_model(procs: Procs, tmp_path: Pat
     assert "126" in seen, seen
     assert "spawn refused: 'fixer' is not in this session's spawn set (narrowed by --spawn / MURMUR_SPAWN)" in seen
     assert not models.responses("fixer").requests  # no fixer session ever asked its model
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -320,6 +338,7 @@ def test_a_link_to_an_agent_without_a_ceiling_is_refused_with_the_rule(
     assert "an agent-triggered run without a spending ceiling is refused" in seen, seen
     assert "route: delegate-task loose — 'loose' is an agent capsule without a spending ceiling" in seen, seen
     assert not models.responses("fixer").requests  # no session asked its model
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 
@@ -361,6 +380,50 @@ def test_a_tree_budget_spent_at_depth_3_stops_every_client(procs: Procs, tmp_pat
         assert failed and "E-GWY-004" in failed[0]["reason"] and client in failed[0]["reason"], failed
     (lead_failed,) = of(records, "task_failed")
     assert "E-GWY-004" in lead_failed["reason"] and "Claude Code" in lead_failed["reason"]
+    assert_only_the_key_opened(models)
+    scan_for_secrets(home, tmp_path, procs)
+
+
+def assert_only_the_key_opened(models: ModelServers) -> None:
+    """Every call the provider answered carried LEAD_KEY, and none was refused for its key."""
+    answered = [r for s in models.servers.values() for r in s.answered]
+    answered += [r for s in models.openai.values() for r in s.requests]
+    assert answered and {carried_key(r.headers) for r in answered} == {LEAD_KEY}, answered
+    refused = [r for s in (*models.servers.values(), *models.openai.values()) for r in s.refused]
+    assert refused == [], [(r.path, carried_key(r.headers)) for r in refused]
+
+
+def test_the_placeholder_opens_nothing_at_the_provider(procs: Procs, tmp_path: Path, models: ModelServers,
+                                                       home: Path) -> None:
+    """The placeholder every CLI holds, sent straight to the provider, is refused 401 in each
+    provider's shape; the same request sent through the tree's gateway by a process of the
+    tree (the lead's Bash tool runs it with curl: the control) is answered 200, the key
+    attached at the gateway."""
+    body = {"model": "test-model", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    anthropic = {"x-api-key": PLACEHOLDER, "anthropic-version": "2023-06-01"}
+    with httpx.Client(trust_env=False, timeout=30) as client:
+        direct = client.post(models.url + "/v1/messages", json=body, headers=anthropic)
+        codex = client.post(models.responses("fixer").base_url + "/responses", json={"model": "m", "input": []},
+                            headers={"authorization": f"Bearer {PLACEHOLDER}"})
+    assert direct.status_code == 401 and direct.json()["error"]["type"] == "authentication_error", direct.text
+    assert codex.status_code == 401 and codex.json()["error"]["code"] == "invalid_api_key", codex.text
+    assert [len(s.refused) for s in (models["lead"], models.responses("fixer"))] == [1, 1]
+    models["lead"].refused.clear()
+    models.responses("fixer").refused.clear()
+    p, url = lead(procs, tmp_path)
+    (start,) = of(trace(p.ready["records_dir"]), "session_start")
+    via = f"{start['gateway']['endpoint']}/up/http/127.0.0.1:{models.port}/v1/messages"
+    curl = (f"curl -s -o /dev/null -w 'via-gateway:%{{http_code}}' -H 'x-api-key: {PLACEHOLDER}' "
+            f"-H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' "
+            f"-d '{json.dumps(body)}' {via}")
+    models["lead"].add(bash("toolu_l1", curl, "msg_l1"), Reply(an_text("LEAD: done.", msg_id="msg_l2")))
+    task = send_task(url, "Ask the provider through the gateway.", timeout=120)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    seen = tool_result(models["lead"].requests, 1)
+    assert "via-gateway:200" in seen, seen
+    (through,) = [r for r in models["lead"].answered if r.body == body]  # curl's request, as it arrived
+    assert carried_key(through.headers) == LEAD_KEY
+    assert_only_the_key_opened(models)
     scan_for_secrets(home, tmp_path, procs)
 
 

@@ -135,18 +135,21 @@ class TestEntryEnds:
         lines = bytes(lead.channel).splitlines(keepends=True)
         creds = channel.decode_credentials(lines[0], formation_id=frm)
         assert creds.member == "lead" and creds.callees == ("worker", "helper")
-        addrs = channel.decode_later(lines[1])
+        assert isinstance(channel.decode_later(lines[1]), channel.Callees)  # its callees' ceilings
+        addrs = channel.decode_later(lines[2])
         assert isinstance(addrs, channel.Addresses)
         assert addrs.known(["worker", "helper"]) == {"worker": worker.url, "helper": helper.url}
-        assert isinstance(channel.decode_later(lines[2]), channel.EntryRole)
-        assert len(lines) == 3
+        assert isinstance(channel.decode_later(lines[3]), channel.EntryRole)
+        assert len(lines) == 4
         # worker may call helper: one addresses line, sent before the entry started
         assert len(worker.later_lines) == 1
         w_addrs = channel.decode_later(worker.later_lines[0])
         assert isinstance(w_addrs, channel.Addresses)
         assert w_addrs.known(["helper"]) == {"helper": helper.url}
         assert helper.later_lines == []  # helper calls nobody
-        w_creds = channel.decode_credentials(bytes(worker.channel), formation_id=frm)
+        w_first, w_callees = bytes(worker.channel).splitlines(keepends=True)
+        assert channel.decode_later(w_callees) == channel.Callees((channel.CalleeFacts("helper", "helper", False),))
+        w_creds = channel.decode_credentials(w_first, formation_id=frm)
         assert w_creds.callees == ("helper",)
 
     async def test_formation_line(self, autojump_clock: trio.testing.MockClock) -> None:

@@ -68,8 +68,12 @@ class TestBuild:
         plan = plan_for(admitted, frm)
         assert [p.member.name for p in plan.peers] == ["a", "b"]
         assert plan.entry.name == "lead"
-        b = channel.decode_credentials(plan.peers[1].spec.channel, formation_id=frm)
+        first, callees = plan.peers[1].spec.channel.splitlines(keepends=True)
+        b = channel.decode_credentials(first, formation_id=frm)
         assert b.member == "b" and b.callees == ("a",)
+        # then what the launcher read of each callee's manifest (no agent here: no ceiling)
+        assert channel.decode_later(callees) == channel.Callees((channel.CalleeFacts("a", "a", False),))
+        assert plan.peers[0].spec.channel.count(b"\n") == 1  # `a` may call nobody: its first line only
         assert plan.peers[1].spec.peer and not plan.entry_spec.peer
         for spec in (plan.entry_spec, *(p.spec for p in plan.peers)):
             assert not any("mft1" in a for a in spec.argv)
@@ -82,9 +86,24 @@ class TestBuild:
         plan = plan_for(admitted, frm)
         spec = launchplan.entry_spec_with_addresses(
             plan, {"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"})
-        first, addrs, role = spec.channel.splitlines(keepends=True)
+        first, _callees, addrs, role = spec.channel.splitlines(keepends=True)
         assert channel.decode_credentials(first, formation_id=frm).callees == ("a",)
         decoded = channel.decode_later(addrs)
         assert isinstance(decoded, channel.Addresses)
         assert [(x.name, x.url) for x in decoded.addresses] == [("a", "http://127.0.0.1:1")]
         assert isinstance(channel.decode_later(role), channel.EntryRole)
+
+    def test_a_callee_s_ceiling_is_read_from_its_admitted_manifest(self) -> None:
+        """The callees line names each callee's capsule and its inference ceiling."""
+        import attrs
+
+        from murmur.manifest.model import DriverRef, Inference, Transport
+
+        frm = ids.new_id("frm")
+        inf = Inference(transport=Transport.HTTP, endpoint="http://127.0.0.1:9/v1", model="m",
+                        driver=DriverRef("d"), max_turns=4, budget_tokens=20000)
+        a = member("a")
+        a = attrs.evolve(a, manifest=attrs.evolve(a.manifest, name="app-a", inference=inf))
+        plan = plan_for(roster(member("lead", entry=True, callees=("a",)), a), frm)
+        _first, callees = plan.entry_spec.channel.splitlines(keepends=True)
+        assert channel.decode_later(callees) == channel.Callees((channel.CalleeFacts("a", "app-a", True, 4, 20000),))

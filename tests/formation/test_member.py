@@ -234,6 +234,16 @@ class TestJoin:
         assert not os.get_inheritable(p.channel_r) and not os.get_inheritable(p.lifeline_r)
         assert m.warnings == []
 
+    def test_the_callees_line_is_read_at_launch(self, launcher: LauncherDouble) -> None:
+        """What the launcher read of each callee's manifest is known before the session is
+        staged (a `call-member` to a callee not running yet is judged by it)."""
+        from murmur.formation.wire import channel
+
+        facts = [channel.CalleeFacts("worker", "app-worker", True, 4, None), channel.CalleeFacts("x", "app-x", False)]
+        p = launcher.member("lead", ["worker"], later=channel.encode_callees(facts))
+        m = join(launcher.env(p))
+        assert m is not None and m.callee_facts == {"worker": facts[0]}  # `x` is not its callee
+
     def test_bad_later_line_is_noted(self, launcher: LauncherDouble) -> None:
         """A bad later line is ignored with a note; the next good one still counts."""
         p = launcher.member("lead", ["worker"], later=b"nonsense\n" + b'{"role":"entry"}\n')
@@ -241,7 +251,7 @@ class TestJoin:
         m = join(launcher.env(p))
         assert m is not None and m.entry  # read at launch, the bad line noted on stderr
         m.take_line(b"{}", note=notes.append)
-        assert notes == ["ignored a formation channel line: the line is neither an addresses line nor a role line"]
+        assert notes == ["ignored a formation channel line: the line is neither an addresses, a callees nor a role line"]
 
     def test_hand_started_member_warns(self, launcher: LauncherDouble) -> None:
         """MURMUR_FORMATION_ID without a lifeline: W-RUN-007; a delegated child prints nothing."""

@@ -38,7 +38,7 @@ class Rig:
 
 @pytest.fixture
 async def rig(nursery: trio.Nursery) -> AsyncIterator[Rig]:
-    provider = ScriptedServer()
+    provider = ScriptedServer(keys={KEY})  # it checks the key, as a real provider does
     await nursery.start(provider.serve)
     me = os.getpid()
     ticks = procstat.start_time(me)
@@ -79,6 +79,30 @@ async def test_anthropic_plain_and_streamed_pass_through_byte_for_byte(rig: Rig)
     ]
     assert all(c["session"] == "root" and c["key"] == "${GW_TEST_KEY}" for c in calls)
     assert KEY not in json.dumps(rig.records)
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+async def test_the_placeholder_opens_nothing_at_the_provider(rig: Rig, dialect: str) -> None:
+    """Straight to the provider, the placeholder (or no key, or another) is refused 401 in the
+    provider's shape; the same request through the gateway (the control) is answered, with
+    the real key attached there."""
+    path, reply = ("/v1/messages", an_text("x")) if dialect == "anthropic" else ("/v1/chat/completions", oa_text("x"))
+    sent = {"x-api-key": PLACEHOLDER} if dialect == "anthropic" else {"authorization": f"Bearer {PLACEHOLDER}"}
+    body = {"model": "m", "max_tokens": 5, "messages": []}
+    rig.provider.add(Reply(reply))
+    async with httpx.AsyncClient() as client:
+        direct = [await client.post(rig.provider.url + path, json=body, headers=h)
+                  for h in (sent, {}, {"x-api-key": "sk-another"})]
+        via = await client.post(rig.via(path), json=body, headers=sent)
+    assert [d.status_code for d in direct] == [401] * 3
+    if dialect == "anthropic":
+        assert direct[0].json()["type"] == "error" and direct[0].json()["error"]["type"] == "authentication_error"
+    else:
+        assert direct[0].json()["error"]["code"] == "invalid_api_key"
+    assert len(rig.provider.refused) == 3
+    assert via.status_code == 200 and via.json() == reply
+    assert [r.headers.get("x-api-key") or r.headers.get("authorization") for r in rig.provider.answered] == [
+        KEY if dialect == "anthropic" else f"Bearer {KEY}"]
 
 
 async def test_openai_gets_a_bearer_key_and_counts_usage(rig: Rig) -> None:
@@ -162,6 +186,33 @@ async def test_a_child_registers_under_its_parent_and_gets_a_clamped_ceiling(rig
     assert (
         rig.gateway.tree.nodes["child"].spent == 15 and rig.gateway.tree.nodes["root"].spent == 15
     )
+
+
+OWN_KEY = """
+import json, sys, httpx
+url, provider, value = sys.argv[1], sys.argv[2], sys.argv[3]
+with httpx.Client(trust_env=False) as c:
+    reg = c.post(url + "/_murmur/sessions", json={"session": "child", "network_allow": [provider],
+        "key": {"endpoint": "http://" + provider, "reference": "${GW_TEST_KEY}", "value": value}})
+    call = c.post(url + "/up/http/" + provider + "/v1/messages", json={"model": "m", "messages": []})
+    print(json.dumps({"reg": reg.text, "status": call.status_code}))
+"""
+
+
+async def test_a_child_s_registered_key_is_attached_to_its_calls_only_and_never_shown(rig: Rig) -> None:
+    own = "sk-child-own-value-31ab"
+    rig.provider.keys = {KEY, own}
+    rig.provider.add(Reply(an_text("child")), Reply(an_text("root")))
+    done = await trio.run_process(
+        [sys.executable, "-c", OWN_KEY, rig.url, f"127.0.0.1:{rig.provider.port}", own], capture_stdout=True)
+    out = json.loads(done.stdout)
+    assert out["status"] == 200 and own not in out["reg"]  # the reply does not echo it
+    async with httpx.AsyncClient() as client:  # the root's call: the root's key still
+        assert (await client.post(rig.via("/v1/messages"), json={})).status_code == 200
+    assert [r.headers["x-api-key"] for r in rig.provider.answered] == [own, KEY]
+    (reg,) = [r for r in rig.records if r["type"] == "gateway_session"]
+    assert (reg["key"], reg["own_key"]) == ("${GW_TEST_KEY}", True)
+    assert own not in json.dumps(rig.records) and own not in repr(rig.gateway.tree)
 
 
 async def test_a_process_outside_the_tree_is_refused(rig: Rig) -> None:

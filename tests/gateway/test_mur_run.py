@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 async def provider(nursery: trio.Nursery) -> ScriptedServer:
-    server = ScriptedServer()
+    server = ScriptedServer(keys={KEY})  # it checks the key, as a real provider does
     await nursery.start(server.serve)
     return server
 
@@ -53,6 +53,7 @@ async def test_the_root_calls_through_its_gateway_and_its_commands_never_see_the
     code, m, records = await _run(nursery, mur_runner, tmp_path, provider)
     assert code == 0, m.stderr_text
     assert [r.headers["authorization"] for r in provider.requests] == [f"Bearer {KEY}"] * 2
+    assert provider.refused == []  # every call it answered carried the real key
     command_env = json.dumps(provider.requests[1].body["messages"])  # what `cat` printed
     assert "TRACEPARENT=" in command_env  # the command's environment was read
     assert KEY not in command_env and "API_KEY=" not in command_env

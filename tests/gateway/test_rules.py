@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from murmur.diagnostics import FALLBACK_HINTS
-from murmur.gateway.keys import KeyTable
+from murmur.gateway.keys import KeyClaim, KeyTable, claim_of, parse_claim
 from murmur.gateway.nodes import Node, Tree, clamp_allow, reaches
 from murmur.gateway.refusal import Refusal, body_for
 from murmur.gateway.route import base_url, key_headers, origin_of, parse_path
@@ -49,6 +51,49 @@ def test_key_table_is_per_endpoint_and_shows_references_only() -> None:
     entry = table.key_for("https://api.anthropic.com:443")
     assert entry is not None and entry.value == "sk-secret-a"
     assert "sk-secret" not in repr(table) and "sk-secret" not in repr(entry)
+
+
+def _chain(*claims: KeyClaim | None) -> list[Node]:
+    """Nodes nearest first: the caller, its parent, ..., the root (the table holds its key)."""
+    return [Node(f"n{i}", i + 1, 1, None, (), key=c) for i, c in enumerate(claims)]
+
+
+def test_a_call_carries_the_nearest_key_for_its_endpoint_and_reference() -> None:
+    """spec/gateway.md "Keys": the root's table, then each session's own claim."""
+    origin = "https://api.anthropic.com:443"
+    table = KeyTable().with_key("https://api.anthropic.com", "${K}", {"K": "sk-root-A"})
+    own_b = KeyClaim(origin, "${K}", "sk-child-B")
+    names_k = KeyClaim(origin, "${K}")  # names the reference, holds no value of it
+    names_j = KeyClaim(origin, "${J}")
+    got = lambda *claims: table.key_for(origin, _chain(*claims))  # noqa: E731
+    assert table.key_for(origin) == table.key_for(origin, _chain(None)) == table.entries[origin]
+    assert got(own_b, None).value == "sk-child-B"  # a child holding its own value: its own
+    assert got(None, own_b, None).value == "sk-child-B"  # its descendant naming none: the nearest
+    assert got(names_k, own_b, None).value == "sk-child-B"  # ...naming the same reference too
+    assert got(names_k, None).value == "sk-root-A"  # no value of its own: the root's
+    assert got(names_j, own_b, None) is None  # another reference: no holder's key fits
+    assert got(KeyClaim(origin, "${J}", "sk-j"), own_b, None).value == "sk-j"
+    # a claim is for its own endpoint only: a call elsewhere takes the table's key for there
+    assert table.key_for("https://api.openai.com:443", _chain(own_b, None)) is None
+    other = KeyClaim("https://api.openai.com:443", "${K}", "sk-openai")
+    assert got(other, None).value == "sk-root-A"
+    assert "sk-" not in repr(_chain(own_b)) + repr(own_b) + repr(table)
+
+
+def test_a_session_s_claim_and_its_registration_field() -> None:
+    claim = claim_of("https://api.anthropic.com/v1", "${K}", {"K": "sk-b"})
+    assert claim == KeyClaim("https://api.anthropic.com:443", "${K}", "sk-b")
+    assert claim_of("https://api.anthropic.com", "${K}", {"K": ""}) == KeyClaim("https://api.anthropic.com:443", "${K}")
+    assert claim_of(None, "${K}", {"K": "x"}) is None and claim_of("https://h", "plain", {}) is None
+    assert parse_claim(claim.wire()) == claim
+    assert parse_claim(KeyClaim("http://h:1", "${K}").wire()) == KeyClaim("http://h:1", "${K}")
+    assert parse_claim(None) is None
+    for bad in ("x", {"endpoint": "ftp://h", "reference": "${K}"}, {"endpoint": "http://h", "reference": "K"},
+                {"endpoint": "http://h", "reference": "${K}", "value": 7},
+                {"endpoint": "http://h", "reference": "${K}", "value": "sk-z", "extra": 1}):
+        with pytest.raises(ValueError) as err:
+            parse_claim(bad)
+        assert "sk-z" not in str(err.value)
 
 
 def test_child_reach_is_clamped_by_its_parent() -> None:

@@ -206,16 +206,22 @@ def agent_config(
     )
 
 
+_GATEWAY_ENV = "MURMUR_GATEWAY_ENDPOINT"  # murmur.gateway.ENDPOINT_ENV (not imported: no HTTP stack here)
+
+
 def _check_key_reference(raw: str | None, field: str, environ: Mapping[str, str]) -> None:
     """Refuse the launch when a ``${VAR}`` key reference names an unset or blank variable.
 
-    Only presence is checked; the value is neither kept nor shown.
+    Only presence is checked; the value is neither kept nor shown. A session under a tree's
+    gateway (``MURMUR_GATEWAY_ENDPOINT`` handed to it: a descendant) need not hold it: the
+    gateway attaches the tree's key for the same endpoint and reference (spec/gateway.md
+    "Keys"). A root sets that variable only after this check, so a root is still refused.
 
     Raises:
         DiagnosticError: ``E-MAN-003`` naming the field and the variable.
     """
     var = key_variable(raw)
-    if var is not None and not environ.get(var, "").strip():
+    if var is not None and not environ.get(var, "").strip() and not environ.get(_GATEWAY_ENV, "").strip():
         raise _refuse(
             "E-MAN-003",
             f"`{field}` references ${{{var}}}, which is not set in the capsule's environment",

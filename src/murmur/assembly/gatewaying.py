@@ -14,7 +14,9 @@ gateway) and returns a :class:`~murmur.session.Contribution`, merged with theirs
   inference endpoint, and the ``--budget-tokens`` ceiling;
 * a **descendant** (``MURMUR_GATEWAY_ENDPOINT`` already set) registers itself from its start hook, so its
   calls are charged to its own node (its ceiling: the smaller of ``--budget-tokens`` and what
-  its parent has left).
+  its parent has left) and carry its key: the registration names its ``inference.api_key``
+  reference and endpoint, and the reference's value when its own environment holds it (then
+  the gateway attaches that value to its calls; otherwise the tree's).
 
 It returns a :class:`~murmur.session.Contribution` (the serving watcher, the registration
 start hook) that the composition root merges with the other contributors'; the facts it
@@ -80,7 +82,7 @@ def contribute(
     if not tree_calls_models([setup.manifest]) and budget_tokens is None:
         return None
     if environ.get(_ENDPOINT_ENV):
-        return Contribution(start_hooks=(_registration(setup, environ[_ENDPOINT_ENV], budget_tokens),))
+        return Contribution(start_hooks=(_registration(setup, environ, budget_tokens),))
     if SPAWNER_ENV in environ or SPAWNER_LIFELINE_ENV in environ or names_formation(environ):
         return None
     if wanted(budget_tokens, True, environ):
@@ -130,14 +132,24 @@ def _root(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | 
     return Contribution(watchers=(serve,))
 
 
-def _registration(setup: SessionSetup, url: str, budget_tokens: int | None) -> Any:
+def _registration(setup: SessionSetup, environ: Mapping[str, str], budget_tokens: int | None) -> Any:
+    url = environ[_ENDPOINT_ENV]
+
     async def register(session: object) -> None:
         import httpx
 
-        body = {
+        from murmur.gateway.keys import claim_of
+
+        inference = setup.manifest.inference
+        # what the manifest names for its own provider, with the value when this session's
+        # own environment holds it (granted through env.allow): the gateway attaches it to
+        # this session's calls (spec/gateway.md "Keys"); it travels only in this body
+        claim = claim_of(inference.endpoint, inference.api_key, environ) if inference is not None else None
+        body: dict[str, object] = {
             "session": setup.session_id,
             "network_allow": reach_of(setup),
             "budget_tokens": budget_tokens,
+            "key": claim.wire() if claim is not None else None,
         }
         try:
             async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:

@@ -5,7 +5,9 @@ ancestry is handed in (:mod:`murmur.gateway.callers` reads it from ``/proc``).
 
 A :class:`Node` is one session: its process (pid and start time, so a reused pid never passes
 for it), its parent node, its ``network.allow`` (clamped by the parent's: a child never reaches
-more than its parent) and its own token budget. Budget arithmetic:
+more than its parent), its own token budget, and its key claim (what its manifest names for
+its own provider, with the value when its own environment holds one; see
+:mod:`murmur.gateway.keys`). Budget arithmetic:
 
 * a node's **ceiling** is the smaller of its own budget and its parent's ceiling left;
 * spend is charged to the node and every ancestor (a subtree's spend counts against each
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from murmur.gateway.keys import KeyClaim
 from murmur.manifest.netallow import NetEntry, entry_covers, parse_net_entry
 
 __all__ = ["Node", "Tree", "clamp_allow"]
@@ -37,6 +40,8 @@ class Node:
         budget (int | None): its own token budget; None for none of its own.
         spent (int): tokens charged to it and its subtree.
         own (int): tokens of the calls it made itself (``spent`` less its descendants').
+        key (KeyClaim | None): its claim (registered; the root's keys are the gateway's
+            :class:`~murmur.gateway.keys.KeyTable`); its value is never shown.
     """
 
     session: str
@@ -47,6 +52,7 @@ class Node:
     budget: int | None = None
     spent: int = 0
     own: int = 0
+    key: KeyClaim | None = None
 
 
 def clamp_allow(child: Iterable[str], parent: Sequence[str] | None) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ a formation launcher). Routes:
 
 * ``POST /_murmur/sessions`` — a session of the tree registers itself. The registrant is the
   TCP peer's process; its parent node is the nearest registered process above it. Body
-  ``{"session", "network_allow": [..], "budget_tokens": int|null}``; reply
+  ``{"session", "network_allow": [..], "budget_tokens": int|null, "key": {"endpoint",
+  "reference", "value"?}|null}`` (the key claim: :mod:`murmur.gateway.keys`); reply
   ``{"session", "parent", "budget_tokens"}`` (the ceiling it got). Outside the tree: 403.
 * ``/up/<scheme>/<authority>/<path>`` — one model request, passed through to
   ``<scheme>://<authority>/<path>`` byte for byte (status, headers but hop-by-hop ones, body,
@@ -28,7 +29,7 @@ import httpx
 import trio
 
 from murmur.gateway.callers import caller_ancestry, quick_ancestry
-from murmur.gateway.keys import KeyTable
+from murmur.gateway.keys import KeyTable, parse_claim
 from murmur.gateway.nodes import Node, Tree, reaches
 from murmur.gateway.refusal import Refusal, body_for
 from murmur.gateway.route import key_headers, parse_path
@@ -201,11 +202,12 @@ class Gateway:
             own = asked.get("budget_tokens")
             if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 0):
                 raise ValueError("budget_tokens")
+            claim = parse_claim(asked.get("key"))
         except (ValueError, KeyError, TypeError, AttributeError):
             refusal = Refusal(
                 400,
                 "E-GWY-005",
-                "a registration needs {session, network_allow?, budget_tokens?}",
+                "a registration needs {session, network_allow?, budget_tokens?, key?}",
                 "invalid_request_error",
             )
             await self._refuse(send, refusal, False, session=None, path=REGISTER_PATH)
@@ -220,7 +222,7 @@ class Gateway:
             return
         ceiling = self.tree.ceiling(parent.session, own)
         self.tree = self.tree.add(
-            Node(session, found[0][0], found[0][1], parent.session, tuple(allow), ceiling)
+            Node(session, found[0][0], found[0][1], parent.session, tuple(allow), ceiling, key=claim)
         )
         node = self.tree.nodes[session]
         self._spent([node])
@@ -231,6 +233,8 @@ class Gateway:
                 "parent": parent.session,
                 "budget_tokens": ceiling,
                 "network_allow": list(node.allow),
+                "key": claim.reference if claim is not None else None,  # never its value
+                "own_key": claim is not None and claim.value is not None,
             }
         )
         reply = {
@@ -267,7 +271,7 @@ class Gateway:
     ) -> None:
         out_headers = {k: v for k, v in headers.items() if k not in _DROP_UP}
         out_headers["accept-encoding"] = "identity"  # usage is read from the bytes as they pass
-        entry = self.keys.key_for(origin)
+        entry = self.keys.key_for(origin, self.tree.chain(node.session))
         if entry is not None:
             out_headers.update(key_headers(scope["path"], headers, entry.value))
         started = time.monotonic()

@@ -25,7 +25,7 @@ from murmur import lazy
 
 if TYPE_CHECKING:
     from murmur.routing.catalog import Capsule, Catalog, Formation, Member
-    from murmur.routing.ceiling import ceiling_refusal
+    from murmur.routing.ceiling import Ceiling, ceiling_refusal
     from murmur.routing.gather import gather_catalog, member_call_refusal, member_refusal
     from murmur.routing.index import answer
     from murmur.routing.profile import started_profile
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Capsule",
     "Catalog",
+    "Ceiling",
     "Formation",
     "Member",
     "answer",
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 __getattr__ = lazy.face(__name__, {
-    "ceiling": ["ceiling_refusal"],
+    "ceiling": ["Ceiling", "ceiling_refusal"],
     "gather": ["gather_catalog", "member_call_refusal", "member_refusal"],
     "index": ["answer"],
     "catalog": ["Capsule", "Catalog", "Formation", "Member"],

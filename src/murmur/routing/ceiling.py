@@ -5,7 +5,9 @@ row). Pure: manifests in, a verdict out. The routing index (``mur agent who``) s
 route as blocked with :func:`block`'s reason and ``authorize:`` line; the call sites
 (``delegate-task`` and capsule links in :mod:`murmur.delegation.runtime`, ``call-member`` in
 :mod:`murmur.formation.member.member`) refuse the call with :func:`ceiling_refusal`, which is
-:data:`SENTENCE` and the same routing line.
+:data:`SENTENCE` and the same routing line (:func:`refusal_for_ceiling` when the target is
+known by its ceiling and capsule name only: a ``call-member`` callee not running yet, judged by
+what its formation's launcher read from its manifest).
 
 A target's **ceiling** is its ``inference`` block's ``max_turns`` and ``budget_tokens`` (per
 task). It is positive when both are. A plan capsule needs none (it makes no model call of its
@@ -19,7 +21,7 @@ import attrs
 
 from murmur.manifest import Manifest
 
-__all__ = ["SENTENCE", "Ceiling", "block", "ceiling_of", "ceiling_refusal"]
+__all__ = ["SENTENCE", "Ceiling", "block", "ceiling_of", "ceiling_refusal", "refusal_for_ceiling"]
 
 SENTENCE = "an agent-triggered run without a spending ceiling is refused"
 """The rule's sentence (spec/routing.md "Spending ceilings"), in every refusal."""
@@ -72,13 +74,16 @@ def block(asker: Manifest, target: Manifest, label: str, where: str) -> tuple[st
     """``(reason, authorize)`` when an agent ``asker`` routes to the agent ``target`` (shown as
     ``label``) that has no positive ceiling; None otherwise. ``where``: what makes the edit
     take effect (``restart the session``, ``relaunch the formation``)."""
-    ceiling = ceiling_of(target)
+    return _block(asker, ceiling_of(target), target.name, label, where)
+
+
+def _block(asker: Manifest, ceiling: Ceiling | None, name: str, label: str, where: str) -> tuple[str, str] | None:
     if asker.inference is None or ceiling is None or ceiling.positive:
         return None
     return (
         f"'{label}' is an agent capsule without a spending ceiling ({ceiling.missing} is not set), "
         "and an agent may route only to targets that have one",
-        f"set `inference.budget_tokens: <input + output tokens per task>` in {target.name}'s "
+        f"set `inference.budget_tokens: <input + output tokens per task>` in {name}'s "
         f"murmur.yaml, reinstall it, and {where}",
     )
 
@@ -88,7 +93,15 @@ def ceiling_refusal(kind: str, asker: Manifest, target: Manifest, label: str, wh
     None when it may proceed: ``spawn refused:`` (``call refused:`` for ``call-member``) and
     :data:`SENTENCE`, then the routing line as ``mur agent who``
     shows the blocked route (``<kind> <label> — <reason>``) and its ``authorize:`` line."""
-    blocked = block(asker, target, label, where)
+    return refusal_for_ceiling(kind, asker, ceiling_of(target), target.name, label, where)
+
+
+def refusal_for_ceiling(
+    kind: str, asker: Manifest, ceiling: Ceiling | None, name: str, label: str, where: str
+) -> str | None:
+    """:func:`ceiling_refusal` for a target known by its ``ceiling`` (None: no agent) and its
+    capsule ``name`` only; the same sentence and routing line."""
+    blocked = _block(asker, ceiling, name, label, where)
     if blocked is None:
         return None
     reason, authorize = blocked

@@ -8,7 +8,7 @@ raised, so one bad entry does not hide the rest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from murmur.diagnostics import Diagnostic, error
 from murmur.grants import denied_binary
 from murmur.manifest import Manifest, load_manifest
 from murmur.routing.catalog import Capsule, Catalog, Formation, Member, State
+from murmur.routing.ceiling import Ceiling
 from murmur.routing.index import Asker, holds, routes_for
 from murmur.routing.profile import edited
 from murmur.routing.render import delegate_line
@@ -167,17 +168,25 @@ def member_refusal(member: str, callees: Sequence[str], formation_id: str,
     return refuse
 
 
-def member_call_refusal(formation_id: str, asker: Manifest, member: str) -> str | None:
+def member_call_refusal(
+    formation_id: str, asker: Manifest, member: str,
+    known: Mapping[str, tuple[str, Ceiling | None]] | None = None,
+) -> str | None:
     """Why an agent member's ``call-member`` to ``member`` is refused for want of a spending
     ceiling (spec/routing.md "Spending ceilings"), or None. The callee is judged by the
     manifest its running session loaded (its running record); a callee with no readable
-    record yet is not judged here (its door is not up either, so the call waits for it).
-    Blocking (reads the running records): call it in a worker thread."""
-    from murmur.routing.ceiling import ceiling_refusal
+    record yet, by ``known`` (member -> its capsule name and ceiling, None for no agent: what
+    the formation's launcher read from its admitted manifest, the channel's callees line). A
+    callee neither names is not judged here. Blocking (reads the running records): call it in
+    a worker thread."""
+    from murmur.routing.ceiling import ceiling_refusal, refusal_for_ceiling
 
     if asker.inference is None:
         return None
     found = session_capsules(formation_id, (member,)).get(member)
-    if found is None:
-        return None
-    return ceiling_refusal("call-member", asker, found[0].manifest, member, "relaunch the formation")
+    if found is not None:
+        return ceiling_refusal("call-member", asker, found[0].manifest, member, "relaunch the formation")
+    if known is not None and member in known:
+        capsule, ceiling = known[member]
+        return refusal_for_ceiling("call-member", asker, ceiling, capsule, member, "relaunch the formation")
+    return None

@@ -97,7 +97,8 @@ class LaunchPlan:
         formation_id (str): the launch's ``frm_`` id.
         peers (tuple[PeerPlan, ...]): every peer, in roster order.
         entry (AdmittedMember): the entry member.
-        entry_spec (MemberSpec): how to start it; its channel holds only its first line
+        entry_spec (MemberSpec): how to start it; its channel holds only its first line (and
+            its callees line, spec/formation-tokens.md)
             until :func:`entry_spec_with_addresses` adds its callees' addresses and its role.
     """
 
@@ -205,6 +206,22 @@ def credentials_line(key: FormationKey, formation_id: str, member: AdmittedMembe
     return channel.encode_credentials(creds)
 
 
+def callees_line(member: AdmittedMember, members: Sequence[AdmittedMember]) -> bytes:
+    """A member's callees line: what each callee's admitted manifest says of its spending
+    ceiling (empty bytes for a member that may call nobody)."""
+    if not member.callees:
+        return b""
+    by_name = {m.name: m for m in members}
+    facts = []
+    for name in member.callees:
+        manifest = by_name[name].manifest
+        inf = manifest.inference
+        facts.append(channel.CalleeFacts(name, manifest.name, inf is not None,
+                                         inf.max_turns if inf is not None else 0,
+                                         inf.budget_tokens if inf is not None else None))
+    return channel.encode_callees(facts)
+
+
 def addresses_line(callees: Sequence[str], urls: Mapping[str, str]) -> bytes:
     """An ``addresses`` line naming each callee's door (callees without a URL are left out)."""
     return channel.encode_addresses(
@@ -251,7 +268,7 @@ def build_launch_plan(
             argv=argv,
             env=env,
             cwd=cwd,
-            channel=credentials_line(key, formation_id, m),
+            channel=credentials_line(key, formation_id, m) + callees_line(m, admitted.members),
             peer=True,
         )
         peers.append(PeerPlan(m, spec, workdir))
@@ -264,7 +281,7 @@ def build_launch_plan(
         ),
         env=env,
         cwd=cwd,
-        channel=credentials_line(key, formation_id, entry),
+        channel=credentials_line(key, formation_id, entry) + callees_line(entry, admitted.members),
         peer=False,
     )
     return LaunchPlan(formation_id, tuple(peers), entry, entry_spec)

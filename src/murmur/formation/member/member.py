@@ -33,7 +33,7 @@ from murmur.formation.member.membership import Membership, join
 from murmur.formation.member.reach import reaches_member_doors
 from murmur.formation.member.verifier import FormationVerifier
 from murmur.lifeline import wait_for_eof
-from murmur.routing import member_call_refusal, member_refusal
+from murmur.routing import Ceiling, member_call_refusal, member_refusal
 from murmur.session import (
     Contribution,
     ServicesLayer,
@@ -145,7 +145,7 @@ def contribution(
     elif creds is not None:
         given = attrs.evolve(given, services=_member_layer(lambda task: TaskServices(entry_member=m.entry)))
     if engine is not None and setup.manifest.inference is not None:
-        given = attrs.evolve(given, services=_with_ceiling(given.services, m.formation_id, setup.manifest))
+        given = attrs.evolve(given, services=_with_ceiling(given.services, m.formation_id, setup.manifest, m))
     if creds is not None and given.services is not None:
         given = attrs.evolve(given, services=_with_routes(
             given.services, member_refusal(creds.member, creds.callees, m.formation_id, setup.manifest)))
@@ -161,10 +161,14 @@ def _with_routes(layer: ServicesLayer, refuse: Any) -> ServicesLayer:
     return services
 
 
-def _with_ceiling(layer: ServicesLayer | None, formation_id: str, manifest: Any) -> ServicesLayer | None:
+def _with_ceiling(
+    layer: ServicesLayer | None, formation_id: str, manifest: Any, membership: Membership | None = None
+) -> ServicesLayer | None:
     """``layer``, then an agent member's ``call-member`` to an agent member without a spending
     ceiling is refused (``CallRefused``: a tool error) with the rule's sentence and the
-    routing line (spec/routing.md "Spending ceilings")."""
+    routing line (spec/routing.md "Spending ceilings"), before the offer is sent: the callee
+    judged by its running record's manifest, else (not running yet) by what the launcher read
+    from its admitted manifest (``membership.callee_facts``, the channel's callees line)."""
     if layer is None:
         return None
 
@@ -175,7 +179,8 @@ def _with_ceiling(layer: ServicesLayer | None, formation_id: str, manifest: Any)
             return given
 
         async def call_member(member: str, text: str) -> Mapping[str, object]:
-            why = await trio.to_thread.run_sync(member_call_refusal, formation_id, manifest, member)
+            known = _known_ceilings(membership) if membership is not None else None
+            why = await trio.to_thread.run_sync(member_call_refusal, formation_id, manifest, member, known)
             if why is not None:
                 raise CallRefused(why)
             return await inner(member, text)
@@ -183,6 +188,14 @@ def _with_ceiling(layer: ServicesLayer | None, formation_id: str, manifest: Any)
         return attrs.evolve(given, call_member=call_member)
 
     return services
+
+
+def _known_ceilings(membership: Membership) -> dict[str, tuple[str, Ceiling | None]]:
+    """Member -> (capsule name, ceiling; None for no agent), from the callees line."""
+    return {
+        name: (f.capsule, Ceiling(f.max_turns, f.budget_tokens) if f.agent else None)
+        for name, f in membership.callee_facts.items()
+    }
 
 
 def _member_layer(make: Any) -> ServicesLayer:

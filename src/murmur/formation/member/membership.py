@@ -114,6 +114,8 @@ class Membership:
         channel_fd (int | None): the channel, still to be read (None once finished).
         entry (bool): the channel named this member the entry member.
         addresses (AddressBook): callees' door URLs.
+        callee_facts (dict[str, channel.CalleeFacts]): what the launcher read from each
+            callee's manifest (the callees line), by member name.
         splitter (channel.LineSplitter): the channel's line splitter (holds a partial line).
         warnings (list[Diagnostic]): warnings to print at launch (``W-RUN-007``, ``W-RUN-008``).
     """
@@ -124,6 +126,7 @@ class Membership:
     channel_fd: int | None = None
     entry: bool = False
     addresses: AddressBook = attrs.field(factory=lambda: AddressBook(()))
+    callee_facts: dict[str, channel.CalleeFacts] = attrs.field(factory=dict)
     splitter: channel.LineSplitter = attrs.field(factory=channel.LineSplitter)
     warnings: list[Diagnostic] = attrs.field(factory=list)
 
@@ -149,6 +152,8 @@ class Membership:
             return
         if isinstance(meaning, channel.EntryRole):
             self.entry = True
+        elif isinstance(meaning, channel.Callees):
+            self.callee_facts.update(meaning.known(self.callees))
         else:
             self.addresses.update(meaning.known(self.callees))
 

@@ -24,6 +24,17 @@ followed by ``\\n``, at most :data:`MAX_LINE_BYTES` bytes before the newline
 
       {"role":"entry"}
 
+* **callees line** — what the launcher read from each callee's admitted manifest, written
+  right after the first line of a member with callees (this project's own format; so that a
+  ``call-member`` to a callee not running yet is judged by its spending ceiling,
+  spec/routing.md "Spending ceilings")::
+
+      {"callees":[{"name":"reviewer","capsule":"app-reviewer",
+                   "ceiling":{"max_turns":4,"budget_tokens":20000}}]}
+
+  ``capsule`` is the callee manifest's ``name``; ``ceiling`` is its ``inference.max_turns``
+  and ``inference.budget_tokens`` (null when not set), or null for a callee that is no agent.
+
 Nothing here does I/O. No function puts a token in an exception message or a ``repr``.
 """
 
@@ -117,6 +128,37 @@ class EntryRole:
     """The ``{"role":"entry"}`` line: this member is the formation's entry member."""
 
 
+@attrs.frozen
+class CalleeFacts:
+    """One callee as its admitted manifest says (a callees line entry).
+
+    Attributes:
+        name (str): its member name.
+        capsule (str): its manifest's ``name``.
+        agent (bool): it has an ``inference`` block.
+        max_turns (int): ``inference.max_turns`` (0 when no agent).
+        budget_tokens (int | None): ``inference.budget_tokens``.
+    """
+
+    name: str
+    capsule: str
+    agent: bool
+    max_turns: int = 0
+    budget_tokens: int | None = None
+
+
+@attrs.frozen
+class Callees:
+    """A callees line."""
+
+    callees: tuple[CalleeFacts, ...]
+
+    def known(self, callees: Iterable[str]) -> dict[str, CalleeFacts]:
+        """``name -> facts`` for the names in ``callees`` only (others are ignored)."""
+        wanted = set(callees)
+        return {c.name: c for c in self.callees if c.name in wanted}
+
+
 # --- encoding ---------------------------------------------------------------------------
 
 
@@ -146,6 +188,15 @@ def encode_credentials(credentials: Credentials) -> bytes:
 def encode_addresses(addresses: Iterable[Address]) -> bytes:
     """An ``addresses`` line (with its newline)."""
     return _line({"addresses": [{"name": a.name, "url": a.url} for a in addresses]})
+
+
+def encode_callees(callees: Iterable[CalleeFacts]) -> bytes:
+    """A callees line (with its newline)."""
+    return _line({"callees": [
+        {"name": c.name, "capsule": c.capsule,
+         "ceiling": {"max_turns": c.max_turns, "budget_tokens": c.budget_tokens} if c.agent else None}
+        for c in callees
+    ]})
 
 
 def encode_entry_role() -> bytes:
@@ -254,11 +305,11 @@ def decode_credentials(line: bytes, *, formation_id: str) -> Credentials:
     return creds
 
 
-def decode_later(line: bytes) -> Addresses | EntryRole:
+def decode_later(line: bytes) -> Addresses | EntryRole | Callees:
     """Decode a line after the first.
 
     Returns:
-        Addresses | EntryRole: the line's meaning.
+        Addresses | EntryRole | Callees: the line's meaning.
 
     Raises:
         ChannelLineError: the line is neither (its reader ignores it with a stderr note).
@@ -266,8 +317,10 @@ def decode_later(line: bytes) -> Addresses | EntryRole:
     obj = _object(line)
     if obj == {"role": "entry"}:
         return EntryRole()
+    if set(obj) == {"callees"}:
+        return _callees(obj["callees"])
     if set(obj) != {"addresses"} or not isinstance(obj["addresses"], list):
-        raise ChannelLineError("the line is neither an addresses line nor a role line")
+        raise ChannelLineError("the line is neither an addresses, a callees nor a role line")
     out: list[Address] = []
     for item in obj["addresses"]:
         if not isinstance(item, dict) or set(item) != {"name", "url"}:
@@ -279,6 +332,32 @@ def decode_later(line: bytes) -> Addresses | EntryRole:
             raise ChannelLineError(f"the address of '{name}' is not http://host:port")
         out.append(Address(name, url))
     return Addresses(tuple(out))
+
+
+def _count(value: object, *, none: bool) -> bool:
+    return (value is None and none) or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def _callees(items: object) -> Callees:
+    if not isinstance(items, list):
+        raise ChannelLineError("the callees line's callees is not a list")
+    out: list[CalleeFacts] = []
+    for item in items:
+        if not isinstance(item, dict) or set(item) != {"name", "capsule", "ceiling"}:
+            raise ChannelLineError("a callees entry is not {name, capsule, ceiling}")
+        name, capsule, ceiling = item["name"], item["capsule"], item["ceiling"]
+        if not isinstance(name, str) or not MEMBER_NAME_RE.fullmatch(name):
+            raise ChannelLineError("a callees entry's name is not a member name")
+        if not isinstance(capsule, str) or not capsule:
+            raise ChannelLineError(f"the capsule of '{name}' is not a name")
+        if ceiling is None:
+            out.append(CalleeFacts(name, capsule, False))
+            continue
+        if (not isinstance(ceiling, dict) or set(ceiling) != {"max_turns", "budget_tokens"}
+                or not _count(ceiling["max_turns"], none=False) or not _count(ceiling["budget_tokens"], none=True)):
+            raise ChannelLineError(f"the ceiling of '{name}' is not {{max_turns, budget_tokens}}")
+        out.append(CalleeFacts(name, capsule, True, ceiling["max_turns"], ceiling["budget_tokens"]))
+    return Callees(tuple(out))
 
 
 def is_door_url(url: str) -> bool:
