@@ -9,6 +9,7 @@ import httpx
 import pytest
 import trio
 
+from murmur.session.door import Door
 from murmur.session.records import result_text
 from murmur.session.states import TaskEvent
 from murmur.session.tasks import held
@@ -202,3 +203,30 @@ class TestDoor:
                 (task,) = list(book)
                 await recorded.wait()
             assert task.spilled is not None
+
+
+async def test_a_stream_keeps_the_answer_when_the_task_spills_between_two_events(tmp_path: Path) -> None:
+    """The records writer's hand-back (``spill``) can land while a stream is suspended between
+    two events (seen under load): the events after it still carry the whole answer. The
+    control is the same stream of an identical task that is never spilled."""
+    answer = _answer(7, 5000)
+
+    async def frames(spill_after: int | None) -> list[bytes]:
+        t = _finish(TaskBook(), answer=answer)
+        path = tmp_path / f"result-{spill_after}"
+        path.write_text(answer + "\n", encoding="utf-8")
+        out: list[bytes] = []
+        async for frame in Door(None, None)._follow(t, 1, b"first", 0):  # type: ignore[arg-type]
+            out.append(frame)
+            if len(out) == spill_after:
+                t.spill(path)
+                assert t.spilled is not None and answer not in str(t.events)
+        return out
+
+    def carried(out: list[bytes]) -> list[bool]:
+        return [answer in f.decode() for f in out]
+
+    control = carried(await frames(None))
+    assert sum(control) == 2, control  # the artifact and the completed status
+    for at in range(1, len(control)):
+        assert carried(await frames(at)) == control, f"spilled after frame {at}"

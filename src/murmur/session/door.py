@@ -510,8 +510,11 @@ class Door:
                 except RpcError as err:
                     yield sse_frame(wire.rpc_error(request_id, err))
                     return
-                while seen < len(shown.events):
-                    yield sse_frame(wire.rpc_result(request_id, wire.stream_event_json(shown, shown.events[seen])))
+                # The list as it is now: a spill while this generator is suspended in a yield
+                # puts placeholder events in a new list on the task, never into this one.
+                events = shown.events
+                while seen < len(events):
+                    yield sse_frame(wire.rpc_result(request_id, wire.stream_event_json(shown, events[seen])))
                     seen += 1
             if task.terminal:
                 return
