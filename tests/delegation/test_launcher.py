@@ -324,6 +324,11 @@ class TestWait:
         child_dir = next((tmp_path / "work" / ".murmur" / "children").iterdir())
         data = await completion_record(child_dir)
         assert (data["status"], data["delivered"]) == ("terminated", False)
+        # The completion is claimed before the child is terminated, and the delegation's
+        # ``terminated`` record comes once it is (a grace on a loaded host): wait for the record.
+        with trio.fail_after(r.launcher.stop_grace + 60):  # a hang guard
+            while "terminated" not in [f["outcome"] for f in r.of("delegation")]:
+                await trio.sleep(0.02)
         outcomes = [f["outcome"] for f in r.of("delegation")]
         assert "timed_out" in outcomes and "terminated" in outcomes
         with trio.fail_after(r.launcher.stop_grace + 60):  # stop_all bounds itself; a hang guard

@@ -74,7 +74,11 @@ class TestLaunch:
             lead_start = starts["lead"]["t"]
             assert all(run.events(m, "ready")[0]["t"] < lead_start for m in ("worker", "helper"))
             # worker got helper's address on its channel
-            (addr,) = run.events("worker", "channel_line")
+            # (beside the callees line, which names what it calls: spec/formation-tokens.md)
+            lines = run.events("worker", "channel_line")
+            (addr,) = [e for e in lines if "addresses" in e["line"]]
+            (callees,) = [e for e in lines if "callees" in e["line"]]
+            assert [c["name"] for c in callees["line"]["callees"]] == ["helper"]
             helper_url = run.events("helper", "ready")[0]["url"]
             assert addr["line"] == {"addresses": [{"name": "helper", "url": helper_url}]}
             # peers' lifelines closed after the entry member ended; every member is gone
