@@ -292,32 +292,41 @@ def _claude_side(r: Received) -> Reply | None:
 # (murmur.agent.config.DRIVERS), and the URL is the scripted provider's in both. So CI runs
 # each page's Anthropic and OpenAI tabs, and the DeepSeek tab of the quickstart (a task) and
 # of one served page (the key read for each A2A task); the other DeepSeek tabs are in the
-# soak set (`nox -s soak`). test_a_deepseek_tab_left_to_soak_is_its_openai_tab keeps it so.
+# soak set (`nox -s soak`), and so are the different-ways-to-run-murmur tabs, which are the
+# quickstart's byte for byte. test_a_run_left_to_soak_is_a_run_ci_makes keeps it so.
 DEEPSEEK_IN_CI = frozenset({"docs-quickstart-72.yaml", "docs-long-running-capsule-84.yaml"})
+TWINS_IN_SOAK = frozenset({"docs-different-ways-to-run-murmur-21.yaml", "docs-different-ways-to-run-murmur-46.yaml"})
 _AS_OPENAI = (("murmur-driver-deepseek", "murmur-driver-openai"), ("https://api.deepseek.com", "https://api.openai.com"),
               ("deepseek-r1", "o3-mini-high"), ("DEEPSEEK_API_KEY", "OPENAI_API_KEY"))
 
 
-def _deepseek_soak(case: Expect) -> bool:
-    return "https://api.deepseek.com" in (CORPUS_DIR / case.file).read_text(encoding="utf-8") \
-        and case.file not in DEEPSEEK_IN_CI
+def _soak(case: Expect) -> bool:
+    deepseek = "https://api.deepseek.com" in (CORPUS_DIR / case.file).read_text(encoding="utf-8")
+    return (deepseek and case.file not in DEEPSEEK_IN_CI) or case.file in TWINS_IN_SOAK
 
 
-TASK_RUNS = [pytest.param(e, id=e.file.removesuffix(".yaml"), marks=[pytest.mark.soak] if _deepseek_soak(e) else [])
+def _as_run(case: Expect) -> tuple[str, str | None, tuple[str, ...], tuple[str, ...]]:
+    """What a run of ``case`` does: its manifest (DeepSeek's names as OpenAI's), its run kind,
+    what is installed and written beside it."""
+    text = (CORPUS_DIR / case.file).read_text(encoding="utf-8")
+    for deepseek, openai in _AS_OPENAI:
+        text = text.replace(deepseek, openai)
+    return text, case.run, case.installs, case.page_files
+
+
+TASK_RUNS = [pytest.param(e, id=e.file.removesuffix(".yaml"), marks=[pytest.mark.soak] if _soak(e) else [])
              for e in RUNS if e.run != "cli"]
 
 
-def test_a_deepseek_tab_left_to_soak_is_its_openai_tab() -> None:
-    """Each DeepSeek tab CI leaves to the soak set is, with DeepSeek's names swapped for
-    OpenAI's, byte for byte a tab CI runs; the DeepSeek names themselves run in CI."""
-    ci = {(CORPUS_DIR / e.file).read_text(encoding="utf-8") for e in RUNS if not _deepseek_soak(e)}
-    soak = [e for e in RUNS if _deepseek_soak(e)]
-    assert len(soak) == 9 and {e.file for e in RUNS} >= DEEPSEEK_IN_CI
+def test_a_run_left_to_soak_is_a_run_ci_makes() -> None:
+    """Each run CI leaves to the soak set is, with DeepSeek's names swapped for OpenAI's, byte
+    for byte a run CI makes (the same manifest, run kind, installs and page files); the
+    DeepSeek names themselves run in CI."""
+    ci = {_as_run(e) for e in RUNS if not _soak(e)}
+    soak = [e for e in RUNS if _soak(e)]
+    assert len(soak) == 11 and {e.file for e in RUNS} >= DEEPSEEK_IN_CI | TWINS_IN_SOAK
     for e in soak:
-        text = (CORPUS_DIR / e.file).read_text(encoding="utf-8")
-        for deepseek, openai in _AS_OPENAI:
-            text = text.replace(deepseek, openai)
-        assert "deepseek" not in text.lower() and text in ci, e.file
+        assert "deepseek" not in _as_run(e)[0].lower() and _as_run(e) in ci, e.file
 
 
 @pytest.mark.parametrize("case", TASK_RUNS)
