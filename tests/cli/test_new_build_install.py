@@ -9,14 +9,17 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
-from manifest.malformed import CASES
+from manifest.malformed import CASES, Case
 from registry.test_archive import HOSTILE
 
 MUR = str(Path(sys.executable).parent / "mur")
 SHA_RE = r"[0-9a-f]{64}"
+T = TypeVar("T")
+Hostile = tuple[str, Callable[[], bytes], str]
 
 pytestmark = pytest.mark.e2e
 
@@ -122,25 +125,87 @@ def _assert_refusal(r: subprocess.CompletedProcess[str], code: str, where: str |
         assert re.search(rf"^  --> {re.escape(where)}", r.stderr, re.M), r.stderr
 
 
+def _one_per_code(cases: Sequence[T], code: Callable[[T], str]) -> list[T]:
+    """The first case of each refusal code (the real-process subset CI runs)."""
+    seen: dict[str, T] = {}
+    for case in cases:
+        seen.setdefault(code(case), case)
+    return list(seen.values())
+
+
+def _in_process(args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str],
+                monkeypatch: pytest.MonkeyPatch) -> subprocess.CompletedProcess[str]:
+    """`mur ARGS` run by the console script's own ``main`` in this process, captured as a
+    subprocess's would be (an exception escaping ``main`` fails the test)."""
+    from murmur.cli.mur import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([MUR, *args], code, out, err)
+
+
+def _malformed_jobs(tmp_path: Path) -> list[tuple[list[str], Path]]:
+    jobs = []
+    for case in CASES:
+        d = tmp_path / case.id
+        d.mkdir()
+        (d / "murmur.yaml").write_text(case.text)
+        jobs.append((["build", case.id], tmp_path))
+    return jobs
+
+
+def _hostile_jobs(tmp_path: Path) -> list[tuple[list[str], Path]]:
+    jobs = []
+    for name, make, _ in HOSTILE:
+        (tmp_path / f"{name}.mur.zip").write_bytes(make())
+        jobs.append((["install", f"{name}.mur.zip"], tmp_path))
+    return jobs
+
+
+# Every malformed manifest and hostile archive goes through `mur`'s own `main` (in process),
+# and one of each refusal code through the real entry point in a subprocess; every case as a
+# subprocess is in the soak set (`nox -s soak`): the subprocess adds the console script and
+# interpreter start-up, which are the same for every case.
+MALFORMED_REAL = _one_per_code(CASES, lambda c: c.code)
+HOSTILE_REAL = _one_per_code(HOSTILE, lambda h: h[2])
+
+
 class TestRefusals:
-    def test_every_malformed_manifest(self, tmp_path: Path, murmur_home: Path) -> None:
-        """Each malformed manifest: coded error at file:line, exit 1, no traceback."""
-        jobs = []
-        for case in CASES:
-            d = tmp_path / case.id
-            d.mkdir()
-            (d / "murmur.yaml").write_text(case.text)
-            jobs.append((["build", case.id], tmp_path))
-        for case, r in zip(CASES, mur_many(jobs, murmur_home), strict=True):
+    def test_every_malformed_manifest(self, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each malformed manifest: coded error at file:line, exit 1, no traceback (`mur build`
+        by its ``main``, in process)."""
+        for case, (args, cwd) in zip(CASES, _malformed_jobs(tmp_path), strict=True):
+            _assert_refusal(_in_process(args, cwd, capsys, monkeypatch), case.code, f"{case.id}/murmur.yaml:{case.line}:")
+
+    @pytest.mark.parametrize("cases", [pytest.param(MALFORMED_REAL, id="one-per-code"),
+                                       pytest.param(CASES, id="all", marks=pytest.mark.soak)])
+    def test_malformed_manifests_through_the_real_entry_point(self, tmp_path: Path, murmur_home: Path,
+                                                              cases: list[Case]) -> None:
+        """The same refusals from the real `mur build` in subprocesses."""
+        jobs = [job for job, case in zip(_malformed_jobs(tmp_path), CASES, strict=True) if case in cases]
+        assert len({c.code for c in cases}) == len({c.code for c in CASES})
+        for case, r in zip(cases, mur_many(jobs, murmur_home), strict=True):
             _assert_refusal(r, case.code, f"{case.id}/murmur.yaml:{case.line}:")
 
-    def test_every_hostile_archive(self, tmp_path: Path, murmur_home: Path) -> None:
-        """Each hostile archive: coded error naming the file, exit 1, store untouched."""
-        jobs = []
-        for name, make, _ in HOSTILE:
-            (tmp_path / f"{name}.mur.zip").write_bytes(make())
-            jobs.append((["install", f"{name}.mur.zip"], tmp_path))
-        for (name, _, code), r in zip(HOSTILE, mur_many(jobs, murmur_home), strict=True):
+    def test_every_hostile_archive(self, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each hostile archive: coded error naming the file, exit 1, store untouched (`mur
+        install` by its ``main``, in process)."""
+        for (name, _, code), (args, cwd) in zip(HOSTILE, _hostile_jobs(tmp_path), strict=True):
+            _assert_refusal(_in_process(args, cwd, capsys, monkeypatch), code, f"{name}.mur.zip")
+        assert not (tmp_path / ".murmur").exists()
+
+    @pytest.mark.parametrize("cases", [pytest.param(HOSTILE_REAL, id="one-per-code"),
+                                       pytest.param(HOSTILE, id="all", marks=pytest.mark.soak)])
+    def test_hostile_archives_through_the_real_entry_point(self, tmp_path: Path, murmur_home: Path,
+                                                           cases: list[Hostile]) -> None:
+        """The same refusals from the real `mur install` in subprocesses; the store untouched."""
+        jobs = [job for job, case in zip(_hostile_jobs(tmp_path), HOSTILE, strict=True) if case in cases]
+        assert len({h[2] for h in cases}) == len({h[2] for h in HOSTILE})
+        for (name, _, code), r in zip(cases, mur_many(jobs, murmur_home), strict=True):
             _assert_refusal(r, code, f"{name}.mur.zip")
         assert not (tmp_path / ".murmur").exists()
 

@@ -198,6 +198,11 @@ class TestDemoUnderKill:
             assert proc.wait(timeout=5) == 128 + signal.SIGKILL
             assert "the formation launcher was killed by SIGKILL" in err_path.read_text()
 
+    # In the soak set: test_kill_of_the_demo_removes_its_temporary_directory makes the same
+    # kill at the same moment and asserts all of this; the demo's watchdog differs between a
+    # --home directory and a temporary one only in removing the latter at the end
+    # (murmur.demo.run.DemoRun.start_watchdog, murmur.demo.watchdog.watchdog_main).
+    @pytest.mark.soak
     def test_kill_of_the_demo_leaves_nothing_within_30s(self, tmp_path: Path) -> None:
         """kill -KILL of `mur demo` itself mid-task: its watchdog stops every group within 30 s."""
         with self._start_mid_task(tmp_path) as (proc, err_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,19 +25,37 @@ from ._formation import alive, wait_for
 pytestmark = [pytest.mark.e2e]
 
 
-def _mur(*args: str, cwd: Path) -> None:
+def _mur(*args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
     subprocess.run([sys.executable, "-m", "murmur.cli.mur", *args], cwd=cwd, check=True,
-                   capture_output=True)
+                   capture_output=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`mur new --roster demo`, each member built and installed globally, once for the module:
+    the directory holding the project (``demo/``) and the MURMUR_HOME of the installs
+    (``home/``). The tests get copies (:func:`demo`); what they test is the launch."""
+    root = tmp_path_factory.mktemp("demo-built")
+    env = {**os.environ, "MURMUR_HOME": str(root / "home")}
+    _mur("new", "--roster", "demo", cwd=root, env=env)
+    for member, capsule in (("lead", "demo-lead"), ("worker", "demo-worker")):
+        _mur("build", member, cwd=root / "demo", env=env)
+        _mur("install", "-g", f"{member}/{capsule}-0.1.0.mur.zip", cwd=root / "demo", env=env)
+    return root
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    """`mur new --roster demo`, each member built and installed globally."""
-    _mur("new", "--roster", "demo", cwd=tmp_path)
+def demo(built: Path, tmp_path: Path, murmur_home: Path) -> Path:
+    """The built project copied into ``tmp_path``, its members installed in this test's
+    MURMUR_HOME: the store copied, each ``installed.json``'s ``source`` naming the copy, as
+    `mur install -g` from the copy would have recorded it."""
     demo = tmp_path / "demo"
-    for member, capsule in (("lead", "demo-lead"), ("worker", "demo-worker")):
-        _mur("build", member, cwd=demo)
-        _mur("install", "-g", f"{member}/{capsule}-0.1.0.mur.zip", cwd=demo)
+    shutil.copytree(built / "demo", demo, symlinks=True)
+    shutil.copytree(built / "home" / "artifacts", murmur_home / "artifacts", symlinks=True)
+    for record in (murmur_home / "artifacts").rglob("installed.json"):
+        doc = json.loads(record.read_text())
+        doc["source"] = str(demo / Path(doc["source"]).relative_to(built / "demo"))
+        record.write_text(json.dumps(doc, indent=2) + "\n")
     return demo
 
 

@@ -20,13 +20,16 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import attrs
 import pytest
 import trio
 
+from murmur.containment import CGROUP, detect
+
 from ._busy import MUR, VARIANTS, formation_project
-from ._rig import START_PATHS, Rig, Started, escaped
+from ._rig import CLASSES, START_PATHS, Rig, Started, escaped
 from ._tree import Proc, formation_unit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("start_path", START_PATHS, indirect=True)]
@@ -205,11 +208,37 @@ async def test_busy_formation(rig: Rig, name: str) -> None:
     await _run_case(rig, name, FAST[name])
 
 
+async def each_class(tmp: Path, start_path: str, case: Callable[[Rig], Awaitable[None]]) -> None:
+    """Run ``case`` on a rig of each class this host backs (cgroup, groups) at once, each rig
+    in its own directory and nursery, closed as the ``rig`` fixture closes it. For the cases
+    that wait out the members' 25 s bound, mostly asleep: together they wait it once. A
+    failure names its class."""
+    host_cgroup = detect({}, probe=True).name == CGROUP
+    classes = [k for k in CLASSES if k != CGROUP or host_cgroup]
+
+    async def one(klass: str) -> None:
+        (tmp / klass).mkdir()
+        async with trio.open_nursery() as nursery:
+            rig = Rig(tmp / klass, klass, nursery, start_path=start_path)
+            try:
+                await case(rig)
+            except AssertionError as exc:
+                raise AssertionError(f"[{klass} class] {exc}") from exc
+            finally:
+                with trio.CancelScope(shield=True):
+                    await rig.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for klass in classes:
+            nursery.start_soon(one, klass)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SLOW))
-async def test_busy_formation_slow(rig: Rig, name: str) -> None:
-    """A stopped member: the launcher's 25 s SIGKILL ends it and everything it started."""
-    await _run_case(rig, name, SLOW[name])
+async def test_busy_formation_slow(tmp_path: Path, start_path: str, name: str) -> None:
+    """A stopped member: the launcher's 25 s SIGKILL ends it and everything it started (each
+    class, at once)."""
+    await each_class(tmp_path, start_path, lambda rig: _run_case(rig, name, SLOW[name]))
 
 
 def _janitor(f: Formation) -> Proc:
@@ -235,9 +264,14 @@ async def test_janitor_killed_formation_still_tears_down(rig: Rig) -> None:
 
 
 @pytest.mark.slow
-async def test_janitor_never_outlives_the_bound(rig: Rig) -> None:
+async def test_janitor_never_outlives_the_bound(tmp_path: Path, start_path: str) -> None:
     """kill -KILL of the launcher while p2 is stopped (it cannot wind down): the janitor
-    waits the members' bound (25 s), kills p2's unit, and is gone by bound + 5 s."""
+    waits the members' bound (25 s), kills p2's unit, and is gone by bound + 5 s (each
+    class, at once)."""
+    await each_class(tmp_path, start_path, _janitor_bound)
+
+
+async def _janitor_bound(rig: Rig) -> None:
     f = await launch_busy(rig)
     janitor = _janitor(f)
     os.kill(f.pids["p2"], signal.SIGSTOP)
