@@ -318,6 +318,15 @@ class TestWait:
                 bounds[0].deadline = trio.current_time() + 0.5  # however long the launch took
 
         r.launcher._emit = watching
+        terminated = trio.Event()
+        closing = r.launcher.book._emit
+
+        def booked(event: str, **fields: Any) -> None:
+            closing(event, **fields)
+            if event == "delegation" and fields.get("outcome") == "terminated":
+                terminated.set()
+
+        r.launcher.book._emit = booked
         with pytest.raises(trio.TooSlowError), trio.fail_after(60) as bound:
             bounds.append(bound)
             await r.delegate(wait=True)
@@ -327,8 +336,7 @@ class TestWait:
         # The completion is claimed before the child is terminated, and the delegation's
         # ``terminated`` record comes once it is (a grace on a loaded host): wait for the record.
         with trio.fail_after(r.launcher.stop_grace + 60):  # a hang guard
-            while "terminated" not in [f["outcome"] for f in r.of("delegation")]:
-                await trio.sleep(0.02)
+            await terminated.wait()
         outcomes = [f["outcome"] for f in r.of("delegation")]
         assert "timed_out" in outcomes and "terminated" in outcomes
         with trio.fail_after(r.launcher.stop_grace + 60):  # stop_all bounds itself; a hang guard
