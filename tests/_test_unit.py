@@ -158,6 +158,8 @@ def wait_for_janitors(unit: Path, own: int, bound: float = JANITOR_WAIT) -> list
         try:
             if fds:
                 poller.poll(int(left * 1000) + 1)
+            else:  # each had just exited: read the unit again
+                time.sleep(0.01)
         finally:
             for fd in fds:
                 os.close(fd)

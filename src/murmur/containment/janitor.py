@@ -20,9 +20,10 @@ EOF on stdin means the owner is gone (or finished: it drops everything first). L
 at most every :data:`COALESCE` seconds (a burst of them costs one wake-up). Then, for each
 unit left: as soon as its process has ended, or ``bound`` seconds after the EOF, whichever is
 first, everything in the unit is killed and the unit removed. The janitor exits when no unit is
-left, and in any case ``bound + 5`` seconds after the EOF (then :data:`LAST_WORD` more for what it
-kills at that moment to exit, so its units can be removed). It ignores SIGINT, SIGHUP and SIGTERM (a terminal's Ctrl-C or a group kill must not stop
-the one process that cleans up); SIGKILL ends it, and then its owner's own teardown still runs.
+left, and in any case ``bound + 5`` seconds after the EOF (then :data:`LAST_WORD` more for what
+it kills at that moment to exit, so its units can be removed). It ignores SIGINT, SIGHUP and
+SIGTERM (a terminal's Ctrl-C or a group kill must not stop the one process that cleans up);
+SIGKILL ends it, and then its owner's own teardown still runs.
 """
 
 from __future__ import annotations
