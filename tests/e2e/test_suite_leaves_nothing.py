@@ -5,8 +5,9 @@ test unit (tests/_test_unit.py) must report nothing left:
 
 * ``test_demo_sweep`` — ``sh -c "sleep 60"`` forked its ``sleep`` after the one scan of a
   bound-0 sweep, and only ``sh`` was killed: a ``sleep 60`` outlived the test;
-* the census rig's SIGKILL of a session's recorded tree — which held the session's janitor, so
-  nobody removed the session's units (``murmur-ses_…/starter-1``);
+* the census rig's SIGKILL of a session's recorded tree, and the real formations' SIGKILL of
+  what is left of a launch — both held the launcher's janitor, so nobody removed the units
+  (``murmur-ses_…/starter-1``, ``murmur-frm_…/lead-2``);
 * the last test of a run, whose SIGKILLed session's janitor was still removing its units when
   pytest reported: pytest now waits for the janitors (``_test_unit.wait_for_janitors``).
 """
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SLICE = [
     "tests/test_demo_sweep.py::TestKillTree",
     "tests/e2e/test_roost_census.py::TestSigkill::test_killed_child_gives_its_parents_slot_back",
+    "tests/e2e/test_formation_real.py::TestRealMembers::test_members_show_exactly_their_environment",
     "tests/e2e/test_tree.py::test_narrowed_spawn_set_refuses_before_roost",
 ]
 
