@@ -176,6 +176,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     containment.reset_for_tests()  # pytest's own containment (its janitor, its unit) ends here
     wait_for_janitors(unit, os.getpid())  # the last tests' SIGKILLed sessions: their janitors clean up
     pids, subunits = left_in(unit, os.getpid())
+    pids = [p for p in pids if os.path.exists(f"/proc/{p}")]  # one that exited as it was listed is not left
     try:
         (_STATE["home"] / "cgroup.procs").write_text(str(os.getpid()))  # type: ignore[operator]
     except OSError:
