@@ -3,14 +3,16 @@
 Prints figures, never asserts. Two parts, each measured in the same run as its floor:
 
 * **stub start** — a generated stub (``NAME --help``: parse, no socket) beside ``sh -c true``,
-  ``python3 -c pass`` and ``python3 -I -S -c pass`` (the stub's own interpreter, the floor);
+  ``python3 -c pass`` and ``python3 -I -S -c pass`` (the stub's own interpreter, the floor),
+  interleaved;
 * **delegation** — a real ``mur-roost`` and two real ``mur run`` sessions over a temporary
   ``MURMUR_HOME``: ``boss``, whose shell step runs the link ``kid x``, and ``stepper``, whose
   plan ``capsule`` step delegates the same task to ``kid``. For each, from ``SendMessage`` to
   the child started (its journal ``start`` event) and to the answer back (the task completed,
-  the link's answer printed by the step). Interleaved runs; medians; link / step ratios.
+  the link's answer printed by the step). Interleaved runs; medians with their quartiles;
+  link / step ratios.
 
-Usage: ``python benchmarks/links.py [--runs 30] [--e2e-runs 5]``.
+Usage: ``python benchmarks/links.py [--runs 40] [--e2e-runs 15]``.
 """
 
 from __future__ import annotations
@@ -36,16 +38,15 @@ A2A = {"A2A-Version": "1.0", "content-type": "application/json"}
 LIFE = "lifecycle:\n  task_acceptance: queue\n  queue_depth: 4\n  after_task: sleep\n"
 
 
-def median_ms(argv: list[str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
+def spread(values: list[float]) -> str:
+    """``median (q1-q3)`` of ``values``, in ms."""
+    q1, med, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return f"{med:7.1f} ms ({q1:.1f}-{q3:.1f})"
 
 
 def stub_start(runs: int) -> None:
+    """Each figure's runs interleaved with the others' (one round = one run of each), so a load
+    change moves every figure alike."""
     with tempfile.TemporaryDirectory() as tmp:
         binary = write_links(Path(tmp) / "links", ["kid"])
         py = interpreter()
@@ -55,11 +56,17 @@ def stub_start(runs: int) -> None:
             ("python3 -I -S -c pass (floor)", [py, "-I", "-S", "-c", "pass"]),
             ("link stub kid --help", [str(binary / "kid"), "--help"]),
         ]
-        figures = {label: median_ms(argv, runs) for label, argv in rows}
+        times: dict[str, list[float]] = {label: [] for label, _ in rows}
+        for _ in range(runs):
+            for label, argv in rows:
+                began = time.perf_counter()
+                subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                times[label].append((time.perf_counter() - began) * 1000)
+    figures = {label: statistics.median(v) for label, v in times.items()}
     floor = figures["python3 -I -S -c pass (floor)"]
-    print(f"stub start, {runs} runs each (median):")
+    print(f"stub start, {runs} interleaved runs each, median (q1-q3):")
     for label, ms in figures.items():
-        print(f"  {label:32s} {ms:7.1f} ms   x{ms / floor:4.2f} of python3 -I -S")
+        print(f"  {label:32s} {spread(times[label])}   x{ms / floor:4.2f} of python3 -I -S")
     ratio = figures["link stub kid --help"] / floor
     print(f"  target (issue 32): stub <= x2.00 of python3 -I -S: x{ratio:.2f}, {'met' if ratio <= 2 else 'NOT met'}")
 
@@ -165,10 +172,10 @@ def delegation(runs: int) -> None:
                     p.wait(30)
                 except subprocess.TimeoutExpired:
                     p.kill()
-    print(f"delegation, {runs} interleaved runs each (median), SendMessage to:")
+    print(f"delegation, {runs} interleaved runs each, median (q1-q3), SendMessage to:")
     med = {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in figures.items()}
-    for label, (started, done) in med.items():
-        print(f"  {label:14s} child started {started:7.0f} ms   answer back {done:7.0f} ms")
+    for label, (a, b) in figures.items():
+        print(f"  {label:14s} child started {spread(a)}   answer back {spread(b)}")
     link, step = med["link"], med["capsule step"]
     print(f"  link / capsule step: child started x{link[0] / step[0]:.2f}, answer back x{link[1] / step[1]:.2f}")
     ratio = link[0] / step[0]
@@ -178,8 +185,8 @@ def delegation(runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30, help="stub start runs per figure")
-    parser.add_argument("--e2e-runs", type=int, default=5, help="delegations per figure")
+    parser.add_argument("--runs", type=int, default=40, help="stub start runs per figure")
+    parser.add_argument("--e2e-runs", type=int, default=15, help="delegations per figure")
     args = parser.parse_args()
     print(f"host cores: {os.cpu_count()}")
     stub_start(args.runs)

@@ -6,7 +6,9 @@ starts (and everything those start: sessions, members, children, commands) is be
 A janitor process outside that cgroup holds the read end of a pipe only pytest writes to.
 When the pipe closes -- pytest exits, or is SIGKILLed -- the janitor kills everything in the
 unit (``cgroup.kill``), waits until it is empty and removes it, bottom-up. At a normal end pytest
-first moves itself back out and says what the tests left behind (processes, empty units).
+first waits (at most :data:`JANITOR_WAIT` s) for the containment janitors still running in the
+unit -- those of sessions the last tests SIGKILLed, removing their owners' units -- then moves
+itself back out and says what the tests left behind (processes, empty units).
 
 On a host without it (the process-group class), or with ``MURMUR_TEST_UNIT=off``, nothing is
 done here, and the fixtures' ``--die-with-parent`` is what ends a top-level ``mur run`` or
@@ -126,6 +128,43 @@ def _cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:160] or "?"
 
 
+JANITOR_WAIT = 35.0
+"""Seconds pytest waits at its end for the janitors of sessions the last tests killed (their
+bound is 25 s, then 5 s more): each removes its owner's units, and what is left after is
+reported."""
+
+
+def wait_for_janitors(unit: Path, own: int, bound: float = JANITOR_WAIT) -> list[int]:
+    """Wait until no containment janitor runs in ``unit`` (each one's exit, on a pidfd),
+    at most ``bound`` seconds; the janitors still running then."""
+    import select
+    import time
+
+    deadline = time.monotonic() + bound
+    while True:
+        pids, _ = left_in(unit, own)
+        janitors = [p for p in pids if "containment/janitor.py" in _cmdline(p)]
+        left = deadline - time.monotonic()
+        if not janitors or left <= 0:
+            return janitors
+        poller = select.poll()
+        fds = []
+        for pid in janitors:
+            try:
+                fds.append(os.pidfd_open(pid))
+            except OSError:
+                continue
+            poller.register(fds[-1], select.POLLIN)
+        try:
+            if fds:
+                poller.poll(int(left * 1000) + 1)
+            else:  # each had just exited: read the unit again
+                time.sleep(0.01)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Leave the unit, say what the tests left in it, and let the janitor remove it."""
     unit = _STATE.get("unit")
@@ -135,7 +174,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from murmur import containment
 
     containment.reset_for_tests()  # pytest's own containment (its janitor, its unit) ends here
+    wait_for_janitors(unit, os.getpid())  # the last tests' SIGKILLed sessions: their janitors clean up
     pids, subunits = left_in(unit, os.getpid())
+    pids = [p for p in pids if os.path.exists(f"/proc/{p}")]  # one that exited as it was listed is not left
     try:
         (_STATE["home"] / "cgroup.procs").write_text(str(os.getpid()))  # type: ignore[operator]
     except OSError:

@@ -92,13 +92,14 @@ class TestKillTree:
     def test_what_a_scan_found_is_killed_even_past_the_bound(self) -> None:
         """A bound that has already run out (as a slow scan of a busy machine can use it up)
         still stops and kills what the scan found, instead of returning with nothing done."""
-        top = _spawn("sleep 60")
+        top = _spawn("exec sleep 60")  # one process: a forking `sh` could fork after the one scan
         try:
             killed = sweep.kill_tree({top.pid}, bound=0.0)
             assert top.pid in killed
             assert top.wait(timeout=10) == -signal.SIGKILL
         finally:
-            top.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(top.pid, signal.SIGKILL)  # its group: whatever it started too
             top.wait(timeout=10)
     def test_a_forking_loop_is_frozen_and_killed_whole(self) -> None:
         """A process forking without pause leaves no child behind: the tree is frozen first."""

@@ -128,7 +128,8 @@ def test_dash_words_that_are_tasks(tmp_path: Path, argv: list[str], task: str) -
 def test_the_stub_imports_only_c_modules(tmp_path: Path) -> None:
     """Issue 32 item 6: the stub starts near the bare interpreter's time because it imports no
     Python-level module (``json``, ``socket``, ``signal`` and their ``enum`` / ``re`` cost as
-    much again as the interpreter); what it does import is listed by ``-X importtime``."""
+    much again as the interpreter; ``os`` and its ``_collections_abc`` a quarter of it); what it
+    does import is listed by ``-X importtime``."""
     from murmur.links.stub import interpreter
 
     binary = write_links(tmp_path / "links", ["kid"])
@@ -136,9 +137,38 @@ def test_the_stub_imports_only_c_modules(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    for heavy in ("json", "socket", "signal", "enum", "re", "selectors"):
+    for heavy in ("json", "socket", "signal", "enum", "re", "selectors", "os", "_collections_abc", "posixpath"):
         assert heavy not in imported, sorted(imported)
     serve_once(tmp_path / "links", Answer(0, stdout="kid ok\n", stderr="").line())
     ran = subprocess.run([str(binary / "kid"), "hello"], capture_output=True, text=True, timeout=30, check=False,
                          stdin=subprocess.DEVNULL)
     assert (ran.returncode, ran.stdout) == (0, "kid ok\n"), ran.stderr
+
+
+def test_the_stub_runs_the_compiled_body(tmp_path: Path) -> None:
+    """`links/stub.code` is the body compiled once (headed by the interpreter's hexversion): a
+    stub runs it and never compiles. Shown by breaking the source: the stub still answers."""
+    import sys
+
+    links = tmp_path / "links"
+    stub = write_links(links, ["kid"]) / "kid"
+    assert (links / "stub.code").read_bytes().startswith(b"%d\n" % sys.hexversion)
+    (links / "stub.py").write_text("raise SystemExit(99)\n")
+    done = subprocess.run([str(stub), "--help"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "usage: kid" in done.stderr, done
+
+
+@pytest.mark.parametrize("code", [None, b"1\n" + b"\0" * 8, b"garbage"], ids=["missing", "other-interpreter", "corrupt"])
+def test_the_stub_compiles_the_source_without_a_usable_code_file(tmp_path: Path, code: bytes | None) -> None:
+    """No `stub.code`, one from another interpreter, or a corrupt one: the stub compiles
+    `stub.py` and works the same (the negative control of the test above: a broken source now fails)."""
+    links = tmp_path / "links"
+    stub = write_links(links, ["kid"]) / "kid"
+    if code is None:
+        (links / "stub.code").unlink()
+    else:
+        (links / "stub.code").write_bytes(code)
+    done = subprocess.run([str(stub), "--help"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "usage: kid" in done.stderr, done
+    (links / "stub.py").write_text("raise SystemExit(99)\n")
+    assert subprocess.run([str(stub), "--help"], capture_output=True, timeout=30).returncode == 99

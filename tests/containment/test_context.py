@@ -440,3 +440,32 @@ async def test_a_forced_exit_kills_what_the_containment_holds(
         assert json.loads(got.splitlines()[1]) == {"killed": True}
     finally:
         await reap(owner)
+
+
+async def test_a_unit_its_owner_could_not_remove_is_left_to_the_janitor(
+    contained: Containment, owned: Owned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 1: when a release or close cannot remove a unit (here every removal is made
+    to fail, as a unit still emptying at the bound does), the janitor is not told to drop it,
+    so at its EOF it removes both the command's unit and the session unit. Before, both were
+    dropped and stayed, empty, for good."""
+    if contained.class_name != CGROUP:
+        pytest.skip("units are directories on the cgroup class only")
+    from murmur.containment import cgroup
+
+    unit = procs.new_unit("cmd", contained)
+    proc, _ = await start(unit, owned)
+    janitor = contained._janitor
+    assert janitor is not None and unit.path is not None
+    owned.add(janitor.pid)
+    session_dir = contained.unit_dir
+    assert session_dir is not None
+    monkeypatch.setattr(cgroup, "remove", lambda path: False)
+    monkeypatch.setattr("murmur.containment.units._REMOVE_WAIT", 0.0)
+    await unit.release()
+    with trio.fail_after(5):
+        assert await proc.wait() == -9
+    assert unit.path.exists()  # what the failed removal left
+    contained.close()
+    assert janitor.wait(timeout=10) == 0
+    assert not unit.path.exists() and not session_dir.exists()  # the janitor removed them

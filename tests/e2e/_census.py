@@ -57,3 +57,17 @@ class Formation:
         found = {p.pid for p in self.census.survivors()} | unit_pids(self.formation_id)
         found.discard(self.launcher_pid)
         return sorted(found)
+
+    def to_kill(self) -> list[int]:
+        """:meth:`left` without the launcher's containment janitor, for a teardown's SIGKILL:
+        the janitor outlives the launcher to remove the formation's units, and killing it with
+        the rest leaves them behind (issue 32 item 1)."""
+        return [p for p in self.left() if not is_janitor(p)]
+
+
+def is_janitor(pid: int) -> bool:
+    """Whether ``pid`` runs :mod:`murmur.containment.janitor` (by its command line)."""
+    try:
+        return b"containment/janitor.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

@@ -92,7 +92,9 @@ class Real:
         return self.found.left() if self.found is not None else []
 
     def kill_everything(self) -> None:
-        for pid in [self.proc.pid, *self.members()]:
+        """SIGKILL the launcher and what is left of its formation, but not its janitor (which
+        then removes the formation's units)."""
+        for pid in [self.proc.pid, *(self.found.to_kill() if self.found is not None else [])]:
             for kill in (os.killpg, os.kill):
                 try:
                     kill(pid, signal.SIGKILL)

@@ -157,6 +157,9 @@ class Started:
         return self.proc.pid
 
 
+JANITOR = "containment/janitor.py"
+
+
 @attrs.define
 class Rig:
     """Starts mur-roost and `mur run`s; owns every process it started and the trees it recorded."""
@@ -207,7 +210,9 @@ class Rig:
     def record_tree(self, pid: int) -> dict[int, str]:
         """Record ``pid``'s process tree now (killed at teardown if still alive); returns it."""
         tree = _tree(pid)
-        for p in tree:
+        for p, cmd in tree.items():
+            if JANITOR in cmd:
+                continue  # it outlives its owner to remove the owner's units: killing it leaves them
             self.recorded.setdefault(p, procstat.start_time(p))
         return tree
 

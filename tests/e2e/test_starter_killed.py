@@ -103,7 +103,7 @@ def test_a_killed_starter_leaves_the_entry_status_true(tmp_path: Path, klass: st
         assert proc.wait(60) == 0, err.read_text()
         assert found.left() == []
     finally:
-        for pid in [proc.pid, *(found.left() if found is not None else [])]:
+        for pid in [proc.pid, *(found.to_kill() if found is not None else [])]:
             for kill in (os.killpg, os.kill):
                 try:
                     kill(pid, signal.SIGKILL)

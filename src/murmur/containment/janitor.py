@@ -20,9 +20,10 @@ EOF on stdin means the owner is gone (or finished: it drops everything first). L
 at most every :data:`COALESCE` seconds (a burst of them costs one wake-up). Then, for each
 unit left: as soon as its process has ended, or ``bound`` seconds after the EOF, whichever is
 first, everything in the unit is killed and the unit removed. The janitor exits when no unit is
-left, and in any case ``bound + 5`` seconds after the EOF: it never outlives its formation's
-bound. It ignores SIGINT, SIGHUP and SIGTERM (a terminal's Ctrl-C or a group kill must not stop
-the one process that cleans up); SIGKILL ends it, and then its owner's own teardown still runs.
+left, and in any case ``bound + 5`` seconds after the EOF (then :data:`LAST_WORD` more for what
+it kills at that moment to exit, so its units can be removed). It ignores SIGINT, SIGHUP and
+SIGTERM (a terminal's Ctrl-C or a group kill must not stop the one process that cleans up);
+SIGKILL ends it, and then its owner's own teardown still runs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ import sys
 import time
 
 POLL = 0.02  # seconds between checks while units wind down
+LAST_WORD = 2.0
+"""Seconds the janitor gives units it killed when it gave up waiting to empty before it leaves:
+a unit removed at once after the kill is still populated by its dying processes, and stays."""
 COALESCE = 0.02
 """Seconds the janitor waits after reading before it reads again: an owner starting commands
 fast writes several lines per read instead of waking the janitor for each (on a busy host each
@@ -223,9 +227,15 @@ def clean(units: dict[str, Unit], bound: float, now: float) -> None:
                 unit.kill()
         if pending:
             time.sleep(POLL)
-    for unit in pending.values():  # the last word: kill once more, then leave
-        unit.kill()
-        unit.finish()
+    for unit in pending.values():  # the last word: kill once more, give the killed
+        unit.kill()  # processes a moment to exit (a unit is removable only once empty), then leave
+    last = time.monotonic() + LAST_WORD
+    while pending and time.monotonic() < last:
+        for key, unit in list(pending.items()):
+            if unit.finish():
+                del pending[key]
+        if pending:
+            time.sleep(POLL)
 
 
 def main() -> int:

@@ -227,20 +227,22 @@ class Unit:
         The wait for a killed cgroup to empty is an inotify wait on its ``cgroup.events``
         (:func:`murmur.containment.cgroup.wait_empty`), bounded by ``_REMOVE_WAIT`` real
         seconds (:func:`murmur.realtime.wait_real`) and shielded: the loop keeps running, and
-        a cancelled owner still releases. A unit still populated at the bound is left (the
-        session unit's removal, or the janitor, takes it).
+        a cancelled owner still releases. A unit still there at the bound stays registered
+        with the janitor (which removes it once this process is gone), and the session unit's
+        removal takes it too.
         """
         if self.released:
             return
         self.released = True
         self.kill()
         self._close_pidfd()
+        removed = True
         if self.path is not None and not cgroup.remove(self.path):
             path = self.path
             with trio.CancelScope(shield=True):
                 await realtime.wait_real(lambda: cgroup.wait_empty(path), _REMOVE_WAIT)
-            cgroup.remove(path)
-        self._owner._forget(self)
+            removed = cgroup.remove(path)
+        self._owner._forget(self, removed=removed)
 
     def release_blocking(self) -> None:
         """:meth:`release` for code that runs outside a Trio loop, or a unit known to hold no
@@ -251,11 +253,12 @@ class Unit:
         self.released = True
         self.kill()
         self._close_pidfd()
+        removed = True
         if self.path is not None:
             deadline = time.monotonic() + _REMOVE_WAIT
-            while not cgroup.remove(self.path) and time.monotonic() < deadline:
+            while not (removed := cgroup.remove(self.path)) and time.monotonic() < deadline:
                 time.sleep(0.005)
-        self._owner._forget(self)
+        self._owner._forget(self, removed=removed)
 
     def _close_pidfd(self) -> None:
         fd, self._pidfd = self._pidfd, None
@@ -351,10 +354,13 @@ class Containment:
             self._units[unit.key] = unit
         return unit
 
-    def _forget(self, unit: Unit) -> None:
+    def _forget(self, unit: Unit, *, removed: bool = True) -> None:
+        """Forget a released unit; the janitor is told to drop it only once it is gone (a unit
+        that could not be removed stays the janitor's, so it is removed after this process)."""
         with self._lock:
             self._units.pop(unit.key, None)
-        self._janitor_send({"drop": unit.key}, start=False)
+        if removed:
+            self._janitor_send({"drop": unit.key}, start=False)
 
     def live_units(self) -> list[Unit]:
         """The units not released yet."""
@@ -368,16 +374,18 @@ class Containment:
         self._sweep_until_quiet(_FORCED_SWEEP)
 
     def close(self) -> None:
-        """Release every unit, remove the session unit a root made, and let the janitor go."""
+        """Release every unit, remove the session unit a root made, and let the janitor go
+        (what could not be removed stays registered with it: it removes that at its EOF)."""
         for unit in self.live_units():
             unit.release_blocking()
         self._sweep_until_quiet(_CLOSE_SWEEP)
         if self.unit_dir is not None and not self.inherited:
             cgroup.kill(self.unit_dir)
             deadline = time.monotonic() + _REMOVE_WAIT
-            while not cgroup.remove(self.unit_dir) and time.monotonic() < deadline:
+            while not (removed := cgroup.remove(self.unit_dir)) and time.monotonic() < deadline:
                 time.sleep(0.005)
-            self._janitor_send({"drop": "session"}, start=False)
+            if removed:  # else the janitor, told nothing, removes it once this process is gone
+                self._janitor_send({"drop": "session"}, start=False)
             self.unit_dir = None
         self._close_janitor()
 

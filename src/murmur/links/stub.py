@@ -11,15 +11,22 @@ Layout (inside the session's owner-only records directory)::
 
 A stub is a plain-interpreter script (``python3 -I -S``: no site, no environment read) that
 holds its own name and the absolute links directory — never a token — so it works with a
-cleared environment (``env -i /…/links/bin/NAME …``). It imports only C modules (``_socket``,
-``_signal``, ``_json``: its JSON line is written with ``_json.encode_basestring_ascii`` and
-the answer read with ``_json.make_scanner``), so it starts within twice the bare
-interpreter's time (``benchmarks/links.py``). It reaches the socket by a relative
-path after ``chdir`` into the links directory, so the socket path's length never matters.
+cleared environment (``env -i /…/links/bin/NAME …``). Its body, shared by every stub, is
+``links/stub.py``, and ``links/stub.code`` the same body compiled once when the links are
+written (``marshal``, headed by the interpreter's ``sys.hexversion``): a stub runs the code
+object and compiles the source only when the code file is missing or from another
+interpreter, so no call pays the compile. The body imports only C modules (``posix``, not
+``os``, whose ``_collections_abc`` and ``posixpath`` cost a quarter of the interpreter's start;
+``_socket``, ``_signal``, ``_json``: its JSON line is written with
+``_json.encode_basestring_ascii`` and the answer read with ``_json.make_scanner``), so it
+starts within twice the bare interpreter's time (``benchmarks/links.py``). It reaches the
+socket by a relative path after ``chdir`` into the links directory, so the socket path's
+length never matters.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import sys
 from collections.abc import Iterable
@@ -37,7 +44,7 @@ def interpreter() -> str:
 
 
 _BODY = r'''
-import _json, _signal, _socket, os, sys
+import _json, _signal, _socket, posix, sys
 _enc = _json.encode_basestring_ascii
 class _Ctx:
     strict, object_hook, object_pairs_hook, parse_constant = True, None, None, None
@@ -101,13 +108,14 @@ def _request(argv):
             break
     if argv:
         task = " ".join(argv)
-    elif os.isatty(0):
+    elif posix.isatty(0):
         return None
     else:
         task = sys.stdin.read()
     req = {"op": "link", "name": NAME, "version": version, "task": task, "json": as_json}
-    if os.environ.get("TRACEPARENT"):  # the calling command's span: the child joins its trace
-        req["traceparent"] = os.environ["TRACEPARENT"][:128]
+    parent = posix.environ.get(b"TRACEPARENT")
+    if parent:  # the calling command's span: the child joins its trace
+        req["traceparent"] = parent.decode("utf-8", "surrogateescape")[:128]
     return req
 def main():
     req = _request(sys.argv[1:])
@@ -122,7 +130,7 @@ def main():
         _signal.signal(sig, _stop)
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        os.chdir(LINKS)
+        posix.chdir(LINKS)
         s.connect("%(sock)s")
         try:
             s.sendall(_dumps(req).encode() + b"\n")
@@ -171,10 +179,48 @@ def command_name(name: str) -> str:
     return name.rsplit("/", 1)[-1]
 
 
+BODY_FILE = "stub.py"
+CODE_FILE = "stub.code"
+
+_LOADER = f'''import marshal, sys
+try:
+    with open(LINKS + "/{CODE_FILE}", "rb") as _f:
+        _head, _, _code = _f.read().partition(b"\\n")
+    if _head != b"%d" % sys.hexversion:
+        raise ValueError("compiled by another interpreter")
+    _code = marshal.loads(_code)
+except (OSError, ValueError, EOFError, TypeError):
+    with open(LINKS + "/{BODY_FILE}", "rb") as _f:
+        _code = compile(_f.read(), LINKS + "/{BODY_FILE}", "exec")
+exec(_code)
+'''
+
+
 def stub_text(name: str, links: Path, python: str) -> str:
-    """The stub script for ``name`` (pure): its shebang, its two constants, the shared body."""
+    """The stub script for ``name`` (pure): its shebang, its two constants, and the loader that
+    runs the shared body (``links/stub.code``, else ``links/stub.py``)."""
     return (f"#!{python} -IS\n# murmur capsule link for {name!r} (generated; holds no secret)\n"
-            f"NAME = {name!r}\nLINKS = {str(links)!r}\n{_BODY}")
+            f"NAME = {name!r}\nLINKS = {str(links)!r}\n{_LOADER}")
+
+
+def body_code(python: str) -> bytes | None:
+    """``links/stub.code``: the body compiled by this interpreter, headed by its
+    ``sys.hexversion`` line; None when ``python`` (the stubs' interpreter) is not this
+    interpreter's version (the stubs then compile ``stub.py`` themselves)."""
+    try:
+        ran = python == interpreter() or os.path.samefile(python, interpreter())
+    except OSError:
+        ran = False
+    if not ran:
+        return None
+    return b"%d\n" % sys.hexversion + marshal.dumps(compile(_BODY, BODY_FILE, "exec"))
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
 
 
 def write_links(links: Path, names: Iterable[str], *, python: str | None = None) -> Path:
@@ -191,15 +237,17 @@ def write_links(links: Path, names: Iterable[str], *, python: str | None = None)
     for d in (links, binary):
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(d, 0o700)
+    _write(links / BODY_FILE, _BODY.encode("utf-8"), 0o600)
+    code = body_code(python)
+    if code is not None:
+        _write(links / CODE_FILE, code, 0o600)
+    else:
+        (links / CODE_FILE).unlink(missing_ok=True)
     written: set[str] = set()
     for name in [*names, MUR_LINK]:
         command = command_name(name)
         if command in written:
             continue  # `a/kid` and `b/kid` are both `kid`: the first listed keeps the command
         written.add(command)
-        target = binary / command
-        tmp = binary / f".{command}.tmp"
-        tmp.write_text(stub_text(name, links, python), encoding="utf-8")
-        os.chmod(tmp, 0o700)
-        os.replace(tmp, target)
+        _write(binary / command, stub_text(name, links, python).encode("utf-8"), 0o700)
     return binary
