@@ -34,6 +34,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from murmur.errors import DiagnosticError
+from murmur.httpserve import BODY_IN_SCOPE, BODY_KEY
 from murmur.jsonbody import BodyError, decode_object, echo, loggable
 from murmur.roost.ledger import (
     IDENTITY_MESSAGE,
@@ -89,8 +90,11 @@ class _BadRequest(Exception):
     """A request body the endpoint cannot read (answered 400)."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # built once
+
+
 def _respond(status: int, payload: Mapping[str, object]) -> Response:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body = _ENCODE(payload).encode("utf-8")
     return Response(body, status=status, content_type="application/json")
 
 
@@ -120,22 +124,17 @@ def _one_header(name: str) -> str | None:
 
 
 async def _body() -> bytes:
-    """The request body, taken at once when it has all arrived (no checkpoint, no cancel
-    scope), else awaited as Quart awaits it (which also raises the 413 of an oversized one).
+    """The request body: taken from the scope when hypercorn has parsed all of it
+    (:data:`murmur.httpserve.BODY_KEY`, which this daemon's server config asks for), else
+    awaited as Quart awaits it (which also raises the 413 of an oversized one).
 
-    The shortcut reads ``quart.wrappers.request.Body``'s state (quart 0.22 and quart-trio 0.12,
-    both pinned in pyproject.toml); where that state is not there, the await is taken.
+    Quart's own loop hands a body to the request only after the endpoint has started (one
+    scheduling round per body message), so awaiting it cost a park and a wake-up on every
+    POST; the scope holds it as soon as hypercorn has read it.
     """
-    body = request.body
-    complete = getattr(body, "_complete", None)
-    data = getattr(body, "_data", None)
-    if (
-        complete is not None
-        and complete.is_set()
-        and getattr(body, "_must_raise", True) is None
-        and isinstance(data, bytearray)
-    ):
-        return bytes(data)
+    kept = request.scope.get(BODY_KEY)
+    if isinstance(kept, bytes) and len(kept) <= MAX_BODY_BYTES:
+        return kept
     raw = await request.get_data(cache=False, as_text=False)
     return raw if isinstance(raw, bytes) else raw.encode()
 
@@ -415,6 +414,7 @@ def hypercorn_config(
     cfg.graceful_timeout = 3.0
     cfg.keep_alive_timeout = keep_alive_timeout
     cfg.backlog = 1024
+    setattr(cfg, BODY_IN_SCOPE, MAX_BODY_BYTES)  # each body in the scope (murmur.httpserve)
     return cfg
 
 
