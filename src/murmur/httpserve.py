@@ -29,6 +29,7 @@ import hypercorn.trio.run as _run
 import trio
 from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.events import Body, EndBody
+from hypercorn.protocol.events import Event as StreamEvent
 from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.trio.tcp_server import TCPServer
 
@@ -84,7 +85,7 @@ class BodyInScopeStream(HTTPStream):
 
     _kept: bytearray | None = None
 
-    async def handle(self, event: Event) -> None:  # type: ignore[override]
+    async def handle(self, event: StreamEvent) -> None:
         """As hypercorn's, after noting a body chunk or the body's end."""
         if isinstance(event, Body | EndBody) and not self.closed:
             limit = getattr(self.config, BODY_IN_SCOPE, 0)
@@ -99,7 +100,8 @@ class BodyInScopeStream(HTTPStream):
             if len(self._kept) <= limit:  # one past the limit is enough to know
                 self._kept += event.data[: limit + 1 - len(self._kept)]
         elif self._kept is not None and len(self._kept) <= limit:
-            self.scope[BODY_KEY] = bytes(self._kept)  # type: ignore[typeddict-unknown-key]
+            scope: dict[str, object] = self.scope  # type: ignore[assignment]
+            scope[BODY_KEY] = bytes(self._kept)
             self._kept = None
 
 

@@ -41,6 +41,8 @@ __all__ = [
     "CredentialClaims",
     "Keyring",
     "TokenKind",
+    "approval_payload",
+    "credential_payload",
 ]
 
 MAX_TOKEN_CHARS = 4096  # longer header values are refused before any decoding
@@ -49,7 +51,6 @@ _KEY_BYTES = 32
 _MAC_B64_CHARS = 43  # 32 bytes of HMAC-SHA256, base64url without padding
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
 _VERSION = 1
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode  # built once
 
 
 class TokenKind(enum.Enum):
@@ -91,6 +92,22 @@ class ApprovalClaims:
     sha256: str
     depth_remaining: int
     expires_at_ms: int
+
+
+def credential_payload(session_id: str) -> str:
+    """A credential's payload JSON: ``{"v":1,"s":...}``, exactly as ``json.dumps`` writes that
+    object compactly with ASCII escapes (written out, not through the general encoder)."""
+    return f'{{"v":{_VERSION},"s":{json.dumps(session_id)}}}'
+
+
+def approval_payload(claims: ApprovalClaims) -> str:
+    """An approval's payload JSON (``v s a n r h d x``), as :func:`credential_payload` writes."""
+    q = json.dumps  # a bare str: the C escaper, no encoder object
+    return (
+        f'{{"v":{_VERSION},"s":{q(claims.granted_by)},"a":{q(claims.approval_id)},'
+        f'"n":{q(claims.name)},"r":{q(claims.version)},"h":{q(claims.sha256)},'
+        f'"d":{int(claims.depth_remaining)},"x":{int(claims.expires_at_ms)}}}'
+    )
 
 
 def _b64e(raw: bytes) -> str:
@@ -137,23 +154,13 @@ class Keyring:
 
     def mint_credential(self, session_id: str) -> str:
         """An ``msc1.`` credential naming ``session_id``."""
-        token = self._seal(TokenKind.CREDENTIAL, {"v": _VERSION, "s": session_id})
+        token = self._seal(TokenKind.CREDENTIAL, credential_payload(session_id))
         self._remember(token, CredentialClaims(session_id))
         return token
 
     def mint_approval(self, claims: ApprovalClaims) -> str:
         """An ``msa1.`` approval sealing every field of ``claims``."""
-        payload: dict[str, object] = {
-            "v": _VERSION,
-            "s": claims.granted_by,
-            "a": claims.approval_id,
-            "n": claims.name,
-            "r": claims.version,
-            "h": claims.sha256,
-            "d": claims.depth_remaining,
-            "x": claims.expires_at_ms,
-        }
-        token = self._seal(TokenKind.APPROVAL, payload)
+        token = self._seal(TokenKind.APPROVAL, approval_payload(claims))
         self._remember(token, claims)
         return token
 
@@ -225,8 +232,8 @@ class Keyring:
     def _mac(self, kind: TokenKind, signed: str) -> bytes:
         return hmac.digest(self._key(kind), signed.encode("ascii"), "sha256")
 
-    def _seal(self, kind: TokenKind, payload: dict[str, object]) -> str:
-        body = _b64e(_ENCODE(payload).encode())
+    def _seal(self, kind: TokenKind, payload: str) -> str:
+        body = _b64e(payload.encode("ascii"))
         signed = f"{kind.value}.{body}"
         return f"{signed}.{_b64e(self._mac(kind, signed))}"
 

@@ -23,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from functools import partial
 from typing import Any
 
 import attrs
@@ -168,16 +169,19 @@ class _Roost:
 
     def resolve(self, name: str, version: str) -> Artifact | Response:
         """The judged artifact, or the 500 the daemon answers when it cannot be resolved."""
-        coordinates = f"{echo(name)}@{echo(version)}"
         try:
             resolved = self.registry.resolve(name, version)
             if resolved is None:
-                return _error(500, f"capsule '{coordinates}' could not be resolved from this daemon's registry")
+                return _error(
+                    500, f"capsule '{echo(name)}@{echo(version)}' could not be resolved from this daemon's registry"
+                )
             return self.lowerer(resolved)
         except DiagnosticError as exc:
             d = exc.diagnostics[0]
             return _error(
-                500, f"capsule '{coordinates}' could not be resolved from this daemon's registry: [{d.code}] {d.message}"
+                500,
+                f"capsule '{echo(name)}@{echo(version)}' could not be resolved from this daemon's registry: "
+                f"[{d.code}] {d.message}",
             )
 
     # --- endpoints ---------------------------------------------------------------------
@@ -247,14 +251,15 @@ class _Roost:
         """Watch the registering process, so its end retires the session (spec/roost.md)."""
         if self.watch is None:
             return
+        scope = request.scope
+        client, server = scope.get("client"), scope.get("server")
+        hint = _pid_hint(request.headers.get(REGISTRANT_HEADER))
+        on_end = partial(self.process_ended, session_id)
+        done, _ = self.watch.watch_quickly(session_id, client, server, on_end, hint=hint)
+        if done:
+            return
         with trio.CancelScope(shield=True):  # bounded by the watch's own lookup bound
-            await self.watch.watch(
-                session_id,
-                request.scope.get("client"),
-                request.scope.get("server"),
-                lambda peer: self.process_ended(session_id, peer),
-                hint=_pid_hint(request.headers.get(REGISTRANT_HEADER)),
-            )
+            await self.watch.watch(session_id, client, server, on_end, hint=hint, tried_quickly=True)
 
     def process_ended(self, session_id: str, peer: Peer) -> None:
         """The registering process of ``session_id`` ended: retire it as ``failed``."""
