@@ -253,6 +253,7 @@ async def serve_daemon(opts: RoostOptions, *, out: TextIO | None = None) -> int:
                     raise
                 nursery.cancel_scope.cancel()
             else:
+                _freeze_startup()  # before the line a client waits for, so none waits on it
                 port = urlsplit(binds[0]).port
                 print(f"{PROGRAM}: listening on 127.0.0.1:{port}", file=stream, flush=True)
                 print(
@@ -268,7 +269,6 @@ async def serve_daemon(opts: RoostOptions, *, out: TextIO | None = None) -> int:
                         flush=True,
                     )
                 nursery.start_soon(_watch_signals, signals, stop)
-                _freeze_startup()
     if failure is not None:
         raise DiagnosticError(
             error(
