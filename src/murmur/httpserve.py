@@ -17,9 +17,11 @@ A server whose config sets :data:`BODY_IN_SCOPE` (mur-roost: spec/roost.md, "End
 gets each request's whole body in its ASGI scope under :data:`BODY_KEY` (``bytes``), put
 there when hypercorn has parsed the body's end -- before the app's own receive loop has
 taken the messages, so an endpoint reads a body that has arrived without waiting for that
-loop (hypercorn hands the body over as one message per chunk and a final empty one). The
-messages themselves are delivered to the app unchanged. A body larger than the config's
-figure is not kept (the app reads it as before, and refuses it).
+loop (hypercorn hands the body over as one message per chunk and a final empty one). For
+such a server the last chunk also travels with the end, in one message (``more_body``
+false), as ASGI allows: a one-piece body costs the app one receive, as a GET's does. A body
+larger than the config's figure is not kept in the scope (the app reads it as before, and
+refuses it).
 """
 
 from __future__ import annotations
@@ -84,14 +86,27 @@ class BodyInScopeStream(HTTPStream):
     """
 
     _kept: bytearray | None = None
+    _held: Body | None = None
 
     async def handle(self, event: StreamEvent) -> None:
-        """As hypercorn's, after noting a body chunk or the body's end."""
-        if isinstance(event, Body | EndBody) and not self.closed:
-            limit = getattr(self.config, BODY_IN_SCOPE, 0)
-            if limit:
-                self._keep(event, limit)
-        await super().handle(event)
+        """As hypercorn's, after noting a body chunk or the body's end; for a server that asks,
+        the last chunk is handed to the app together with the end (one message, not two)."""
+        limit = getattr(self.config, BODY_IN_SCOPE, 0)
+        if not isinstance(event, Body | EndBody) or not limit or self.closed:
+            await super().handle(event)
+            return
+        self._keep(event, limit)
+        held = self._held
+        if isinstance(event, Body):
+            self._held = event
+            if held is not None:  # an earlier chunk: the app has it now
+                await super().handle(held)
+            return
+        self._held = None
+        if held is None:
+            await super().handle(event)
+        else:
+            await self.app_put({"type": "http.request", "body": bytes(held.data), "more_body": False})
 
     def _keep(self, event: Body | EndBody, limit: int) -> None:
         if isinstance(event, Body):
