@@ -79,6 +79,9 @@ BODY_KEY = "murmur.body"
 """The ASGI scope key holding the request's whole body (``bytes``) once it has been parsed."""
 
 
+_BODY_EVENTS = (Body, EndBody)
+
+
 class BodyInScopeStream(HTTPStream):
     """hypercorn's HTTP/1 stream, keeping the body in the scope as well (see module doc).
 
@@ -91,8 +94,11 @@ class BodyInScopeStream(HTTPStream):
     async def handle(self, event: StreamEvent) -> None:
         """As hypercorn's, after noting a body chunk or the body's end; for a server that asks,
         the last chunk is handed to the app together with the end (one message, not two)."""
+        if not isinstance(event, _BODY_EVENTS) or self.closed:
+            await super().handle(event)
+            return
         limit = getattr(self.config, BODY_IN_SCOPE, 0)
-        if not isinstance(event, Body | EndBody) or not limit or self.closed:
+        if not limit:
             await super().handle(event)
             return
         self._keep(event, limit)
