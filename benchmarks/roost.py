@@ -10,11 +10,16 @@ run:
 
 It prints one table with the ratios the issue sets as targets, at every load: cycle
 requests/s over ``/health`` requests/s (target >= 0.9) and ``/spawn`` p99 over ``/health``
-p99 (target <= 1.5). Health and cycle slices alternate, five rounds each, and the figures are
-medians over the rounds, so a load change on a shared machine falls on both. Figures only;
-nothing is asserted.
+p99 (target <= 1.5). Health and cycle slices alternate (``--rounds`` rounds, nine by default;
+which of the two goes first alternates too, so a drift in the machine's load falls on both
+alike), after a warm-up of each. Rates and the rate ratio are medians over the rounds, the
+p99s are over every sample of the rounds pooled; beside each ratio the spread over the rounds
+(lowest..highest of the per-round ratios) is printed, and the daemon's CPU time (``/proc``)
+per cycle request over per ``/health`` request, pooled over the timed parts of the rounds
+(no target: it shows what the server spends, which a loaded machine moves less than it moves
+the rates). Figures only; nothing is asserted.
 
-Usage: ``python benchmarks/roost.py [--seconds 3]``
+Usage: ``python benchmarks/roost.py [--seconds 3] [--rounds 9]``
 """
 
 from __future__ import annotations
@@ -33,9 +38,27 @@ import trio
 
 ROOST = str(Path(sys.executable).with_name("mur-roost"))
 CLIENTS = (1, 16, 64)
-ROUNDS = 5  # alternating health/cycle slices per client count
+ROUNDS = 9  # alternating health/cycle slices per client count (default of --rounds)
 TARGET_RPS, TARGET_P99 = 0.9, 1.5  # issue 32
 PID = str(os.getpid())  # the registrant hint every murmur client sends (spec/roost.md)
+DAEMON: dict[str, int] = {}  # "pid": the daemon's pid, once started
+CPU: dict[str, list[float]] = {"health": [0.0, 0], "cycle": [0.0, 0]}  # kind -> [cpu s, requests]
+
+
+def daemon_cpu() -> float:
+    """The daemon's CPU seconds so far (user + system, /proc/<pid>/stat), or 0 when unknown."""
+    try:
+        with open(f"/proc/{DAEMON['pid']}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (KeyError, OSError, IndexError, ValueError):
+        return 0.0
+
+
+def count_cpu(kind: str, since: float, requests: int) -> None:
+    """Add the daemon's CPU since ``since`` and ``requests`` to ``kind``'s running totals."""
+    CPU[kind][0] += daemon_cpu() - since
+    CPU[kind][1] += requests
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -146,10 +169,11 @@ async def run_health(port: int, clients: int, seconds: float) -> tuple[float, li
                 lat.append(time.perf_counter() - t0)
                 assert status == 200
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), daemon_cpu()
     async with trio.open_nursery() as n:
         for _ in range(clients):
             n.start_soon(loop)
+    count_cpu("health", cpu, len(lat))
     return len(lat) / (time.perf_counter() - start), lat
 
 
@@ -190,30 +214,44 @@ async def run_cycles(port: int, clients: int, seconds: float, tag: str) -> tuple
                 await timed(conn, "/deregister", {"outcome": "complete"}, {"x-murmur-spawn-credential": str(child["credential"])})
                 cycles += 1
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), daemon_cpu()
     async with trio.open_nursery() as nursery:
         for i in range(clients):
             nursery.start_soon(loop, i)
     elapsed = time.perf_counter() - start
+    count_cpu("cycle", cpu, len(all_lat))
     async with Conn(port) as conn:
         for cred in creds:
             await conn.request("POST", "/deregister", {"outcome": "complete"}, {"x-murmur-spawn-credential": cred})
     return cycles / elapsed, spawn_lat, all_lat
 
 
-async def main(seconds: float) -> None:
+def cpu_ratio() -> float:
+    """The daemon's CPU per cycle request over its CPU per /health request (nan when unknown)."""
+    (h_cpu, h_n), (c_cpu, c_n) = CPU["health"], CPU["cycle"]
+    if not (h_cpu and h_n and c_n):
+        return float("nan")
+    return (c_cpu / c_n) / (h_cpu / h_n)
+
+
+async def main(seconds: float, rounds: int = ROUNDS) -> None:
     """Run every measurement and print the table."""
     with tempfile.TemporaryDirectory(prefix="roost-bench-") as tmp:
         home = Path(tmp)
         install_capsules(home)
         proc, port = await start_daemon(home)
+        DAEMON["pid"] = proc.pid
         try:
-            await run_health(port, 4, 0.5)  # warm up
-            print(f"mur-roost benchmark: {os.cpu_count()} cores, {seconds:g} s per measurement, server 127.0.0.1:{port}")
+            await run_health(port, 4, 0.5)  # warm up both paths
+            await run_cycles(port, 4, 0.5, "warm")
+            print(
+                f"mur-roost benchmark: {os.cpu_count()} cores, {seconds:g} s per measurement in {rounds} "
+                f"rounds, server 127.0.0.1:{port}, load average {os.getloadavg()[0]:.2f}"
+            )
             header = (
                 f"{'clients':>7} | {'health rps':>10} {'p50 ms':>7} {'p99 ms':>7} | {'cycles/s':>8} "
                 f"{'cycle rps':>9} {'spawn p50':>9} {'spawn p99':>9} {'req p99':>8} | "
-                f"{'rps ratio':>9} {'p99 ratio':>9}"
+                f"{'rps ratio':>9} {'(spread)':>11} {'p99 ratio':>9} {'(spread)':>11} | {'cpu ratio':>9}"
             )
             print(header)
             print("-" * len(header))
@@ -221,9 +259,16 @@ async def main(seconds: float) -> None:
                 # Alternate short slices of each, so that a load change on a shared machine
                 # falls on both; each figure is the median over the rounds.
                 rows = []
-                for r in range(ROUNDS):
-                    h_rps, h_lat = await run_health(port, clients, seconds / ROUNDS)
-                    c_per_s, s_lat, a_lat = await run_cycles(port, clients, seconds / ROUNDS, f"c{clients}r{r}")
+                for kind in CPU:
+                    CPU[kind] = [0.0, 0]
+                for r in range(rounds):
+                    tag = f"c{clients}r{r}"
+                    if r % 2 == 0:
+                        h_rps, h_lat = await run_health(port, clients, seconds / rounds)
+                        c_per_s, s_lat, a_lat = await run_cycles(port, clients, seconds / rounds, tag)
+                    else:
+                        c_per_s, s_lat, a_lat = await run_cycles(port, clients, seconds / rounds, tag)
+                        h_rps, h_lat = await run_health(port, clients, seconds / rounds)
                     rows.append((h_rps, h_lat, c_per_s, s_lat, a_lat))
                 h_rps = statistics.median(row[0] for row in rows)
                 c_per_s = statistics.median(row[2] for row in rows)
@@ -232,17 +277,23 @@ async def main(seconds: float) -> None:
                 a_lat = [x for row in rows for x in row[4]]
                 c_rps = 3 * c_per_s
                 h99, s99 = percentile(h_lat, 0.99), percentile(s_lat, 0.99)
-                ratio = statistics.median(3 * row[2] / row[0] for row in rows)
+                ratios = [3 * row[2] / row[0] for row in rows]
+                p99s = [percentile(row[3], 0.99) / percentile(row[1], 0.99) for row in rows]
                 print(
                     f"{clients:>7} | {h_rps:>10.0f} {percentile(h_lat, 0.5):>7.2f} {h99:>7.2f} | "
                     f"{c_per_s:>8.0f} {c_rps:>9.0f} {percentile(s_lat, 0.5):>9.2f} {s99:>9.2f} "
-                    f"{percentile(a_lat, 0.99):>8.2f} | {ratio:>9.2f} {s99 / h99:>9.2f}",
+                    f"{percentile(a_lat, 0.99):>8.2f} | {statistics.median(ratios):>9.2f} "
+                    f"{min(ratios):>5.2f}..{max(ratios):<4.2f} {s99 / h99:>9.2f} "
+                    f"{min(p99s):>5.2f}..{max(p99s):<4.2f} | {cpu_ratio():>9.2f}",
                     flush=True,
                 )
             print(
                 f"targets: rps ratio (cycle requests/s over /health requests/s) >= {TARGET_RPS} and "
                 f"p99 ratio (/spawn p99 over /health p99) <= {TARGET_P99}, at every load; "
-                f"medians of {ROUNDS} alternating rounds; load average {os.getloadavg()[0]:.2f}"
+                f"rates: medians of {rounds} alternating rounds; p99s: all rounds pooled; cpu ratio: "
+                f"the daemon's CPU per cycle request over per /health request, all rounds pooled "
+                f"(no target; less sensitive to the machine's load than the rates); "
+                f"load average now {os.getloadavg()[0]:.2f}"
             )
         finally:
             proc.terminate()
@@ -256,4 +307,6 @@ async def main(seconds: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
-    trio.run(main, parser.parse_args().seconds)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"alternating rounds (default {ROUNDS})")
+    args = parser.parse_args()
+    trio.run(main, args.seconds, max(1, args.rounds))

@@ -6,11 +6,20 @@ import base64
 import hashlib
 import hmac
 import json
+from functools import partial
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from murmur.tokens import MAX_TOKEN_CHARS, ApprovalClaims, CredentialClaims, Keyring
+from murmur.tokens import (
+    MAX_TOKEN_CHARS,
+    REMEMBERED_TOKENS,
+    ApprovalClaims,
+    CredentialClaims,
+    Keyring,
+    approval_payload,
+    credential_payload,
+)
 
 KEYS = Keyring.generate()
 CLAIMS = ApprovalClaims("apr_1", "ses_parent", "worker-a", "0.1.0", "ab" * 32, 2, 1_756_531_200_000)
@@ -129,3 +138,46 @@ class TestRefusals:
         assert KEYS.verify_credential(truncated) is None
         if flipped != tok:
             assert KEYS.verify_credential(flipped) is None
+
+
+class TestRemembered:
+    """The exact-lookup memo (spec/roost.md, "Tokens") answers what full verification answers."""
+
+    @given(st.text(max_size=80), st.text(max_size=40), st.integers(-(2**70), 2**70), st.integers(0, 2**64))
+    def test_payloads_are_the_compact_json(self, sid: str, name: str, depth: int, expires: int) -> None:
+        """The written-out payloads are byte for byte what the general encoder writes."""
+        compact = partial(json.dumps, separators=(",", ":"), ensure_ascii=True)
+        assert credential_payload(sid) == compact({"v": 1, "s": sid})
+        claims = ApprovalClaims("apr_9", sid, name, "1.0.0", "ab" * 32, depth, expires)
+        assert approval_payload(claims) == compact(
+            {"v": 1, "s": sid, "a": "apr_9", "n": name, "r": "1.0.0", "h": "ab" * 32, "d": depth, "x": expires}
+        )
+
+    def test_a_remembered_token_verifies_as_in_full(self) -> None:
+        """A token minted here verifies from the memo to the same claims a fresh keyring with
+        the same keys (which remembers nothing) finds by its MAC; a kind swap is still refused."""
+        keys = Keyring.generate()
+        fresh = Keyring(keys.credential_key, keys.approval_key)
+        cred, appr = keys.mint_credential("ses_m"), keys.mint_approval(CLAIMS)
+        assert keys.verify_credential(cred) == fresh.verify_credential(cred) == CredentialClaims("ses_m")
+        assert keys.verify_approval(appr) == fresh.verify_approval(appr) == CLAIMS
+        assert keys.verify_credential(appr) is None and keys.verify_approval(cred) is None
+        assert keys.verify_credential(cred + "A") is None and keys.verify_credential(cred[:-1]) is None
+
+    def test_the_memo_is_bounded_and_a_forgotten_token_still_verifies(self) -> None:
+        """Past REMEMBERED_TOKENS the oldest is forgotten; presented again, it is verified by its
+        MAC (and remembered again)."""
+        keys = Keyring.generate()
+        first = keys.mint_credential("ses_0")
+        for i in range(1, REMEMBERED_TOKENS + 1):
+            keys.mint_credential(f"ses_{i}")
+        assert len(keys._known) == REMEMBERED_TOKENS and first not in keys._known
+        assert keys.verify_credential(first) == CredentialClaims("ses_0")
+        assert first in keys._known
+
+    def test_nothing_unverified_is_remembered(self) -> None:
+        """A refused string leaves no trace in the memo, so it is refused again."""
+        keys = Keyring.generate()
+        forged = resign(keys.approval_key, "msc1", {"v": 1, "s": "x"})
+        assert keys.verify_credential(forged) is None and keys.verify_credential(forged) is None
+        assert keys._known == {}

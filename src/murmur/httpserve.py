@@ -12,16 +12,30 @@ that takes no bytes for that long has stopped reading, and its connection is clo
 client's EOF the keep-alive timer is stopped, so the socket closes at once. :func:`install`
 puts it in place of hypercorn's own handler (idempotent); :mod:`murmur.session.door` and
 :mod:`murmur.roost.app` call it before serving. Spec: spec/door.md "Streams".
+
+A server whose config sets :data:`BODY_IN_SCOPE` (mur-roost: spec/roost.md, "Endpoints") also
+gets each request's whole body in its ASGI scope under :data:`BODY_KEY` (``bytes``), put
+there when hypercorn has parsed the body's end -- before the app's own receive loop has
+taken the messages, so an endpoint reads a body that has arrived without waiting for that
+loop (hypercorn hands the body over as one message per chunk and a final empty one). For
+such a server the last chunk also travels with the end, in one message (``more_body``
+false), as ASGI allows: a one-piece body costs the app one receive, as a GET's does. A body
+larger than the config's figure is not kept in the scope (the app reads it as before, and
+refuses it).
 """
 
 from __future__ import annotations
 
+import hypercorn.protocol.h11 as _h11
 import hypercorn.trio.run as _run
 import trio
 from hypercorn.events import Closed, Event, RawData
+from hypercorn.protocol.events import Body, EndBody
+from hypercorn.protocol.events import Event as StreamEvent
+from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.trio.tcp_server import TCPServer
 
-__all__ = ["SEND_BOUND", "BoundedTCPServer", "install"]
+__all__ = ["BODY_IN_SCOPE", "BODY_KEY", "SEND_BOUND", "BodyInScopeStream", "BoundedTCPServer", "install"]
 
 SEND_BOUND = 5.0
 """Seconds one send to a client may take before the client is taken to have stopped reading."""
@@ -57,6 +71,63 @@ class BoundedTCPServer(TCPServer):
         await self.idle_task.stop()
 
 
+BODY_IN_SCOPE = "murmur_body_in_scope"
+"""The ``hypercorn.config.Config`` attribute (bytes, an int) under which a server asks for
+each request's body in its scope; absent or 0: not kept."""
+
+BODY_KEY = "murmur.body"
+"""The ASGI scope key holding the request's whole body (``bytes``) once it has been parsed."""
+
+
+_BODY_EVENTS = (Body, EndBody)
+
+
+class BodyInScopeStream(HTTPStream):
+    """hypercorn's HTTP/1 stream, keeping the body in the scope as well (see module doc).
+
+    Costs nothing for a server whose config does not ask (one attribute read per body event).
+    """
+
+    _kept: bytearray | None = None
+    _held: Body | None = None
+
+    async def handle(self, event: StreamEvent) -> None:
+        """As hypercorn's, after noting a body chunk or the body's end; for a server that asks,
+        the last chunk is handed to the app together with the end (one message, not two)."""
+        if not isinstance(event, _BODY_EVENTS) or self.closed:
+            await super().handle(event)
+            return
+        limit = getattr(self.config, BODY_IN_SCOPE, 0)
+        if not limit:
+            await super().handle(event)
+            return
+        self._keep(event, limit)
+        held = self._held
+        if isinstance(event, Body):
+            self._held = event
+            if held is not None:  # an earlier chunk: the app has it now
+                await super().handle(held)
+            return
+        self._held = None
+        if held is None:
+            await super().handle(event)
+        else:
+            await self.app_put({"type": "http.request", "body": bytes(held.data), "more_body": False})
+
+    def _keep(self, event: Body | EndBody, limit: int) -> None:
+        if isinstance(event, Body):
+            if self._kept is None:
+                self._kept = bytearray()
+            if len(self._kept) <= limit:  # one past the limit is enough to know
+                self._kept += event.data[: limit + 1 - len(self._kept)]
+        elif self._kept is not None and len(self._kept) <= limit:
+            scope: dict[str, object] = self.scope  # type: ignore[assignment]
+            scope[BODY_KEY] = bytes(self._kept)
+            self._kept = None
+
+
 def install() -> None:
-    """Make hypercorn's Trio worker use :class:`BoundedTCPServer` (idempotent)."""
+    """Make hypercorn's Trio worker use :class:`BoundedTCPServer` and its HTTP/1 protocol
+    :class:`BodyInScopeStream` (idempotent)."""
     setattr(_run, "TCPServer", BoundedTCPServer)  # noqa: B010 - the module does not re-export it
+    setattr(_h11, "HTTPStream", BodyInScopeStream)  # noqa: B010 - likewise

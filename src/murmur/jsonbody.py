@@ -49,6 +49,10 @@ def _parse_int(digits: str) -> int | decimal.Decimal:
     return decimal.Decimal(digits)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
+"""Built once: ``json.loads`` given hooks builds a new decoder (and scanner) at every call."""
+
+
 def _nesting_exceeds(raw: str, limit: int) -> bool:
     """Whether brackets outside strings nest deeper than ``limit`` (a linear scan, no recursion)."""
     depth = 0
@@ -117,7 +121,7 @@ def decode(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> object:
     if brackets > max_depth and _nesting_exceeds(text, max_depth):
         raise BodyError(f"{_NOT_JSON}: nested deeper than {max_depth} levels")
     try:
-        body = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
+        body = _DECODER.decode(text)
     except BodyError:
         raise
     except (ValueError, RecursionError):

@@ -11,6 +11,11 @@ Specification: ``spec/roost.md``, "Tokens". A token is three dot-separated parts
   invalidates every token minted before it.
 * Verification is strict and total: any string that is not exactly a token this keyring
   minted yields ``None`` (never an exception), compared with :func:`hmac.compare_digest`.
+* A token this keyring minted or verified lately is recognised by exact lookup first (the
+  last :data:`REMEMBERED_TOKENS`, in a ``dict`` keyed by the whole token string): the same
+  string verifies to the same claims, so its MAC is not computed again. Any other string is
+  verified in full. The lookup compares whole strings only after their (per-process, keyed)
+  hashes agree, so its timing tells a caller nothing about a token it does not hold.
 
 A credential names one session. An approval names the granting session, one artifact (name,
 version, sha256), the child's depth budget and its absolute expiry in unix milliseconds.
@@ -31,13 +36,17 @@ import attrs
 
 __all__ = [
     "MAX_TOKEN_CHARS",
+    "REMEMBERED_TOKENS",
     "ApprovalClaims",
     "CredentialClaims",
     "Keyring",
     "TokenKind",
+    "approval_payload",
+    "credential_payload",
 ]
 
 MAX_TOKEN_CHARS = 4096  # longer header values are refused before any decoding
+REMEMBERED_TOKENS = 4096  # tokens whose claims a keyring remembers (the oldest forgotten first)
 _KEY_BYTES = 32
 _MAC_B64_CHARS = 43  # 32 bytes of HMAC-SHA256, base64url without padding
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -85,6 +94,22 @@ class ApprovalClaims:
     expires_at_ms: int
 
 
+def credential_payload(session_id: str) -> str:
+    """A credential's payload JSON: ``{"v":1,"s":...}``, exactly as ``json.dumps`` writes that
+    object compactly with ASCII escapes (written out, not through the general encoder)."""
+    return f'{{"v":{_VERSION},"s":{json.dumps(session_id)}}}'
+
+
+def approval_payload(claims: ApprovalClaims) -> str:
+    """An approval's payload JSON (``v s a n r h d x``), as :func:`credential_payload` writes."""
+    q = json.dumps  # a bare str: the C escaper, no encoder object
+    return (
+        f'{{"v":{_VERSION},"s":{q(claims.granted_by)},"a":{q(claims.approval_id)},'
+        f'"n":{q(claims.name)},"r":{q(claims.version)},"h":{q(claims.sha256)},'
+        f'"d":{int(claims.depth_remaining)},"x":{int(claims.expires_at_ms)}}}'
+    )
+
+
 def _b64e(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
@@ -113,6 +138,9 @@ class Keyring:
 
     credential_key: bytes
     approval_key: bytes
+    _known: dict[str, CredentialClaims | ApprovalClaims] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
 
     def __repr__(self) -> str:
         return "Keyring(<keys hidden>)"
@@ -126,21 +154,15 @@ class Keyring:
 
     def mint_credential(self, session_id: str) -> str:
         """An ``msc1.`` credential naming ``session_id``."""
-        return self._seal(TokenKind.CREDENTIAL, {"v": _VERSION, "s": session_id})
+        token = self._seal(TokenKind.CREDENTIAL, credential_payload(session_id))
+        self._remember(token, CredentialClaims(session_id))
+        return token
 
     def mint_approval(self, claims: ApprovalClaims) -> str:
         """An ``msa1.`` approval sealing every field of ``claims``."""
-        payload: dict[str, object] = {
-            "v": _VERSION,
-            "s": claims.granted_by,
-            "a": claims.approval_id,
-            "n": claims.name,
-            "r": claims.version,
-            "h": claims.sha256,
-            "d": claims.depth_remaining,
-            "x": claims.expires_at_ms,
-        }
-        return self._seal(TokenKind.APPROVAL, payload)
+        token = self._seal(TokenKind.APPROVAL, approval_payload(claims))
+        self._remember(token, claims)
+        return token
 
     # --- verification ----------------------------------------------------------------
 
@@ -154,16 +176,24 @@ class Keyring:
             CredentialClaims | None: None for anything absent, malformed, mis-kinded or
             unverifiable.
         """
+        known = self._known.get(token) if token is not None else None
+        if type(known) is CredentialClaims:
+            return known
         payload = self._open(TokenKind.CREDENTIAL, token)
         if payload is None or set(payload) != {"v", "s"}:
             return None
         sid = payload["s"]
         if not isinstance(sid, str) or not sid:
             return None
-        return CredentialClaims(sid)
+        claims = CredentialClaims(sid)
+        self._remember(token, claims)
+        return claims
 
     def verify_approval(self, token: str | None) -> ApprovalClaims | None:
         """The claims of an approval this keyring minted, else None (see verify_credential)."""
+        known = self._known.get(token) if token is not None else None
+        if type(known) is ApprovalClaims:
+            return known
         payload = self._open(TokenKind.APPROVAL, token)
         if payload is None or set(payload) != {"v", "s", "a", "n", "r", "h", "d", "x"}:
             return None
@@ -181,9 +211,20 @@ class Keyring:
             and not isinstance(expires, bool)
         ):
             return None
-        return ApprovalClaims(aid, sid, name, ver, sha, depth, expires)
+        claims = ApprovalClaims(aid, sid, name, ver, sha, depth, expires)
+        self._remember(token, claims)
+        return claims
 
     # --- internals -------------------------------------------------------------------
+
+    def _remember(self, token: str | None, claims: CredentialClaims | ApprovalClaims) -> None:
+        """Note ``token`` as verifying to ``claims`` (only ever a token this keyring sealed)."""
+        if token is None:
+            return
+        known = self._known
+        known[token] = claims
+        if len(known) > REMEMBERED_TOKENS:
+            del known[next(iter(known))]
 
     def _key(self, kind: TokenKind) -> bytes:
         return self.credential_key if kind is TokenKind.CREDENTIAL else self.approval_key
@@ -191,8 +232,8 @@ class Keyring:
     def _mac(self, kind: TokenKind, signed: str) -> bytes:
         return hmac.digest(self._key(kind), signed.encode("ascii"), "sha256")
 
-    def _seal(self, kind: TokenKind, payload: dict[str, object]) -> str:
-        body = _b64e(json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode())
+    def _seal(self, kind: TokenKind, payload: str) -> str:
+        body = _b64e(payload.encode("ascii"))
         signed = f"{kind.value}.{body}"
         return f"{signed}.{_b64e(self._mac(kind, signed))}"
 

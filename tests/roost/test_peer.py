@@ -92,6 +92,11 @@ class TestSocketRow:
 
 
 HOLDER = "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); print(s.getsockname()[1], flush=True); sys.stdin.read()"
+HOLDERS = (  # opens argv[2] connections at once, then waits
+    "import os, socket, sys; ss = [socket.create_connection(('127.0.0.1', int(sys.argv[1]))) "
+    "for _ in range(int(sys.argv[2]))]; [os.open('/dev/null', os.O_RDONLY) for _ in range(40)]; "
+    "print('up', flush=True); sys.stdin.read()"
+)
 
 
 class TestFindPeer:
@@ -190,6 +195,63 @@ class TestFindPeer:
                 assert proc.stdin is not None and proc.stdout is not None
                 await proc.stdin.aclose()
                 await proc.stdout.aclose()
+                for listener in listeners:
+                    await listener.aclose()
+
+    async def test_a_listed_socket_is_read_first_and_believed_only_by_its_link(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A client that opened several connections at once: the first hinted lookup lists its
+        descriptors and notes every socket; each later one reads the noted descriptor alone
+        (one readlink, no listing). A noted descriptor that names another socket is not
+        believed: the listing is read and the true holder found (negative control)."""
+        from murmur.roost import peer as peer_module
+
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        proc = await trio.lowlevel.open_process([sys.executable, "-c", HOLDERS, str(port), "4"],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        streams = []
+        try:
+            with trio.fail_after(30):
+                for _ in range(4):
+                    streams.append(await listeners[0].accept())
+                assert proc.stdout is not None
+                assert (await proc.stdout.receive_some(16)).startswith(b"up")
+            ends = [(s.socket.getpeername(), s.socket.getsockname()) for s in streams]
+            want = Peer(proc.pid, procstat.start_time(proc.pid) or -1)
+            reads: list[str] = []
+            real_readlink = peer_module._readlink
+
+            def counted(path: str) -> str | None:
+                reads.append(path)
+                return real_readlink(path)
+
+            monkeypatch.setattr(peer_module, "_readlink", counted)
+            finder = PeerFinder()
+            assert finder.quick(*ends[0], proc.pid) == want
+            assert len(reads) > 40  # the first lookup listed every descriptor
+            for client, server in ends[1:3]:
+                reads.clear()
+                assert finder.quick(client, server, proc.pid) == want
+                assert len(reads) == 2  # the noted descriptor, then its re-read after the start time
+            # the last socket's note points at another socket's descriptor: not believed
+            client, server = ends[3]
+            seen = finder._seen[proc.pid]
+            (link,) = [k for k in seen]
+            seen[link] = finder._fds[(proc.pid, next(iter(i for (p, i) in finder._fds if p == proc.pid)))]
+            reads.clear()
+            assert finder.quick(client, server, proc.pid) == want
+            assert len(reads) > 3
+        finally:
+            with trio.CancelScope(shield=True), trio.fail_after(10):
+                proc.kill()
+                await proc.wait()
+                assert proc.stdin is not None and proc.stdout is not None
+                await proc.stdin.aclose()
+                await proc.stdout.aclose()
+                for stream in streams:
+                    await stream.aclose()
                 for listener in listeners:
                     await listener.aclose()
 

@@ -23,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from functools import partial
 from typing import Any
 
 import attrs
@@ -34,6 +35,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from murmur.errors import DiagnosticError
+from murmur.httpserve import BODY_IN_SCOPE, BODY_KEY
 from murmur.jsonbody import BodyError, decode_object, echo, loggable
 from murmur.roost.ledger import (
     IDENTITY_MESSAGE,
@@ -89,8 +91,11 @@ class _BadRequest(Exception):
     """A request body the endpoint cannot read (answered 400)."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # built once
+
+
 def _respond(status: int, payload: Mapping[str, object]) -> Response:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body = _ENCODE(payload).encode("utf-8")
     return Response(body, status=status, content_type="application/json")
 
 
@@ -120,22 +125,17 @@ def _one_header(name: str) -> str | None:
 
 
 async def _body() -> bytes:
-    """The request body, taken at once when it has all arrived (no checkpoint, no cancel
-    scope), else awaited as Quart awaits it (which also raises the 413 of an oversized one).
+    """The request body: taken from the scope when hypercorn has parsed all of it
+    (:data:`murmur.httpserve.BODY_KEY`, which this daemon's server config asks for), else
+    awaited as Quart awaits it (which also raises the 413 of an oversized one).
 
-    The shortcut reads ``quart.wrappers.request.Body``'s state (quart 0.22 and quart-trio 0.12,
-    both pinned in pyproject.toml); where that state is not there, the await is taken.
+    Quart's own loop hands a body to the request only after the endpoint has started (one
+    scheduling round per body message), so awaiting it cost a park and a wake-up on every
+    POST; the scope holds it as soon as hypercorn has read it.
     """
-    body = request.body
-    complete = getattr(body, "_complete", None)
-    data = getattr(body, "_data", None)
-    if (
-        complete is not None
-        and complete.is_set()
-        and getattr(body, "_must_raise", True) is None
-        and isinstance(data, bytearray)
-    ):
-        return bytes(data)
+    kept = request.scope.get(BODY_KEY)
+    if isinstance(kept, bytes) and len(kept) <= MAX_BODY_BYTES:
+        return kept
     raw = await request.get_data(cache=False, as_text=False)
     return raw if isinstance(raw, bytes) else raw.encode()
 
@@ -169,16 +169,19 @@ class _Roost:
 
     def resolve(self, name: str, version: str) -> Artifact | Response:
         """The judged artifact, or the 500 the daemon answers when it cannot be resolved."""
-        coordinates = f"{echo(name)}@{echo(version)}"
         try:
             resolved = self.registry.resolve(name, version)
             if resolved is None:
-                return _error(500, f"capsule '{coordinates}' could not be resolved from this daemon's registry")
+                return _error(
+                    500, f"capsule '{echo(name)}@{echo(version)}' could not be resolved from this daemon's registry"
+                )
             return self.lowerer(resolved)
         except DiagnosticError as exc:
             d = exc.diagnostics[0]
             return _error(
-                500, f"capsule '{coordinates}' could not be resolved from this daemon's registry: [{d.code}] {d.message}"
+                500,
+                f"capsule '{echo(name)}@{echo(version)}' could not be resolved from this daemon's registry: "
+                f"[{d.code}] {d.message}",
             )
 
     # --- endpoints ---------------------------------------------------------------------
@@ -248,14 +251,15 @@ class _Roost:
         """Watch the registering process, so its end retires the session (spec/roost.md)."""
         if self.watch is None:
             return
+        scope = request.scope
+        client, server = scope.get("client"), scope.get("server")
+        hint = _pid_hint(request.headers.get(REGISTRANT_HEADER))
+        on_end = partial(self.process_ended, session_id)
+        done, _ = self.watch.watch_quickly(session_id, client, server, on_end, hint=hint)
+        if done:
+            return
         with trio.CancelScope(shield=True):  # bounded by the watch's own lookup bound
-            await self.watch.watch(
-                session_id,
-                request.scope.get("client"),
-                request.scope.get("server"),
-                lambda peer: self.process_ended(session_id, peer),
-                hint=_pid_hint(request.headers.get(REGISTRANT_HEADER)),
-            )
+            await self.watch.watch(session_id, client, server, on_end, hint=hint, tried_quickly=True)
 
     def process_ended(self, session_id: str, peer: Peer) -> None:
         """The registering process of ``session_id`` ended: retire it as ``failed``."""
@@ -415,6 +419,7 @@ def hypercorn_config(
     cfg.graceful_timeout = 3.0
     cfg.keep_alive_timeout = keep_alive_timeout
     cfg.backlog = 1024
+    setattr(cfg, BODY_IN_SCOPE, MAX_BODY_BYTES)  # each body in the scope (murmur.httpserve)
     return cfg
 
 

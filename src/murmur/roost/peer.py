@@ -47,6 +47,7 @@ Living = Callable[[int], "Peer | None"]  # pid -> the process a held pidfd prove
 _PROC = Path("/proc")
 _RECENT_FDS = 256  # descriptors remembered per process as having held one of its sockets
 _FIRST_TRIES = 16  # of those, read before listing the process's descriptors
+_SEEN_LINKS = 1024  # socket links per process noted while listing its descriptors
 
 
 @attrs.frozen
@@ -154,15 +155,20 @@ def owners_of(inode: int, uid: int, proc: Path = Path("/proc"), skip: Iterable[i
 
 
 def _held_by(
-    pid: int, inode: int, uid: int, proc: Path, living: Living | None = None, first: Iterable[str] = ()
+    pid: int,
+    inode: int,
+    uid: int,
+    proc: Path,
+    living: Living | None = None,
+    first: Iterable[str] = (),
+    seen: dict[str, str] | None = None,
 ) -> tuple[Peer, str] | None:
     """``pid`` as a :class:`Peer` when it is of user ``uid`` and holds ``socket:[inode]``,
     with the path of the descriptor that holds it.
 
     ``living(pid)``, when given, names the process ``pid`` while a pidfd proves it running;
     asked *after* the descriptor was read, a process it names is the one that held it, and
-    its start time need not be read. ``first``: descriptor paths to read before the others
-    (see :func:`_holding`).
+    its start time need not be read. ``first``, ``seen``: see :func:`_holding`.
     """
     pid_dir = f"{proc}/{pid}"
     try:
@@ -171,7 +177,7 @@ def _held_by(
     except OSError:
         return None
     link = f"socket:[{inode}]"
-    fd = _holding(pid_dir, link, first)
+    fd = _holding(pid_dir, link, first, seen)
     if fd is None:
         return None
     known = living(pid) if living is not None else None
@@ -181,12 +187,17 @@ def _held_by(
     return (Peer(pid, ticks), fd) if ticks is not None and _readlink(fd) == link else None
 
 
-def _holding(pid_dir: str, link: str, first: Iterable[str] = ()) -> str | None:
+def _holding(
+    pid_dir: str, link: str, first: Iterable[str] = (), seen: dict[str, str] | None = None
+) -> str | None:
     """The path of a descriptor of this process linking to ``link``, or None.
 
     The paths in ``first`` (descriptors that held this process's earlier connections: the
     kernel gives a new socket the lowest free number, often one a closed connection freed)
     are read before the directory is listed; each is believed only by its own link.
+    ``seen``, when given, gathers every socket link the listing read (link -> descriptor path),
+    so that a later lookup of another of this process's sockets can read that one first: a
+    client that opened several connections at once has them all listed by the first lookup.
     """
     tried = set()
     for path in first:
@@ -197,11 +208,21 @@ def _holding(pid_dir: str, link: str, first: Iterable[str] = ()) -> str | None:
         fds = os.scandir(os.path.join(pid_dir, "fd"))
     except OSError:
         return None
+    found = None
     with fds:
         for fd in fds:
-            if fd.path not in tried and _readlink(fd.path) == link:
-                return fd.path
-    return None
+            if fd.path in tried:
+                continue
+            target = _readlink(fd.path)
+            if target == link:
+                found = fd.path
+                if seen is None:
+                    break
+            elif seen is not None and target is not None and target.startswith("socket:["):
+                seen[target] = fd.path
+                if len(seen) > _SEEN_LINKS:
+                    del seen[next(iter(seen))]
+    return found
 
 
 def _readlink(path: str) -> str | None:
@@ -297,6 +318,7 @@ class PeerFinder:
         self._known: dict[tuple[tuple[str, int], tuple[str, int]], tuple[Peer, int]] = {}
         self._fds: dict[tuple[int, int], str] = {}  # (pid, inode) -> the descriptor that held it
         self._recent: dict[int, dict[str, None]] = {}  # pid -> its descriptors that held sockets
+        self._seen: dict[int, dict[str, str]] = {}  # pid -> socket link -> descriptor, as last listed
         self._lock = threading.Lock()
 
     def __call__(
@@ -340,9 +362,19 @@ class PeerFinder:
         row = _socket(local, remote, self.proc)
         if row is None:
             return None
+        link = f"socket:[{row[0]}]"
         with self._lock:  # the longest unconfirmed first: a client reopening its connections
             first = list(itertools.islice(self._recent.get(hint, ()), _FIRST_TRIES))  # in turn
-        held = _held_by(hint, *row, proc=self.proc, living=living, first=first)
+            seen = self._seen.pop(hint, None)
+            listed = seen.pop(link, None) if seen is not None else None
+        if listed is not None:  # listed by an earlier lookup of this process: read it first
+            first.insert(0, listed)
+        seen = {} if seen is None else seen
+        held = _held_by(hint, *row, proc=self.proc, living=living, first=first, seen=seen)
+        with self._lock:
+            self._seen[hint] = seen  # the process looked up last, last
+            while len(self._seen) > self.size:
+                del self._seen[next(iter(self._seen))]
         if held is None:
             return self._remember(client, server, None)
         self._remember_fd(held[0], row[0], held[1])

@@ -149,7 +149,14 @@ class ProcessWatch:
         return held.peer
 
     async def watch(
-        self, session_id: str, client: object, server: object, on_end: OnEnd, *, hint: int | None = None
+        self,
+        session_id: str,
+        client: object,
+        server: object,
+        on_end: OnEnd,
+        *,
+        hint: int | None = None,
+        tried_quickly: bool = False,
     ) -> Peer | None:
         """Find the process at ``client`` and call ``on_end(peer)`` once it has ended.
 
@@ -161,22 +168,49 @@ class ProcessWatch:
                 (at once when it already has). Never called after :meth:`forget`.
             hint (int | None): the pid the registrant's client says it is; looked at first,
                 and believed only when that process holds the connection's socket.
+            tried_quickly (bool): the caller has just had ``(False, None)`` from
+                :meth:`watch_quickly` for this registration; go straight to the scan.
 
         Returns:
             Peer | None: the process being watched, or None when it cannot be found (or this
             watch is not running); then nothing is watched.
         """
-        nursery = self._nursery
+        if not tried_quickly:
+            done, peer = self.watch_quickly(session_id, client, server, on_end, hint=hint)
+            if done:
+                return peer
         peer_at, here = _endpoint(client), _endpoint(server)
-        if nursery is None or peer_at is None or here is None:
+        if self._nursery is None or peer_at is None or here is None:
             return None
-        peer: Peer | None = None
-        if isinstance(self._find, PeerFinder):  # one process to read: no worker thread
-            peer = self._find.quick(peer_at, here, hint, living=self.living)
+        with trio.move_on_after(self.lookup_bound):
+            peer = await trio.to_thread.run_sync(self._find, peer_at, here, hint, abandon_on_cancel=True)
+        return self._attach(session_id, peer, on_end) if peer is not None else None
+
+    def watch_quickly(
+        self, session_id: str, client: object, server: object, on_end: OnEnd, *, hint: int | None = None
+    ) -> tuple[bool, Peer | None]:
+        """:meth:`watch` as far as it goes without a worker thread (no ``await``).
+
+        Returns:
+            tuple[bool, Peer | None]: ``(True, peer or None)`` when decided -- the peer found
+            by a remembered connection or the hint and now watched, or nothing to watch (this
+            watch is not running, the addresses are not TCP); ``(False, None)`` when only the
+            scan of every process can tell, which :meth:`watch` runs in a thread.
+        """
+        peer_at, here = _endpoint(client), _endpoint(server)
+        if self._nursery is None or peer_at is None or here is None:
+            return True, None
+        if not isinstance(self._find, PeerFinder):
+            return False, None
+        peer = self._find.quick(peer_at, here, hint, living=self.living)
         if peer is None:
-            with trio.move_on_after(self.lookup_bound):
-                peer = await trio.to_thread.run_sync(self._find, peer_at, here, hint, abandon_on_cancel=True)
-        if peer is None:
+            return False, None
+        return True, self._attach(session_id, peer, on_end)
+
+    def _attach(self, session_id: str, peer: Peer, on_end: OnEnd) -> Peer | None:
+        """Watch ``peer`` for ``session_id``: join its process's pidfd, or open one."""
+        nursery = self._nursery
+        if nursery is None:
             return None
         self.forget(session_id)
         held = self._by_pid.get(peer.pid)
