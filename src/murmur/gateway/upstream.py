@@ -1,0 +1,294 @@
+"""The gateway's upstream side: keep-alive HTTP/1.1 connections per origin, over h11 and Trio.
+
+Specification: ``spec/gateway.md`` "Serving and forwarding". :class:`Pool` sends one request
+(head and body in one write) on an idle connection to the origin, or a new one, and hands back
+the reply's status, headers and body chunks as they arrive (:class:`Reply`). A connection whose
+reply ended cleanly and may be kept goes back to the pool (at most ``max_idle`` per origin, each
+for ``idle_expiry`` seconds; one the server has closed meanwhile is found by a non-blocking
+peek and dropped); any other is closed forcefully, a cancellation included.
+
+The transport is injectable: a :class:`Connector` opens a byte stream to ``(scheme, host,
+port)`` (default :func:`tcp_connect`: TCP, and TLS with :func:`ssl.create_default_context` for
+``https``); a test hands in one that returns one end of an in-memory stream pair.
+
+Errors: :class:`UpstreamError` when the origin cannot be reached, or closes or breaks the
+protocol before the reply's head (its ``reason`` names the kind, never a key). A failure after
+the head propagates from iterating the reply, as ``UpstreamError`` too.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+import attrs
+import h11
+import trio
+
+__all__ = ["Connector", "Pool", "Reply", "UpstreamError", "tcp_connect"]
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to open a connection (TLS handshake included), or to wait for a free one."""
+WRITE_TIMEOUT = 30.0
+"""Seconds one request may take to be written."""
+READ_TIMEOUT = 600.0
+"""Seconds the upstream may stay silent while a reply is awaited or streams."""
+_READ = 65536
+
+
+class Connector(Protocol):
+    """Opens a byte stream to an origin: ``await connect(scheme, host, port)``."""
+
+    def __call__(self, scheme: str, host: str, port: int) -> Awaitable[trio.abc.Stream]: ...
+
+
+class UpstreamError(Exception):
+    """The upstream could not be reached or answered badly; ``reason`` is the kind (a class name)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    global _tls
+    if _tls is None:
+        context = ssl.create_default_context()
+        context.set_alpn_protocols(["http/1.1"])
+        _tls = context
+    return _tls
+
+
+async def tcp_connect(scheme: str, host: str, port: int) -> trio.abc.Stream:
+    """A TCP stream to ``host:port`` (Nagle off), wrapped in TLS for ``https``."""
+    stream = await trio.open_tcp_stream(host, port)
+    if scheme != "https":
+        return stream
+    tls = trio.SSLStream(stream, _tls_context(), server_hostname=host, https_compatible=True)
+    try:
+        await tls.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return tls
+
+
+def _raw_socket(stream: trio.abc.Stream) -> socket.socket | None:
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    sock = getattr(stream, "socket", None)
+    return sock if isinstance(sock, trio.socket.SocketType) else None  # type: ignore[return-value]
+
+
+@attrs.define(eq=False)
+class _Conn:
+    stream: trio.abc.Stream
+    h11: h11.Connection
+    idle_since: float = 0.0
+
+    def looks_alive(self) -> bool:
+        """Whether the server has not closed it (a non-blocking poll; True if it cannot poll)."""
+        sock = _raw_socket(self.stream)
+        if sock is None:
+            return True
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLIN)
+        if not poll.poll(0):
+            return True  # nothing to read: open and quiet, as an idle connection is
+        if not isinstance(self.stream, trio.SSLStream):
+            return False  # EOF, or bytes no request asked for: either way not reusable
+        # on TLS the bytes may be a session ticket: only an EOF says it is closed
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as peek:
+            try:
+                return bool(peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+
+
+@attrs.define(eq=False)
+class Reply:
+    """One upstream reply: ``status``, ``headers`` (lower-case names, as sent), ``length``
+    (its content-length, or None), and its body chunks by ``async for``."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    length: int | None
+    _conn: _Conn
+    complete: bool = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        conn = self._conn.h11
+        while True:
+            try:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    with trio.fail_after(READ_TIMEOUT):
+                        data = await self._conn.stream.receive_some(_READ)
+                    conn.receive_data(bytes(data))
+                    continue
+            except (h11.ProtocolError, trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
+                raise UpstreamError(type(exc).__name__) from exc
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self.complete = True
+                return
+            elif isinstance(event, h11.ConnectionClosed):
+                raise UpstreamError("RemoteProtocolError")
+
+
+class Pool:
+    """Keep-alive upstream connections, per origin.
+
+    Args:
+        connect (Connector): opens a stream to an origin (default :func:`tcp_connect`).
+        max_connections (int): connections in use at once, all origins together (a request
+            waits up to :data:`CONNECT_TIMEOUT` seconds for one, then fails ``PoolTimeout``).
+        max_idle (int): idle connections kept per origin.
+        idle_expiry (float): seconds an idle connection is kept.
+    """
+
+    def __init__(
+        self,
+        connect: Connector | None = None,
+        *,
+        max_connections: int = 256,
+        max_idle: int = 128,
+        idle_expiry: float = 15.0,
+    ) -> None:
+        self._connect: Connector = connect if connect is not None else tcp_connect
+        self._slots = trio.Semaphore(max_connections)
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self.max_idle = max_idle
+        self.idle_expiry = idle_expiry
+        self._closed = False
+
+    async def _take(self, key: tuple[str, str, int]) -> _Conn:
+        idle = self._idle.get(key)
+        now = trio.current_time()
+        while idle:
+            conn = idle.pop()  # the most recently used first: the likeliest still open
+            if now - conn.idle_since < self.idle_expiry and conn.looks_alive():
+                return conn
+            await trio.aclose_forcefully(conn.stream)
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                stream = await self._connect(*key)
+        except (OSError, ssl.SSLError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+            raise UpstreamError(
+                "ConnectTimeout" if isinstance(exc, trio.TooSlowError) else "ConnectError"
+            ) from exc
+        return _Conn(stream, h11.Connection(h11.CLIENT))
+
+    def _give_back(self, key: tuple[str, str, int], conn: _Conn) -> bool:
+        if self._closed or conn.h11.our_state is not h11.DONE or conn.h11.their_state is not h11.DONE:
+            return False
+        idle = self._idle.setdefault(key, [])
+        if len(idle) >= self.max_idle:
+            return False
+        conn.h11.start_next_cycle()
+        conn.idle_since = trio.current_time()
+        idle.append(conn)
+        return True
+
+    @asynccontextmanager
+    async def request(
+        self,
+        scheme: str,
+        host: str,
+        port: int,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> AsyncIterator[Reply]:
+        """Send one request; yields its :class:`Reply` once the reply's head has arrived.
+
+        ``headers`` are sent as given, with ``host`` and ``content-length`` added (the caller
+        leaves both out). On leaving, a reply read to its end on a connection that may be kept
+        returns it to the pool; anything else closes it.
+
+        Raises:
+            UpstreamError: the origin could not be reached, or failed before the reply's head.
+        """
+        key = (scheme, host, port)
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                await self._slots.acquire()
+        except trio.TooSlowError as exc:
+            raise UpstreamError("PoolTimeout") from exc
+        conn: _Conn | None = None
+        kept = False
+        try:
+            conn = await self._take(key)
+            reply = await self._send(conn, host, port, scheme, method, target, headers, body)
+            yield reply
+            kept = reply.complete and self._give_back(key, conn)
+        finally:
+            self._slots.release()
+            if conn is not None and not kept:
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(conn.stream)
+
+    async def _send(
+        self,
+        conn: _Conn,
+        host: str,
+        port: int,
+        scheme: str,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> Reply:
+        authority = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
+        if ":" in host:
+            authority = f"[{host}]" + (f":{port}" if authority != host else "")
+        head = [(b"host", authority.encode("ascii")), *headers]
+        head.append((b"content-length", str(len(body)).encode()))
+        state = conn.h11
+        try:
+            data = state.send(h11.Request(method=method, target=target, headers=head)) or b""
+            if body:
+                data += state.send(h11.Data(data=body)) or b""
+            data += state.send(h11.EndOfMessage()) or b""
+            with trio.fail_after(WRITE_TIMEOUT):
+                await conn.stream.send_all(data)
+            while True:
+                event = state.next_event()
+                if event is h11.NEED_DATA:
+                    with trio.fail_after(READ_TIMEOUT):
+                        chunk = await conn.stream.receive_some(_READ)
+                    state.receive_data(bytes(chunk))
+                    continue
+                if isinstance(event, h11.InformationalResponse):
+                    continue  # a 1xx: the final reply follows
+                if isinstance(event, h11.Response):
+                    break
+                raise UpstreamError("RemoteProtocolError")  # closed before any reply
+        except (h11.ProtocolError, trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
+            raise UpstreamError(type(exc).__name__) from exc
+        length: int | None = None
+        for name, value in event.headers:
+            if name == b"content-length":
+                length = int(value)
+        return Reply(event.status_code, list(event.headers), length, conn)
+
+    async def aclose(self) -> None:
+        """Close every idle connection; connections in use close when their reply ends."""
+        self._closed = True
+        idle, self._idle = self._idle, {}
+        with trio.CancelScope(shield=True):
+            for conns in idle.values():
+                for conn in conns:
+                    await trio.aclose_forcefully(conn.stream)
+
