@@ -56,16 +56,16 @@ async def run_gateway(
         except OSError:
             own.close()
             raise
-    own.listen(_BACKLOG)
-    listener = trio.SocketListener(trio.socket.from_stdlib_socket(own))
-    host, port = own.getsockname()[:2]
     try:
+        own.listen(_BACKLOG)
+        host, port = own.getsockname()[:2]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(gateway.flush_forever)  # the spend files (spec/gateway.md "Visible spend")
-            await nursery.start(serve_listener, listener, gateway)
+            await nursery.start(serve_listener, own, gateway)
             task_status.started(f"http://{host}:{port}")
     finally:
+        trio.lowlevel.notify_closing(own)
+        own.close()
         with trio.CancelScope(shield=True):
-            await listener.aclose()
             await gateway.flush()
             await gateway.aclose()

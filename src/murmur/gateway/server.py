@@ -62,6 +62,8 @@ _HOP = frozenset(
 _DROP_UP = _HOP | {b"authorization", b"x-api-key", b"accept-encoding", TASK_HEADER.encode()}
 _DROP_DOWN = _HOP - {b"content-length"}
 _JSON = (b"content-type", b"application/json")
+FLUSH_DELAY = 0.01
+"""Seconds the spend files wait after a charge, so a burst of calls costs one write."""
 
 
 class Gateway:
@@ -336,6 +338,7 @@ class Gateway:
 
         try:
             await send.start(reply.status, [h for h in reply.headers if h[0] not in _DROP_DOWN])
+            reply.before_wait = send.flush  # the head goes with the first bytes, or before a wait
             left = reply.length
             async for chunk in reply:
                 meter.feed(chunk)
@@ -365,9 +368,11 @@ class Gateway:
                     pass  # the files are a view; a call is never failed for them
 
     async def flush_forever(self) -> None:
-        """Write marked nodes as they are marked, until cancelled (coalescing bursts)."""
+        """Write marked nodes as they are marked, until cancelled (coalescing bursts: what
+        is marked within :data:`FLUSH_DELAY` seconds of a first mark is written at once)."""
         while True:
             await self._wake.wait()
+            await trio.sleep(FLUSH_DELAY)
             self._wake = trio.Event()
             await self.flush()
 

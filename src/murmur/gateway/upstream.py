@@ -21,13 +21,15 @@ from __future__ import annotations
 import select
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Protocol
 
 import attrs
 import h11
 import trio
+
+from murmur.gateway.sockets import FastStream, connect_tcp
 
 __all__ = ["Connector", "Pool", "Reply", "UpstreamError", "tcp_connect"]
 
@@ -68,9 +70,9 @@ def _tls_context() -> ssl.SSLContext:
 
 async def tcp_connect(scheme: str, host: str, port: int) -> trio.abc.Stream:
     """A TCP stream to ``host:port`` (Nagle off), wrapped in TLS for ``https``."""
-    stream = await trio.open_tcp_stream(host, port)
     if scheme != "https":
-        return stream
+        return await connect_tcp(host, port)
+    stream = await trio.open_tcp_stream(host, port)
     tls = trio.SSLStream(stream, _tls_context(), server_hostname=host, https_compatible=True)
     try:
         await tls.do_handshake()
@@ -80,11 +82,12 @@ async def tcp_connect(scheme: str, host: str, port: int) -> trio.abc.Stream:
     return tls
 
 
-def _raw_socket(stream: trio.abc.Stream) -> socket.socket | None:
+def _raw_socket(stream: trio.abc.Stream) -> socket.socket | trio.socket.SocketType | None:
     while isinstance(stream, trio.SSLStream):
         stream = stream.transport_stream
-    sock = getattr(stream, "socket", None)
-    return sock if isinstance(sock, trio.socket.SocketType) else None  # type: ignore[return-value]
+    if isinstance(stream, (FastStream, trio.SocketStream)):
+        return stream.socket
+    return None
 
 
 @attrs.define(eq=False)
@@ -124,6 +127,8 @@ class Reply:
     length: int | None
     _conn: _Conn
     complete: bool = False
+    before_wait: Callable[[], Awaitable[None]] | None = None
+    """Awaited before the reply waits for more bytes (the gateway sends what it holds)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         conn = self._conn.h11
@@ -131,6 +136,8 @@ class Reply:
             try:
                 event = conn.next_event()
                 if event is h11.NEED_DATA:
+                    if self.before_wait is not None:
+                        await self.before_wait()
                     with trio.fail_after(READ_TIMEOUT):
                         data = await self._conn.stream.receive_some(_READ)
                     conn.receive_data(bytes(data))

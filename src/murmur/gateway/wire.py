@@ -1,16 +1,17 @@
 """The gateway's serving side: a lean HTTP/1.1 server loop per connection, over h11 and Trio.
 
 Specification: ``spec/gateway.md`` "Serving and forwarding". :func:`serve_listener` accepts
-connections (at most :data:`MAX_CONNECTIONS` at once; the rest wait in the backlog) and runs
-:func:`serve_connection` for each: read one request (head at most :data:`MAX_HEAD` bytes,
-body at most :data:`MAX_BODY`), hand it to the handler as an :class:`Exchange`, and, when the
-answer has ended and both sides may keep the connection, wait for the next request (at most
-:data:`IDLE_TIMEOUT` seconds).
+connections (at most :data:`MAX_CONNECTIONS` at once; the rest wait in the backlog) as
+:class:`~murmur.gateway.sockets.FastStream` and runs :func:`serve_connection` for each: h11
+parses one request (head at most :data:`MAX_HEAD` bytes, body at most :data:`MAX_BODY`), the
+handler gets it as an :class:`Exchange`, and, when the answer has ended and both sides may keep
+the connection, the next request is awaited (at most :data:`IDLE_TIMEOUT` seconds).
 
-The handler answers through :class:`Responder` (``start`` / ``body`` / ``end``): the status
-and headers it gives, and each body chunk as it is given (a ``content-length`` it names frames
-the body; without one, an HTTP/1.1 client gets it chunked). A send the client takes no bytes of
-for :data:`SEND_BOUND` seconds closes the connection (a client that stopped reading).
+The handler answers through :class:`Responder` (``start`` / ``body`` / ``end``, ``flush``):
+the status and headers it gives, and each body chunk as it is given (a ``content-length`` it
+names frames the body; without one, an HTTP/1.1 client gets it chunked, an HTTP/1.0 one until
+the close). A send the client takes no bytes of for :data:`SEND_BOUND` seconds closes the
+connection (a client that stopped reading).
 
 Bad input never reaches the handler and never shows a traceback: a head too large is
 answered 431, a body too large 413, anything else malformed 400, each with a coded JSON body
@@ -21,13 +22,16 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 
 import attrs
 import h11
 import trio
 
 from murmur.gateway.refusal import Refusal, body_for
+from murmur.gateway.sockets import FastStream, accept
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -78,15 +82,30 @@ class Connection:
 
 
 class Responder:
-    """The answer to one request, sent as it is given."""
+    """The answer to one request, written as it is given (framed here, not by h11).
 
-    def __init__(self, stream: trio.abc.Stream, state: h11.Connection) -> None:
+    The head is held until the first body bytes, or until :meth:`flush` (called before the
+    handler waits for more), so a head and the bytes already at hand leave in one write.
+    Framing: the handler's ``content-length``, if it names one; else chunked for an
+    HTTP/1.1 client, or to the connection's close for HTTP/1.0; no body for ``HEAD``, 1xx,
+    204 and 304.
+    """
+
+    def __init__(self, stream: trio.abc.Stream, *, head_only: bool, keep_alive: bool, http11: bool) -> None:
         self._stream = stream
-        self._state = state
+        self._head_only = head_only
+        self._http11 = http11
+        self.keep_alive = keep_alive
+        self._pending = b""
+        self._chunked = False
+        self._bodiless = False
+        self._left: int | None = None
         self.started = False
         self.ended = False
 
-    async def _put(self, data: bytes | None) -> None:
+    async def _put(self, data: bytes) -> None:
+        if self._pending:
+            data, self._pending = self._pending + data, b""
         if not data:
             return
         try:
@@ -98,20 +117,73 @@ class Responder:
             raise _ClientGone
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        """Send the status line and ``headers`` (hop-by-hop ones left out by the caller)."""
+        """Hold the status line and ``headers`` (hop-by-hop ones left out by the caller;
+        names lower-case, names and values well-formed, as h11 parsed them)."""
+        if self.started:
+            raise RuntimeError("the answer has started already")
         self.started = True
-        await self._put(self._state.send(h11.Response(status_code=status, headers=headers)))
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _reason(status))]
+        for name, value in headers:
+            if name == b"content-length":
+                self._left = int(value)
+            lines.append(b"%s: %s\r\n" % (name, value))
+        self._bodiless = self._head_only or status in (204, 304) or status < 200
+        if not self._bodiless and self._left is None:
+            if self._http11:
+                self._chunked = True
+                lines.append(b"transfer-encoding: chunked\r\n")
+            else:
+                self.keep_alive = False  # the body ends with the connection
+        if not self.keep_alive:
+            lines.append(b"connection: close\r\n")
+        lines.append(b"\r\n")
+        self._pending = b"".join(lines)
+
+    def _frame(self, chunk: bytes) -> bytes:
+        if self._bodiless or not chunk:
+            return b""
+        if self._left is not None:
+            if len(chunk) > self._left:
+                raise RuntimeError("more body than its content-length")
+            self._left -= len(chunk)
+        if self._chunked:
+            return b"%x\r\n%s\r\n" % (len(chunk), chunk)
+        return chunk
+
+    async def flush(self) -> None:
+        """Send what is held (the head), if anything."""
+        if self._pending:
+            await self._put(b"")
 
     async def body(self, chunk: bytes) -> None:
         """Send the next body chunk (now: it is not held back)."""
-        if chunk:
-            await self._put(self._state.send(h11.Data(data=chunk)))
+        data = self._frame(chunk)
+        if data:
+            await self._put(data)
 
     async def end(self, last: bytes = b"") -> None:
         """Send ``last`` (if any) and end the body."""
-        data = self._state.send(h11.Data(data=last)) if last else b""
+        data = self._frame(last)
+        if self._chunked:
+            data += b"0\r\n\r\n"
+        if self._left:
+            self.keep_alive = False  # a sized body left short: the connection cannot go on
+        await self._put(data)
         self.ended = True
-        await self._put((data or b"") + (self._state.send(h11.EndOfMessage()) or b""))
+
+
+_REASONS: dict[int, bytes] = {}
+
+
+def _reason(status: int) -> bytes:
+    reason = _REASONS.get(status)
+    if reason is None:
+        try:
+            reason = HTTPStatus(status).phrase.encode("latin-1")
+        except ValueError:
+            reason = b""
+        _REASONS[status] = reason
+    return reason
 
 
 @attrs.define(eq=False)
@@ -136,50 +208,61 @@ def _addr(value: object) -> tuple[str, int] | None:
 
 
 async def serve_listener(
-    listener: trio.SocketListener,
+    listener: socket.socket,
     handler: Handler,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Accept and serve connections on ``listener`` until cancelled (then close them all)."""
+    """Accept and serve connections on a listening socket until cancelled (then close them all).
+
+    ``listener`` is set non-blocking and stays the caller's to close.
+    """
+    listener.setblocking(False)
+    server = _addr(listener.getsockname())
     slots = trio.Semaphore(MAX_CONNECTIONS)
     async with trio.open_nursery() as nursery:
         task_status.started()
         while True:
             await slots.acquire()
             try:
-                stream = await listener.accept()
+                stream, client = await accept(listener)
             except OSError as exc:
                 slots.release()
                 if exc.errno not in _ACCEPT_RETRY:
                     raise
                 await trio.sleep(0.1)  # out of descriptors: let connections end first
                 continue
-            nursery.start_soon(_served, stream, handler, slots)
+            nursery.start_soon(_served, stream, Connection(client, server), handler, slots)
 
 
-async def _served(stream: trio.SocketStream, handler: Handler, slots: trio.Semaphore) -> None:
+async def _served(
+    stream: FastStream, connection: Connection, handler: Handler, slots: trio.Semaphore
+) -> None:
     try:
-        await serve_connection(stream, handler)
+        await serve_connection(stream, connection, handler)
     finally:
         slots.release()
 
 
-async def serve_connection(stream: trio.SocketStream, handler: Handler) -> None:
+async def serve_connection(stream: trio.abc.Stream, connection: Connection, handler: Handler) -> None:
     """Serve requests on one connection until either side ends it; closes ``stream``."""
-    try:
-        sock = stream.socket
-        connection = Connection(_addr(sock.getpeername()), _addr(sock.getsockname()))
-    except OSError:
-        await trio.aclose_forcefully(stream)
-        return
-    state = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+    leftover = b""
     try:
         while True:
-            exchange = await _read_request(stream, state, connection)
-            if exchange is None:
+            # a parser per request: h11 reads the request; the answer is framed by Responder
+            state = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+            if leftover:
+                state.receive_data(leftover)
+            got = await _read_request(stream, state, connection)
+            if got is None:
                 return
-            responder = Responder(stream, state)
+            exchange, request = got
+            leftover = state.trailing_data[0]
+            http11 = request.http_version == b"1.1"
+            keep = http11 and b"close" not in _connection_tokens(exchange.headers)
+            responder = Responder(
+                stream, head_only=request.method == b"HEAD", keep_alive=keep, http11=http11
+            )
             try:
                 await handler(exchange, responder)
             except _ClientGone:
@@ -189,11 +272,8 @@ async def serve_connection(stream: trio.SocketStream, handler: Handler) -> None:
                 if not responder.started:
                     await _answer(responder, 500, "the gateway failed to handle the request")
                 return
-            if not responder.ended or state.our_state is not h11.DONE:
+            if not responder.ended or not responder.keep_alive:
                 return
-            if state.their_state is not h11.DONE:
-                return  # the handler left part of the body unread (never, as bodies are read whole)
-            state.start_next_cycle()
     except _ClientGone:
         return
     finally:
@@ -201,24 +281,35 @@ async def serve_connection(stream: trio.SocketStream, handler: Handler) -> None:
             await trio.aclose_forcefully(stream)
 
 
+def _connection_tokens(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
+    return {
+        token.strip().lower()
+        for name, value in headers
+        if name == b"connection"
+        for token in value.split(b",")
+    }
+
+
 async def _read_request(
-    stream: trio.SocketStream, state: h11.Connection, connection: Connection
-) -> Exchange | None:
+    stream: trio.abc.Stream, state: h11.Connection, connection: Connection
+) -> tuple[Exchange, h11.Request] | None:
     """The next whole request, or None when the connection should end (answered if bad)."""
     request: h11.Request | None = None
     chunks: list[bytes] = []
     size = 0
+    continued = False
     while True:
         try:
             event = state.next_event()
         except h11.RemoteProtocolError as exc:
-            await _bad(stream, state, exc.error_status_hint)
+            await _bad(stream, exc.error_status_hint)
             return None
         if event is h11.NEED_DATA:
-            if state.they_are_waiting_for_100_continue:
-                await _send_or_gone(stream, state.send(h11.InformationalResponse(status_code=100, headers=[])))
+            if state.they_are_waiting_for_100_continue and not continued:
+                continued = True
+                await _send_or_gone(stream, b"HTTP/1.1 100 Continue\r\n\r\n")
             timeout = IDLE_TIMEOUT if request is None else READ_TIMEOUT
-            data = b""
+            data: bytes | bytearray = b""
             with trio.move_on_after(timeout):
                 try:
                     data = await stream.receive_some(_READ)
@@ -226,21 +317,21 @@ async def _read_request(
                     return None
             if not data:
                 return None  # the client closed, or was idle too long
-            state.receive_data(data)
+            state.receive_data(bytes(data))
             continue
         if isinstance(event, h11.Request):
             request = event
         elif isinstance(event, h11.Data):
             size += len(event.data)
             if size > MAX_BODY:
-                await _bad(stream, state, 413)
+                await _bad(stream, 413)
                 return None
             chunks.append(bytes(event.data))
         elif isinstance(event, h11.EndOfMessage):
             assert request is not None
             target = request.target.decode("latin-1")
             path, _, query = target.partition("?")
-            return Exchange(
+            exchange = Exchange(
                 connection,
                 request.method.decode("latin-1"),
                 path,
@@ -248,6 +339,7 @@ async def _read_request(
                 list(request.headers),
                 b"".join(chunks),
             )
+            return exchange, request
         else:  # ConnectionClosed, PAUSED
             return None
 
@@ -261,7 +353,7 @@ async def _send_or_gone(stream: trio.abc.Stream, data: bytes | None) -> None:
                 raise _ClientGone from exc
 
 
-async def _bad(stream: trio.SocketStream, state: h11.Connection, status: int) -> None:
+async def _bad(stream: trio.abc.Stream, status: int) -> None:
     """Answer malformed or oversized input (the connection then closes)."""
     what = {431: "its head is larger than", 413: "its body is larger than"}.get(status)
     limit = MAX_HEAD if status == 431 else MAX_BODY
@@ -290,5 +382,5 @@ async def _answer(responder: Responder, status: int, message: str) -> None:
             [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
         )
         await responder.end(body)
-    except (_ClientGone, h11.LocalProtocolError):
+    except (_ClientGone, RuntimeError):
         pass
