@@ -1,4 +1,4 @@
-"""The gateway's upstream side: keep-alive HTTP/1.1 connections per origin, over h11 and Trio.
+"""The gateway's upstream side: keep-alive HTTP/1.1 connections per origin, over Trio.
 
 Specification: ``spec/gateway.md`` "Serving and forwarding". :class:`Pool` sends one request
 (head and body in one write) on an idle connection to the origin, or a new one, and hands back
@@ -26,9 +26,9 @@ from contextlib import asynccontextmanager
 from typing import Protocol
 
 import attrs
-import h11
 import trio
 
+from murmur.gateway.http1 import BadMessage, Framing, Reader, Truncated, response_framing
 from murmur.gateway.sockets import FastStream, connect_tcp
 
 __all__ = ["Connector", "Pool", "Reply", "UpstreamError", "tcp_connect"]
@@ -39,7 +39,7 @@ WRITE_TIMEOUT = 30.0
 """Seconds one request may take to be written."""
 READ_TIMEOUT = 600.0
 """Seconds the upstream may stay silent while a reply is awaited or streams."""
-_READ = 65536
+_MAX_HEAD = 256 * 1024
 
 
 class Connector(Protocol):
@@ -93,8 +93,9 @@ def _raw_socket(stream: trio.abc.Stream) -> socket.socket | trio.socket.SocketTy
 @attrs.define(eq=False)
 class _Conn:
     stream: trio.abc.Stream
-    h11: h11.Connection
+    reader: Reader
     idle_since: float = 0.0
+    reusable: bool = True
 
     def looks_alive(self) -> bool:
         """Whether the server has not closed it (a non-blocking poll; True if it cannot poll)."""
@@ -117,6 +118,16 @@ class _Conn:
                 return False
 
 
+_LINK = (
+    OSError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio.TooSlowError,
+    BadMessage,
+    Truncated,
+)
+
+
 @attrs.define(eq=False)
 class Reply:
     """One upstream reply: ``status``, ``headers`` (lower-case names, as sent), ``length``
@@ -126,31 +137,25 @@ class Reply:
     headers: list[tuple[bytes, bytes]]
     length: int | None
     _conn: _Conn
+    _framing: Framing
     complete: bool = False
     before_wait: Callable[[], Awaitable[None]] | None = None
     """Awaited before the reply waits for more bytes (the gateway sends what it holds)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        conn = self._conn.h11
-        while True:
-            try:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    if self.before_wait is not None:
-                        await self.before_wait()
-                    with trio.fail_after(READ_TIMEOUT):
-                        data = await self._conn.stream.receive_some(_READ)
-                    conn.receive_data(bytes(data))
-                    continue
-            except (h11.ProtocolError, trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
-                raise UpstreamError(type(exc).__name__) from exc
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                self.complete = True
-                return
-            elif isinstance(event, h11.ConnectionClosed):
-                raise UpstreamError("RemoteProtocolError")
+        reader = self._conn.reader
+        try:
+            async for chunk in reader.body(self._framing, timeout=READ_TIMEOUT, hold=self._hold):
+                yield chunk
+        except _LINK as exc:
+            raise UpstreamError(type(exc).__name__) from exc
+        self.complete = True
+        if self._framing.length is None and not self._framing.chunked and not self._framing.none:
+            self._conn.reusable = False  # ended by the close
+
+    async def _hold(self) -> None:
+        if self.before_wait is not None:
+            await self.before_wait()
 
 
 class Pool:
@@ -194,15 +199,14 @@ class Pool:
             raise UpstreamError(
                 "ConnectTimeout" if isinstance(exc, trio.TooSlowError) else "ConnectError"
             ) from exc
-        return _Conn(stream, h11.Connection(h11.CLIENT))
+        return _Conn(stream, Reader(stream))
 
     def _give_back(self, key: tuple[str, str, int], conn: _Conn) -> bool:
-        if self._closed or conn.h11.our_state is not h11.DONE or conn.h11.their_state is not h11.DONE:
+        if self._closed or not conn.reusable or conn.reader.buf:
             return False
         idle = self._idle.setdefault(key, [])
         if len(idle) >= self.max_idle:
             return False
-        conn.h11.start_next_cycle()
         conn.idle_since = trio.current_time()
         idle.append(conn)
         return True
@@ -260,35 +264,28 @@ class Pool:
         authority = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
         if ":" in host:
             authority = f"[{host}]" + (f":{port}" if authority != host else "")
-        head = [(b"host", authority.encode("ascii")), *headers]
-        head.append((b"content-length", str(len(body)).encode()))
-        state = conn.h11
+        lines = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method, target, authority.encode("ascii"))]
+        lines += [b"%s: %s\r\n" % (name, value) for name, value in headers]
+        lines.append(b"content-length: %d\r\n\r\n" % len(body))
+        lines.append(body)
         try:
-            data = state.send(h11.Request(method=method, target=target, headers=head)) or b""
-            if body:
-                data += state.send(h11.Data(data=body)) or b""
-            data += state.send(h11.EndOfMessage()) or b""
             with trio.fail_after(WRITE_TIMEOUT):
-                await conn.stream.send_all(data)
+                await conn.stream.send_all(b"".join(lines))
             while True:
-                event = state.next_event()
-                if event is h11.NEED_DATA:
-                    with trio.fail_after(READ_TIMEOUT):
-                        chunk = await conn.stream.receive_some(_READ)
-                    state.receive_data(bytes(chunk))
-                    continue
-                if isinstance(event, h11.InformationalResponse):
-                    continue  # a 1xx: the final reply follows
-                if isinstance(event, h11.Response):
-                    break
-                raise UpstreamError("RemoteProtocolError")  # closed before any reply
-        except (h11.ProtocolError, trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
+                head = await conn.reader.head(request=False, max_head=_MAX_HEAD, timeout=READ_TIMEOUT)
+                if head is None:
+                    raise UpstreamError("RemoteProtocolError")  # closed before any reply
+                status = int(head.second)
+                if status >= 200 or status == 101:
+                    break  # a 1xx but 101: the final reply follows
+            framing = response_framing(head, method=method)
+        except _LINK as exc:
             raise UpstreamError(type(exc).__name__) from exc
-        length: int | None = None
-        for name, value in event.headers:
-            if name == b"content-length":
-                length = int(value)
-        return Reply(event.status_code, list(event.headers), length, conn)
+        if head.first == b"HTTP/1.0" or any(
+            k == b"connection" and b"close" in v.lower() for k, v in head.headers
+        ):
+            conn.reusable = False
+        return Reply(status, head.headers, framing.length, conn, framing)
 
     async def aclose(self) -> None:
         """Close every idle connection; connections in use close when their reply ends."""

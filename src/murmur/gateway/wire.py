@@ -1,9 +1,9 @@
-"""The gateway's serving side: a lean HTTP/1.1 server loop per connection, over h11 and Trio.
+"""The gateway's serving side: a lean HTTP/1.1 server loop per connection, over Trio.
 
 Specification: ``spec/gateway.md`` "Serving and forwarding". :func:`serve_listener` accepts
 connections (at most :data:`MAX_CONNECTIONS` at once; the rest wait in the backlog) as
-:class:`~murmur.gateway.sockets.FastStream` and runs :func:`serve_connection` for each: h11
-parses one request (head at most :data:`MAX_HEAD` bytes, body at most :data:`MAX_BODY`), the
+:class:`~murmur.gateway.sockets.FastStream` and runs :func:`serve_connection` for each:
+:mod:`murmur.gateway.http1` reads one request (head at most :data:`MAX_HEAD` bytes, body at most :data:`MAX_BODY`), the
 handler gets it as an :class:`Exchange`, and, when the answer has ended and both sides may keep
 the connection, the next request is awaited (at most :data:`IDLE_TIMEOUT` seconds).
 
@@ -14,7 +14,8 @@ the close). A send the client takes no bytes of for :data:`SEND_BOUND` seconds c
 connection (a client that stopped reading).
 
 Bad input never reaches the handler and never shows a traceback: a head too large is
-answered 431, a body too large 413, anything else malformed 400, each with a coded JSON body
+answered 431, a body too large 413, a transfer coding other than chunked 501, anything else
+malformed 400, each with a coded JSON body
 (``E-GWY-007``), and the connection is closed. A handler that fails before answering gets 500.
 """
 
@@ -27,9 +28,9 @@ from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
 import attrs
-import h11
 import trio
 
+from murmur.gateway.http1 import BadMessage, Reader, Truncated, request_framing
 from murmur.gateway.refusal import Refusal, body_for
 from murmur.gateway.sockets import FastStream, accept
 
@@ -82,7 +83,7 @@ class Connection:
 
 
 class Responder:
-    """The answer to one request, written as it is given (framed here, not by h11).
+    """The answer to one request, written as it is given (framed here).
 
     The head is held until the first body bytes, or until :meth:`flush` (called before the
     handler waits for more), so a head and the bytes already at hand leave in one write.
@@ -118,7 +119,8 @@ class Responder:
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Hold the status line and ``headers`` (hop-by-hop ones left out by the caller;
-        names lower-case, names and values well-formed, as h11 parsed them)."""
+        names lower-case, names and values well-formed, as :mod:`~murmur.gateway.http1` parsed
+        them)."""
         if self.started:
             raise RuntimeError("the answer has started already")
         self.started = True
@@ -246,22 +248,17 @@ async def _served(
 
 async def serve_connection(stream: trio.abc.Stream, connection: Connection, handler: Handler) -> None:
     """Serve requests on one connection until either side ends it; closes ``stream``."""
-    leftover = b""
+    reader = Reader(stream)
     try:
         while True:
-            # a parser per request: h11 reads the request; the answer is framed by Responder
-            state = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-            if leftover:
-                state.receive_data(leftover)
-            got = await _read_request(stream, state, connection)
+            got = await _read_request(reader, connection)
             if got is None:
                 return
-            exchange, request = got
-            leftover = state.trailing_data[0]
-            http11 = request.http_version == b"1.1"
+            exchange, version = got
+            http11 = version == b"HTTP/1.1"
             keep = http11 and b"close" not in _connection_tokens(exchange.headers)
             responder = Responder(
-                stream, head_only=request.method == b"HEAD", keep_alive=keep, http11=http11
+                stream, head_only=exchange.method == "HEAD", keep_alive=keep, http11=http11
             )
             try:
                 await handler(exchange, responder)
@@ -290,58 +287,34 @@ def _connection_tokens(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
     }
 
 
-async def _read_request(
-    stream: trio.abc.Stream, state: h11.Connection, connection: Connection
-) -> tuple[Exchange, h11.Request] | None:
-    """The next whole request, or None when the connection should end (answered if bad)."""
-    request: h11.Request | None = None
-    chunks: list[bytes] = []
-    size = 0
-    continued = False
-    while True:
-        try:
-            event = state.next_event()
-        except h11.RemoteProtocolError as exc:
-            await _bad(stream, exc.error_status_hint)
+async def _read_request(reader: Reader, connection: Connection) -> tuple[Exchange, bytes] | None:
+    """The next whole request and its HTTP version, or None when the connection should end
+    (a bad one answered first)."""
+    try:
+        head = await reader.head(request=True, max_head=MAX_HEAD, timeout=IDLE_TIMEOUT)
+        if head is None:
             return None
-        if event is h11.NEED_DATA:
-            if state.they_are_waiting_for_100_continue and not continued:
-                continued = True
-                await _send_or_gone(stream, b"HTTP/1.1 100 Continue\r\n\r\n")
-            timeout = IDLE_TIMEOUT if request is None else READ_TIMEOUT
-            data: bytes | bytearray = b""
-            with trio.move_on_after(timeout):
-                try:
-                    data = await stream.receive_some(_READ)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return None
-            if not data:
-                return None  # the client closed, or was idle too long
-            state.receive_data(bytes(data))
-            continue
-        if isinstance(event, h11.Request):
-            request = event
-        elif isinstance(event, h11.Data):
-            size += len(event.data)
-            if size > MAX_BODY:
-                await _bad(stream, 413)
-                return None
-            chunks.append(bytes(event.data))
-        elif isinstance(event, h11.EndOfMessage):
-            assert request is not None
-            target = request.target.decode("latin-1")
-            path, _, query = target.partition("?")
-            exchange = Exchange(
-                connection,
-                request.method.decode("latin-1"),
-                path,
-                query.encode("latin-1"),
-                list(request.headers),
-                b"".join(chunks),
-            )
-            return exchange, request
-        else:  # ConnectionClosed, PAUSED
-            return None
+        framing = request_framing(head)
+        expects = any(k == b"expect" and v.lower() == b"100-continue" for k, v in head.headers)
+        if expects and not reader.buf and (framing.chunked or framing.length):
+            await _send_or_gone(reader.stream, b"HTTP/1.1 100 Continue\r\n\r\n")
+        chunks = [c async for c in reader.body(framing, timeout=READ_TIMEOUT, limit=MAX_BODY)]
+    except BadMessage as exc:
+        await _bad(reader.stream, exc.status)
+        return None
+    except (Truncated, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+        return None
+    target = head.second.decode("latin-1")
+    path, _, query = target.partition("?")
+    exchange = Exchange(
+        connection,
+        head.first.decode("latin-1"),
+        path,
+        query.encode("latin-1"),
+        head.headers,
+        b"".join(chunks),
+    )
+    return exchange, head.third
 
 
 async def _send_or_gone(stream: trio.abc.Stream, data: bytes | None) -> None:
@@ -360,11 +333,11 @@ async def _bad(stream: trio.abc.Stream, status: int) -> None:
     message = (
         f"the request is refused: {what} {limit} bytes"
         if what
-        else "the request is not well-formed HTTP/1.1"
+        else "the request is not well-formed HTTP/1.1 (or names a transfer coding other than chunked)"
     )
     body = body_for(Refusal(status, "E-GWY-007", message, "invalid_request_error"), anthropic=False)
     head = (
-        f"HTTP/1.1 {status} {'Bad Request' if status == 400 else 'Refused'}\r\n"
+        f"HTTP/1.1 {status} {_reason(status).decode()}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
     ).encode("latin-1")
