@@ -2,7 +2,7 @@
 
 Specification: ``spec/gateway.md`` "One gateway per root" and "Serving and forwarding".
 :func:`run_gateway` serves a :class:`~murmur.gateway.server.Gateway` on ``127.0.0.1:0`` (or
-a socket it is given) with :func:`murmur.gateway.wire.serve_listener` (an h11 loop per
+a socket it is given) with :func:`murmur.gateway.wire.serve_listener` (an HTTP/1.1 loop per
 connection, in this Trio loop) and reports its URL through ``task_status``.
 """
 

@@ -1,7 +1,7 @@
 """The inference gateway's handler: place the caller, check its reach and budget, pass through.
 
 Specification: ``spec/gateway.md``. One :class:`Gateway` per root (a top-level ``mur run`` or
-a formation launcher), served by :func:`murmur.gateway.wire.serve_listener` (one h11 loop per
+a formation launcher), served by :func:`murmur.gateway.wire.serve_listener` (one HTTP/1.1 loop per
 connection). Routes:
 
 * ``POST /_murmur/sessions`` — a session of the tree registers itself. The registrant is the
