@@ -22,6 +22,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import attrs
 import trio
 
+from murmur.gateway.sockets import receive_within
+
 __all__ = [
     "BadMessage",
     "Chunked",
@@ -221,8 +223,7 @@ class Reader:
         if timeout is None:
             data = await self.stream.receive_some(_READ)
         else:
-            with trio.fail_after(timeout):
-                data = await self.stream.receive_some(_READ)
+            data = await receive_within(self.stream, _READ, timeout)
         if not data:
             return False
         self.buf += data

@@ -19,7 +19,7 @@ import socket
 
 import trio
 
-__all__ = ["FastStream", "accept", "connect_tcp"]
+__all__ = ["FastStream", "accept", "connect_tcp", "receive_within", "send_within"]
 
 _MAX_READ = 65536
 
@@ -43,6 +43,11 @@ class FastStream(trio.abc.HalfCloseableStream):
             raise trio.ClosedResourceError("the stream is closed")
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.send_within(data, None)
+
+    async def send_within(self, data: bytes | bytearray | memoryview, timeout: float | None) -> None:
+        """:meth:`send_all`, failing ``trio.TooSlowError`` when the socket stays full for
+        ``timeout`` seconds (None: no bound). The bound costs nothing unless a send waits."""
         if self._sending:
             raise trio.BusyResourceError("another task is sending on this stream")
         self._check()
@@ -54,7 +59,11 @@ class FastStream(trio.abc.HalfCloseableStream):
                 try:
                     sent = self.socket.send(view)
                 except BlockingIOError:
-                    await trio.lowlevel.wait_writable(self.socket)
+                    if timeout is None:
+                        await trio.lowlevel.wait_writable(self.socket)
+                    else:
+                        with trio.fail_after(timeout):
+                            await trio.lowlevel.wait_writable(self.socket)
                     self._check()
                     continue
                 except OSError as exc:
@@ -68,6 +77,11 @@ class FastStream(trio.abc.HalfCloseableStream):
         await trio.lowlevel.wait_writable(self.socket)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await self.receive_within(max_bytes, None)
+
+    async def receive_within(self, max_bytes: int | None, timeout: float | None) -> bytes:
+        """:meth:`receive_some`, failing ``trio.TooSlowError`` when nothing comes for
+        ``timeout`` seconds (None: no bound). The bound costs nothing unless the read waits."""
         if self._receiving:
             raise trio.BusyResourceError("another task is receiving on this stream")
         self._check()
@@ -78,7 +92,11 @@ class FastStream(trio.abc.HalfCloseableStream):
                 try:
                     return self.socket.recv(max_bytes or _MAX_READ)
                 except BlockingIOError:
-                    await trio.lowlevel.wait_readable(self.socket)
+                    if timeout is None:
+                        await trio.lowlevel.wait_readable(self.socket)
+                    else:
+                        with trio.fail_after(timeout):
+                            await trio.lowlevel.wait_readable(self.socket)
                     self._check()
                 except OSError as exc:
                     raise trio.BrokenResourceError(exc) from exc
@@ -120,3 +138,22 @@ async def connect_tcp(host: str, port: int) -> FastStream:
     """A connected :class:`FastStream` (Trio's happy-eyeballs connect, then taken over)."""
     stream = await trio.open_tcp_stream(host, port)
     return FastStream(socket.socket(fileno=stream.socket.detach()))
+
+
+async def send_within(stream: trio.abc.Stream, data: bytes, timeout: float) -> None:
+    """``stream.send_all(data)`` within ``timeout`` seconds (else ``trio.TooSlowError``);
+    free of a cancel scope on a :class:`FastStream` that need not wait."""
+    if isinstance(stream, FastStream):
+        await stream.send_within(data, timeout)
+        return
+    with trio.fail_after(timeout):
+        await stream.send_all(data)
+
+
+async def receive_within(stream: trio.abc.Stream, max_bytes: int, timeout: float) -> bytes:
+    """``stream.receive_some(max_bytes)`` within ``timeout`` seconds (else
+    ``trio.TooSlowError``); free of a cancel scope on a :class:`FastStream` that need not wait."""
+    if isinstance(stream, FastStream):
+        return await stream.receive_within(max_bytes, timeout)
+    with trio.fail_after(timeout):
+        return bytes(await stream.receive_some(max_bytes))

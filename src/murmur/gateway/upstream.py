@@ -29,7 +29,7 @@ import attrs
 import trio
 
 from murmur.gateway.http1 import BadMessage, Framing, Reader, Truncated, response_framing
-from murmur.gateway.sockets import FastStream, connect_tcp
+from murmur.gateway.sockets import FastStream, connect_tcp, send_within
 
 __all__ = ["Connector", "Pool", "Reply", "UpstreamError", "tcp_connect"]
 
@@ -233,10 +233,13 @@ class Pool:
         """
         key = (scheme, host, port)
         try:
-            with trio.fail_after(CONNECT_TIMEOUT):
-                await self._slots.acquire()
-        except trio.TooSlowError as exc:
-            raise UpstreamError("PoolTimeout") from exc
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT):
+                    await self._slots.acquire()
+            except trio.TooSlowError as exc:
+                raise UpstreamError("PoolTimeout") from exc
         conn: _Conn | None = None
         kept = False
         try:
@@ -269,8 +272,7 @@ class Pool:
         lines.append(b"content-length: %d\r\n\r\n" % len(body))
         lines.append(body)
         try:
-            with trio.fail_after(WRITE_TIMEOUT):
-                await conn.stream.send_all(b"".join(lines))
+            await send_within(conn.stream, b"".join(lines), WRITE_TIMEOUT)
             while True:
                 head = await conn.reader.head(request=False, max_head=_MAX_HEAD, timeout=READ_TIMEOUT)
                 if head is None:

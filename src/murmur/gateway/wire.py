@@ -32,7 +32,7 @@ import trio
 
 from murmur.gateway.http1 import BadMessage, Reader, Truncated, request_framing
 from murmur.gateway.refusal import Refusal, body_for
-from murmur.gateway.sockets import FastStream, accept
+from murmur.gateway.sockets import FastStream, accept, send_within
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -110,12 +110,9 @@ class Responder:
         if not data:
             return
         try:
-            with trio.move_on_after(SEND_BOUND) as scope:
-                await self._stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            await send_within(self._stream, data, SEND_BOUND)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
             raise _ClientGone from exc
-        if scope.cancelled_caught:
-            raise _ClientGone
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Hold the status line and ``headers`` (hop-by-hop ones left out by the caller;
@@ -319,11 +316,10 @@ async def _read_request(reader: Reader, connection: Connection) -> tuple[Exchang
 
 async def _send_or_gone(stream: trio.abc.Stream, data: bytes | None) -> None:
     if data:
-        with trio.move_on_after(SEND_BOUND):
-            try:
-                await stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise _ClientGone from exc
+        try:
+            await send_within(stream, data, SEND_BOUND)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+            raise _ClientGone from exc
 
 
 async def _bad(stream: trio.abc.Stream, status: int) -> None:
