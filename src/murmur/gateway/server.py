@@ -62,6 +62,7 @@ _HOP = frozenset(
 _DROP_UP = _HOP | {b"authorization", b"x-api-key", b"accept-encoding", TASK_HEADER.encode()}
 _DROP_DOWN = _HOP - {b"content-length"}
 _JSON = (b"content-type", b"application/json")
+_PEER_HINTS = 8
 FLUSH_DELAY = 0.01
 """Seconds the spend files wait after a charge, so a burst of calls costs one write."""
 
@@ -105,6 +106,7 @@ class Gateway:
         self.emit = emit
         self.finder = finder if finder is not None else PeerFinder(include_self=True)
         self._pool = Pool(connect)
+        self._peers: dict[int, None] = {}  # the peers of recent connections, the latest last
 
     async def aclose(self) -> None:
         """Close the upstream connection pool."""
@@ -178,8 +180,16 @@ class Gateway:
             return []
         known = quick_ancestry(self.finder, client, server)
         if known is None:
-            known = await trio.to_thread.run_sync(caller_ancestry, self.finder, client, server)
+            hints = list(reversed(self._peers))
+            known = await trio.to_thread.run_sync(
+                caller_ancestry, self.finder, client, server, hints
+            )
         connection.placed = known
+        if known:  # the peers seen last are tried first for the next new connection
+            self._peers.pop(known[0][0], None)
+            self._peers[known[0][0]] = None
+            while len(self._peers) > _PEER_HINTS:
+                del self._peers[next(iter(self._peers))]
         return known
 
     async def _register(self, send: Send, body: bytes, found: list[tuple[int, int]]) -> None:
