@@ -12,7 +12,9 @@ so drift hits both alike. Prints medians and ratios to the same-run direct floor
 
 * plain and streaming, 1 stream: per-call latency p50/p99, direct and via the gateway, and
   the added latency; streaming time to first byte;
-* 64 concurrent streams: calls per second, direct and via, and their ratio;
+* 64 concurrent streams (each client holding 64 open connections first, so that httpx's pool
+  does not queue): calls per second, direct and via, and their ratio, with the CPU time per
+  call of the client and of the gateway;
 * the gateway process's CPU time per call (from ``/proc/<pid>/schedstat``: load-independent).
 
 The gateway persists each node's spend file after every charged call, as under ``mur run``
@@ -95,6 +97,26 @@ async def _one(client: httpx.AsyncClient, url: str, stream: bool) -> tuple[float
     return time.perf_counter() - start, first
 
 
+async def _open_64(client: httpx.AsyncClient, url: str, stream: bool) -> None:
+    """Make ``client`` open 64 connections to ``url``: 64 calls, each held until all are in."""
+    body = {"model": "bench", "max_tokens": 5, "messages": [], "stream": stream}
+    inside: list[None] = []
+    all_in = trio.Event()
+
+    async def hold() -> None:
+        async with client.stream("POST", url, json=body, headers={"anthropic-version": "1"}) as reply:
+            inside.append(None)
+            if len(inside) == 64:
+                all_in.set()
+            await all_in.wait()
+            async for _ in reply.aiter_raw():
+                pass
+
+    async with trio.open_nursery() as holders:
+        for _ in range(64):
+            holders.start_soon(hold)
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0
@@ -175,16 +197,19 @@ async def main(requests: int, spend_files: bool = True) -> None:
                     ratio = statistics.median(v_first) / statistics.median(d_first)
                     print(f"{label:9} TTFB     : direct {statistics.median(d_first) * 1000:.3f} ms via "
                           f"{statistics.median(v_first) * 1000:.3f} ms ratio {ratio:.2f}x (target <= 1.1x)")
-                # 64 streams: both pools warmed with 64 connections, then rounds of direct and
-                # via in turn (interleaved, so drift hits both alike)
+                # 64 streams: both pools hold 64 open connections first (else httpx queues
+                # requests for a few connections, and its pool's bookkeeping, not the path, sets
+                # the rate), then rounds of direct and via in turn (interleaved, so drift hits
+                # both alike)
                 for url in (direct, via):
-                    async with trio.open_nursery() as workers:
-                        for _ in range(64):
-                            workers.start_soon(_one, pick[url], url, stream)
+                    await _open_64(pick[url], url, stream)
                 rounds, per = 4, max(1, requests // 32)
                 took = {direct: 0.0, via: 0.0}
+                mine = {direct: 0.0, via: 0.0}  # this client's CPU seconds
+                gw_cpu = 0
                 for _ in range(rounds):
                     for url in (direct, via):
+                        cpu0, gw0 = time.process_time(), _cpu_ns(gw_proc.pid)
 
                         async def worker(u: str = url, stream: bool = stream, per: int = per) -> None:
                             for _ in range(per):
@@ -195,9 +220,16 @@ async def main(requests: int, spend_files: bool = True) -> None:
                             for _ in range(64):
                                 workers.start_soon(worker)
                         took[url] += time.perf_counter() - start
-                rates = {"direct": rounds * 64 * per / took[direct], "via": rounds * 64 * per / took[via]}
+                        mine[url] += time.process_time() - cpu0
+                        if url == via:
+                            gw_cpu += _cpu_ns(gw_proc.pid) - gw0
+                calls = rounds * 64 * per
+                rates = {"direct": calls / took[direct], "via": calls / took[via]}
                 print(f"{label:9} 64 streams: direct {rates['direct']:.0f}/s via {rates['via']:.0f}/s "
-                      f"ratio {rates['via'] / rates['direct']:.2f}x (target >= 0.9x)")
+                      f"ratio {rates['via'] / rates['direct']:.2f}x (target >= 0.9x) | CPU per call: client "
+                      f"direct {mine[direct] / calls * 1e6:.0f} us via {mine[via] / calls * 1e6:.0f} us, "
+                      f"gateway {gw_cpu / calls / 1000:.0f} us; client busy direct {mine[direct] / took[direct]:.0%} "
+                      f"via {mine[via] / took[via]:.0%}")
             # a connection's first call: the gateway places its caller by /proc then (only then)
             firsts: dict[str, list[float]] = {direct: [], via: []}
             for _ in range(10):
