@@ -160,6 +160,9 @@ class Chunked:
 
     def feed(self, data: bytes) -> list[bytes]:
         """The body data ``data`` completes (possibly none). Raises BadMessage."""
+        if self.done:
+            self.rest += data
+            return []
         self._buf += data
         out: list[bytes] = []
         buf = self._buf
