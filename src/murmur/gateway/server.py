@@ -17,7 +17,8 @@ A connection's TCP peer is placed once, at its first request (a connection's pee
 not change); each request then finds its node in the tree as it is now. Every proxied call is
 one ``model_call`` record handed to ``emit``; a call refused for budget also emits
 ``spend_ceiling_reached`` naming the node whose budget ran out. The upstream transport is
-injectable (``connect``, a :class:`murmur.gateway.upstream.Connector`), as httpx's is.
+injectable (``connect``, a :class:`murmur.gateway.upstream.Connector`; tests hand in an
+in-memory one).
 """
 
 from __future__ import annotations
