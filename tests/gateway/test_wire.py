@@ -12,6 +12,7 @@ import json
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -228,3 +229,58 @@ async def test_an_upstream_cut_mid_stream_ends_the_client_s_reply_and_still_coun
     calls = [r for r in records if r["type"] == "model_call"]
     assert [c["tokens_in"] for c in calls] == [7, 7]  # what the cut reply reported was counted
     assert len(provider.opened) == 2
+
+
+async def test_an_https_upstream_is_reached_over_tls_and_its_connection_kept(
+    nursery: trio.Nursery, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default opener speaks TLS to an https origin, verifying its certificate and name
+    (here a test certificate this test trusts); the connection is pooled for the next call.
+    Negative control: a context that does not trust the certificate fails the call 502."""
+    import ssl
+
+    from murmur.gateway import upstream
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    await trio.run_process(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        capture_stdout=True, capture_stderr=True,
+    )
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    accepted: list[None] = []
+
+    async def provider(stream: trio.SocketStream) -> None:
+        accepted.append(None)
+        tls = trio.SSLStream(stream, served, server_side=True)
+        reader = Reader(tls)
+        try:
+            while (head := await reader.head(request=True, max_head=65536, timeout=None)) is not None:
+                async for _ in reader.body(request_framing(head), timeout=None):
+                    pass
+                body = b'{"usage": {"input_tokens": 2, "output_tokens": 1}}'
+                await tls.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    nursery.start_soon(trio.serve_listeners, provider, listeners)
+    origin = f"https://localhost:{port}"
+    me = os.getpid()
+    records: list[dict[str, object]] = []
+    tree = Tree().add(Node("root", me, procstat.start_time(me) or 0, None, (f"localhost:{port}",)))
+    gateway = Gateway(tree, KeyTable(), records.append)
+    url = base_url(await nursery.start(run_gateway, gateway), origin) + "/v1/messages"
+    trusting = ssl.create_default_context(cafile=str(cert))
+    async with httpx.AsyncClient(trust_env=False) as client:
+        monkeypatch.setattr(upstream, "_tls", ssl.create_default_context())  # trusts the system's CAs only
+        refused = await client.post(url, content=b"{}")
+        assert refused.status_code == 502 and refused.json()["error"]["type"] == "api_error"
+        monkeypatch.setattr(upstream, "_tls", trusting)
+        for _ in range(2):
+            got = await client.post(url, content=b"{}")
+            assert got.status_code == 200 and got.json()["usage"]["output_tokens"] == 1
+    assert len(accepted) == 2  # the refused handshake, then one kept connection for both calls
+    assert [r["status"] for r in records if r["type"] == "model_call"] == [502, 200, 200]
