@@ -264,6 +264,22 @@ class Reader:
                     raise Truncated
                 return None
 
+    async def read_body(self, framing: Framing, *, timeout: float | None, limit: int) -> bytes:
+        """The whole body (a sized one already buffered is taken without waiting).
+
+        Raises:
+            as :meth:`body`.
+        """
+        length = framing.length
+        if length is not None and not framing.chunked:
+            if length > limit:
+                raise BadMessage("body too large", 413)
+            if len(self.buf) >= length:
+                data = bytes(self.buf[:length])
+                del self.buf[:length]
+                return data
+        return b"".join([c async for c in self.body(framing, timeout=timeout, limit=limit)])
+
     async def body(
         self,
         framing: Framing,

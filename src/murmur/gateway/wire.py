@@ -295,7 +295,7 @@ async def _read_request(reader: Reader, connection: Connection) -> tuple[Exchang
         expects = any(k == b"expect" and v.lower() == b"100-continue" for k, v in head.headers)
         if expects and not reader.buf and (framing.chunked or framing.length):
             await _send_or_gone(reader.stream, b"HTTP/1.1 100 Continue\r\n\r\n")
-        chunks = [c async for c in reader.body(framing, timeout=READ_TIMEOUT, limit=MAX_BODY)]
+        body = await reader.read_body(framing, timeout=READ_TIMEOUT, limit=MAX_BODY)
     except BadMessage as exc:
         await _bad(reader.stream, exc.status)
         return None
@@ -309,7 +309,7 @@ async def _read_request(reader: Reader, connection: Connection) -> tuple[Exchang
         path,
         query.encode("latin-1"),
         head.headers,
-        b"".join(chunks),
+        body,
     )
     return exchange, head.third
 
