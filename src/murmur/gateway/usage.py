@@ -62,7 +62,9 @@ class UsageMeter:
                 return
             line = bytes(self._buf[:cut]).rstrip(b"\r")
             del self._buf[: cut + 1]
-            if line.startswith(b"data:"):
+            if line.startswith(b"data:") and (
+                b'"usage"' in line or (self.model is None and b'"model"' in line)
+            ):  # an event naming neither (a text delta, most of a stream) is not parsed
                 self._event(line[5:].strip())
 
     def close(self) -> None:
