@@ -284,3 +284,32 @@ async def test_an_https_upstream_is_reached_over_tls_and_its_connection_kept(
             assert got.status_code == 200 and got.json()["usage"]["output_tokens"] == 1
     assert len(accepted) == 2  # the refused handshake, then one kept connection for both calls
     assert [r["status"] for r in records if r["type"] == "model_call"] == [502, 200, 200]
+
+
+async def test_a_pooled_connection_the_upstream_closed_is_not_reused(nursery: trio.Nursery) -> None:
+    """An upstream that closes each connection after its reply (without saying so): the next
+    call finds the pooled connection closed and opens a new one, instead of failing 502."""
+    accepted: list[None] = []
+
+    async def once(stream: trio.SocketStream) -> None:
+        accepted.append(None)
+        reader = Reader(stream)
+        head = await reader.head(request=True, max_head=65536, timeout=None)
+        assert head is not None
+        await reader.read_body(request_framing(head), timeout=None, limit=1 << 20)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await stream.aclose()
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    nursery.start_soon(trio.serve_listeners, once, listeners)
+    me = os.getpid()
+    tree = Tree().add(Node("root", me, procstat.start_time(me) or 0, None, (f"127.0.0.1:{port}",)))
+    gateway = Gateway(tree, KeyTable(), lambda record: None)
+    url = base_url(await nursery.start(run_gateway, gateway), f"http://127.0.0.1:{port}") + "/v1/x"
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for _ in range(3):
+            got = await client.post(url, content=b"{}")
+            assert (got.status_code, got.content) == (200, b"ok")
+            await trio.testing.wait_all_tasks_blocked()  # the upstream's close has happened
+    assert len(accepted) == 3
