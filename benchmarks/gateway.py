@@ -1,6 +1,9 @@
 """The inference gateway's cost: a scripted provider called directly and through the gateway.
 
-Usage: ``python benchmarks/gateway.py [--requests N] [--no-spend-files]``.
+Usage: ``python benchmarks/gateway.py [--requests N] [--no-spend-files] [--first-byte-ms MS]``.
+The targets are read against the default run (the provider answers at once, so the gateway's
+cost is the largest share it can be); ``--first-byte-ms`` delays the provider's streamed
+replies as a model's first token is delayed, to show the same cost against a realistic floor.
 
 Topology, as deployed: three processes on this host. The measuring client (this process, httpx,
 as the built-in drivers are) is the tree's root session; the gateway runs in a process of its
@@ -60,7 +63,7 @@ def _sse() -> bytes:
 _PLAIN, _STREAM = json.dumps(_REPLY).encode(), _sse()
 
 
-async def _provider_conn(stream: trio.SocketStream) -> None:
+async def _provider_conn(stream: trio.SocketStream, first_byte: float = 0.0) -> None:
     buf = b""
     try:
         while True:
@@ -77,7 +80,9 @@ async def _provider_conn(stream: trio.SocketStream) -> None:
             while len(buf) < length:
                 buf += await stream.receive_some(65536)
             body, buf = buf[:length], buf[length:]
-            streamed = b'"stream": true' in body
+            streamed = b'"stream":true' in body.replace(b" ", b"")  # httpx writes compact JSON
+            if streamed and first_byte:
+                await trio.sleep(first_byte)  # a model's time to its first token
             payload = _STREAM if streamed else _PLAIN
             kind = b"text/event-stream" if streamed else b"application/json"
             await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: " + kind + b"\r\ncontent-length: "
@@ -127,10 +132,10 @@ def _cpu_ns(pid: int) -> int:
         return int(f.read().split()[0])
 
 
-async def _serve_provider() -> None:
+async def _serve_provider(first_byte: float) -> None:
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     print(listeners[0].socket.getsockname()[1], flush=True)
-    await trio.serve_listeners(_provider_conn, listeners)
+    await trio.serve_listeners(partial(_provider_conn, first_byte=first_byte), listeners)
 
 
 async def _serve_gateway(provider_port: int, root_pid: int, spend_files: bool) -> None:
@@ -159,10 +164,10 @@ async def _start(nursery: trio.Nursery, *args: str) -> tuple[trio.Process, str]:
     return proc, line.decode().strip()
 
 
-async def main(requests: int, spend_files: bool = True) -> None:
-    print(f"topology: {TOPOLOGY}")
+async def main(requests: int, spend_files: bool = True, first_byte_ms: float = 0.0) -> None:
+    print(f"topology: {TOPOLOGY}; the provider streams its first byte after {first_byte_ms:g} ms")
     async with trio.open_nursery() as nursery:
-        _, port = await _start(nursery, "--serve", "provider")
+        _, port = await _start(nursery, "--serve", "provider", "--first-byte-ms", str(first_byte_ms))
         provider = f"http://127.0.0.1:{port}"
         role = ["--serve", "gateway", "--provider-port", port, "--root-pid", str(os.getpid())]
         gw_proc, gw = await _start(nursery, *role, *([] if spend_files else ["--no-spend-files"]))
@@ -245,12 +250,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="calls per measurement (default 200)")
     parser.add_argument("--no-spend-files", action="store_true", help="do not persist the spend files")
+    parser.add_argument("--first-byte-ms", type=float, default=0.0,
+                        help="the provider's delay before a streamed reply (default 0: the figures "
+                             "the targets are read against; a model's real first token takes longer)")
     parser.add_argument("--serve", choices=("provider", "gateway"), help=argparse.SUPPRESS)
     parser.add_argument("--provider-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--root-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve == "provider":
-        trio.run(_serve_provider)
+        trio.run(_serve_provider, args.first_byte_ms / 1000.0)
     elif args.serve == "gateway":
         profile = os.environ.get("BENCH_GATEWAY_PROFILE")  # a cProfile of the gateway, written here
         if profile:
@@ -269,4 +277,4 @@ if __name__ == "__main__":
     else:
         with tempfile.TemporaryDirectory() as home:
             os.environ["MURMUR_HOME"] = home  # the spend files go to a scratch home (children inherit it)
-            trio.run(main, args.requests, not args.no_spend_files)
+            trio.run(main, args.requests, not args.no_spend_files, args.first_byte_ms)
