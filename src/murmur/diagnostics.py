@@ -266,6 +266,8 @@ CATALOGUE: dict[str, str] = {
     "E-GWY-004": "a token budget on the calling session's path to the root is spent",
     "E-GWY-005": "a session's registration with the gateway cannot be read",
     "E-GWY-006": "the gateway could not reach the upstream endpoint",
+    "E-GWY-007": "a request to the gateway is not well-formed HTTP/1.1, or its head or body is too large",
+    "E-GWY-008": "the gateway failed while handling a request",
 }
 
 RESERVED: dict[str, str] = {
@@ -390,6 +392,8 @@ FALLBACK_HINTS: dict[str, str] = {
     "E-GWY-004": "raise the budget (`mur run --budget-tokens N`, or the manifest's) of the session the message names, or start a new run",
     "E-GWY-005": 'send {"session": ID, "network_allow": [...], "budget_tokens": N or null} as JSON',
     "E-GWY-006": "check that the endpoint is up and that inference.endpoint names it correctly",
+    "E-GWY-007": "send one HTTP/1.1 request with a head under 64 KiB and a body under 64 MiB",
+    "E-GWY-008": "retry the call; if it fails again, report it with the gateway's log",
     "E-CNV-003": "launch the formation again with `mur run --roster DIR`; a member's own session may be resumed on its own",
 }
 """What to change, for a refusal whose call gives no hint of its own (spec/diagnostics.md: a hint on every

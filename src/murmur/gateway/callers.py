@@ -10,6 +10,7 @@ token, but cannot make itself the child of a session it is not under.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from murmur import procstat
@@ -33,13 +34,27 @@ def ancestry(pid: int, proc: Path = procstat.PROC) -> list[tuple[int, int]]:
 
 
 def caller_ancestry(
-    finder: PeerFinder, client: tuple[str, int], server: tuple[str, int]
+    finder: PeerFinder,
+    client: tuple[str, int],
+    server: tuple[str, int],
+    hints: Iterable[int] = (),
 ) -> list[tuple[int, int]]:
     """The ancestry of the process at the client end, or [] when it cannot be placed.
 
+    ``hints``: pids to try first (the peers of recent connections: a process that opened one
+    connection usually opens more). A hinted process that holds the client's socket is its
+    peer, found by reading that one process's descriptors instead of every process's; a
+    process can hold a socket only if it opened it or was handed it by a process that did.
+
     Blocking (reads ``/proc``): call it in a worker thread.
     """
-    peer = finder(client, server)
+    peer = None
+    for pid in hints:
+        peer = finder.quick(client, server, pid)
+        if peer is not None:
+            break
+    if peer is None:
+        peer = finder(client, server)
     if peer is None:
         return []
     found = ancestry(peer.pid, finder.proc)

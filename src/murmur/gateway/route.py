@@ -12,6 +12,7 @@ A client's base URL is the gateway address with the endpoint's origin appended
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
 import attrs
@@ -39,8 +40,11 @@ class Upstream:
     target: NetEntry
 
 
+@functools.lru_cache(maxsize=1024)
 def origin_of(endpoint: str) -> str | None:
-    """``https://api.anthropic.com/v1`` -> ``https://api.anthropic.com:443``; None if unusable."""
+    """``https://api.anthropic.com/v1`` -> ``https://api.anthropic.com:443``; None if unusable.
+
+    Pure, so its answers are remembered (a gateway asks for the same few on every call)."""
     try:
         parts = urlsplit(endpoint)
         port = parts.port
@@ -84,10 +88,15 @@ def parse_path(path: str, query: bytes = b"") -> Upstream | None:
     origin = origin_of(f"{scheme}://{authority}")
     if origin is None:
         return None
-    parts = urlsplit(origin)
     url = f"{origin}{slash}{tail}" + (f"?{query.decode('latin-1')}" if query else "")
+    return Upstream(origin, url, _target(origin))
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(origin: str) -> NetEntry:
+    parts = urlsplit(origin)
     assert parts.hostname is not None and parts.port is not None  # origin_of wrote both
-    return Upstream(origin, url, NetEntry(parts.hostname, scheme, parts.port))
+    return NetEntry(parts.hostname, parts.scheme, parts.port)
 
 
 def key_headers(path: str, headers: dict[str, str], key: str) -> dict[str, str]:

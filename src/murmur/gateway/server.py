@@ -1,7 +1,8 @@
-"""The inference gateway's ASGI app: place the caller, check its reach and budget, pass through.
+"""The inference gateway's handler: place the caller, check its reach and budget, pass through.
 
 Specification: ``spec/gateway.md``. One :class:`Gateway` per root (a top-level ``mur run`` or
-a formation launcher). Routes:
+a formation launcher), served by :func:`murmur.gateway.wire.serve_listener` (one HTTP/1.1 loop per
+connection). Routes:
 
 * ``POST /_murmur/sessions`` — a session of the tree registers itself. The registrant is the
   TCP peer's process; its parent node is the nearest registered process above it. Body
@@ -13,27 +14,30 @@ a formation launcher). Routes:
   streamed as it arrives), with the endpoint's key attached here. The client's own
   ``x-api-key`` / ``Authorization`` (a placeholder) is dropped.
 
-Every proxied call is one ``model_call`` record handed to ``emit``; a call refused for budget
-also emits ``spend_ceiling_reached`` naming the node whose budget ran out. The upstream
-transport is injectable (``transport``), as httpx's is.
+A connection's TCP peer is placed once, at its first request (a connection's peer process does
+not change); each request then finds its node in the tree as it is now. Every proxied call is
+one ``model_call`` record handed to ``emit``; a call refused for budget also emits
+``spend_ceiling_reached`` naming the node whose budget ran out. The upstream transport is
+injectable (``connect``, a :class:`murmur.gateway.upstream.Connector`; tests hand in an
+in-memory one).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable
 
-import httpx
 import trio
 
 from murmur.gateway.callers import caller_ancestry, quick_ancestry
 from murmur.gateway.keys import KeyTable, parse_claim
 from murmur.gateway.nodes import Node, Tree, reaches
 from murmur.gateway.refusal import Refusal, body_for
-from murmur.gateway.route import key_headers, parse_path
+from murmur.gateway.route import Upstream, key_headers, parse_path
+from murmur.gateway.upstream import Connector, Pool, Reply, UpstreamError
 from murmur.gateway.usage import UsageMeter
+from murmur.gateway.wire import Connection, Exchange, Responder
 from murmur.roost.peer import PeerFinder
 
 __all__ = ["REGISTER_PATH", "TASK_HEADER", "Gateway"]
@@ -42,40 +46,39 @@ REGISTER_PATH = "/_murmur/sessions"
 TASK_HEADER = "x-murmur-task"
 """A label a driver may send naming its task (recorded, never trusted for identity)."""
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Send = Responder
 
 _HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
     }
 )
-_DROP_UP = _HOP | {"authorization", "x-api-key", "accept-encoding", TASK_HEADER}
-_DROP_DOWN = _HOP - {"content-length"}
-# Keep as many upstream connections as a tree runs streams at once (64 measured in
-# benchmarks/gateway.py), so concurrent calls reuse connections instead of churning them.
-_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=128)
-_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+_DROP_UP = _HOP | {b"authorization", b"x-api-key", b"accept-encoding", TASK_HEADER.encode()}
+_DROP_DOWN = _HOP - {b"content-length"}
+_JSON = (b"content-type", b"application/json")
+_PEER_HINTS = 8
+FLUSH_DELAY = 0.01
+"""Seconds the spend files wait after a charge, so a burst of calls costs one write."""
 
 
 class Gateway:
-    """The ASGI 3 app of one tree's gateway.
+    """The request handler of one tree's gateway (``await gateway(exchange, responder)``).
 
     Args:
         tree (Tree): the tree's nodes (the root's, at least).
         keys (KeyTable): the key per endpoint.
         emit (Callable[[dict], None]): receives every record (``model_call``,
             ``spend_ceiling_reached``, ``gateway_refused``, ``gateway_session``).
-        transport (httpx.AsyncBaseTransport | None): the upstream transport (tests inject).
+        connect (Connector | None): opens upstream streams (default: TCP, TLS for https;
+            tests inject an in-memory one).
         finder (PeerFinder | None): places TCP peers (default: this host's ``/proc``, the
             gateway's own process included, since the root's calls come from it).
         on_spend (Callable[[list[Node]], object] | None): persists the nodes whose spend
@@ -92,7 +95,7 @@ class Gateway:
         keys: KeyTable,
         emit: Callable[[dict[str, object]], None],
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connector | None = None,
         finder: PeerFinder | None = None,
         on_spend: Callable[[list[Node]], object] | None = None,
     ) -> None:
@@ -104,29 +107,18 @@ class Gateway:
         self.keys = keys
         self.emit = emit
         self.finder = finder if finder is not None else PeerFinder(include_self=True)
-        self._client = httpx.AsyncClient(
-            transport=transport, timeout=_TIMEOUT, trust_env=False, limits=_LIMITS
-        )
+        self._pool = Pool(connect)
+        self._peers: dict[int, None] = {}  # the peers of recent connections, the latest last
 
     async def aclose(self) -> None:
         """Close the upstream connection pool."""
-        await self._client.aclose()
+        await self._pool.aclose()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        path: str = scope["path"]
+    async def __call__(self, exchange: Exchange, send: Send) -> None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in exchange.headers}
+        path = exchange.path
         anthropic = "anthropic-version" in headers or path.rstrip("/").endswith("/messages")
-        found = await self._ancestry(scope)
+        found = await self._ancestry(exchange.connection)
         node = self.tree.by_process(found) if found else None
         if node is None and path != REGISTER_PATH:
             refusal = Refusal(
@@ -137,11 +129,11 @@ class Gateway:
             )
             await self._refuse(send, refusal, anthropic, session=None, path=path)
             return
-        body = await _read_body(receive)
-        if path == REGISTER_PATH and scope["method"] == "POST":
+        body = exchange.body
+        if path == REGISTER_PATH and exchange.method == "POST":
             await self._register(send, body, found)
             return
-        upstream = parse_path(path, scope.get("query_string", b""))
+        upstream = parse_path(path, exchange.query)
         if upstream is None or node is None:
             refusal = Refusal(
                 404, "E-GWY-003", f"no upstream endpoint in path {path!r}", "not_found_error"
@@ -178,19 +170,29 @@ class Gateway:
             )
             await self._refuse(send, refusal, anthropic, session=node.session, path=path)
             return
-        await self._pass(scope, send, headers, body, node, upstream.origin, upstream.url)
+        await self._pass(exchange, send, headers, node, upstream)
 
-    async def _ancestry(self, scope: Scope) -> list[tuple[int, int]]:
-        """The TCP peer's process and its ancestors (see :mod:`murmur.gateway.callers`)."""
-        client, server = scope.get("client"), scope.get("server")
+    async def _ancestry(self, connection: Connection) -> list[tuple[int, int]]:
+        """The TCP peer's process and its ancestors (see :mod:`murmur.gateway.callers`),
+        found once per connection."""
+        if isinstance(connection.placed, list):
+            return connection.placed
+        client, server = connection.client, connection.server
         if not client or not server:
             return []
-        known = quick_ancestry(self.finder, tuple(client), tuple(server))
-        if known is not None:
-            return known
-        return await trio.to_thread.run_sync(
-            caller_ancestry, self.finder, tuple(client), tuple(server)
-        )
+        known = quick_ancestry(self.finder, client, server)
+        if known is None:
+            hints = list(reversed(self._peers))
+            known = await trio.to_thread.run_sync(
+                caller_ancestry, self.finder, client, server, hints
+            )
+        connection.placed = known
+        if known:  # the peers seen last are tried first for the next new connection
+            self._peers.pop(known[0][0], None)
+            self._peers[known[0][0]] = None
+            while len(self._peers) > _PEER_HINTS:
+                del self._peers[next(iter(self._peers))]
+        return known
 
     async def _register(self, send: Send, body: bytes, found: list[tuple[int, int]]) -> None:
         parent = self.tree.by_process(found[1:]) if len(found) > 1 else None
@@ -261,23 +263,23 @@ class Gateway:
 
     async def _pass(
         self,
-        scope: Scope,
+        exchange: Exchange,
         send: Send,
         headers: dict[str, str],
-        body: bytes,
         node: Node,
-        origin: str,
-        url: str,
+        upstream: Upstream,
     ) -> None:
-        out_headers = {k: v for k, v in headers.items() if k not in _DROP_UP}
-        out_headers["accept-encoding"] = "identity"  # usage is read from the bytes as they pass
+        origin, url, path = upstream.origin, upstream.url, exchange.path
+        out_headers = [(k, v) for k, v in exchange.headers if k not in _DROP_UP]
+        out_headers.append((b"accept-encoding", b"identity"))  # usage is read from the bytes
         entry = self.keys.key_for(origin, self.tree.chain(node.session))
         if entry is not None:
-            out_headers.update(key_headers(scope["path"], headers, entry.value))
+            out_headers += [
+                (k.encode("latin-1"), v.encode("latin-1"))
+                for k, v in key_headers(path, headers, entry.value).items()
+            ]
+        target = url[len(origin) :] or "/"
         started = time.monotonic()
-        request = self._client.build_request(
-            scope["method"], url, headers=out_headers, content=body
-        )
         chain = self.tree.chain(node.session)
         record: dict[str, object] = {
             "type": "model_call",
@@ -286,12 +288,24 @@ class Gateway:
             "root": chain[-1].session if chain else node.session,
             "task": headers.get(TASK_HEADER),
             "endpoint": origin,
-            "path": url[len(origin) :].split("?")[0],
+            "path": target.split("?")[0],
             "key": entry.reference if entry is not None else None,
         }
+        assert upstream.target.scheme is not None and upstream.target.port is not None
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            async with self._pool.request(
+                upstream.target.scheme,
+                upstream.target.host,
+                upstream.target.port,
+                exchange.method.encode("latin-1"),
+                target.encode("latin-1"),
+                out_headers,
+                exchange.body,
+            ) as reply:
+                await self._relay(send, reply, node, record, started)
+        except UpstreamError as exc:
+            if send.started:
+                return  # cut short after the head: unended, the client's connection closes
             record.update(
                 status=502, latency_ms=_ms(started), tokens_in=0, tokens_out=0, model=None
             )
@@ -299,18 +313,22 @@ class Gateway:
             refusal = Refusal(
                 502,
                 "E-GWY-006",
-                f"the upstream {origin} could not be reached ({type(exc).__name__})",
+                f"the upstream {origin} could not be reached ({exc.reason})",
                 "api_error",
             )
             await _send_json(
-                send,
-                502,
-                body_for(refusal, anthropic="x-api-key" in key_headers(scope["path"], headers, "")),
+                send, 502, body_for(refusal, anthropic="x-api-key" in key_headers(path, headers, ""))
             )
-            return
-        meter = UsageMeter(
-            streamed=response.headers.get("content-type", "").startswith("text/event-stream")
-        )
+
+    async def _relay(
+        self, send: Send, reply: Reply, node: Node, record: dict[str, object], started: float
+    ) -> None:
+        """Send the reply on as it arrives; account for it before its last byte goes."""
+        streamed = False
+        for name, value in reply.headers:
+            if name == b"content-type":
+                streamed = value.startswith(b"text/event-stream")
+        meter = UsageMeter(streamed=streamed)
         accounted = False
 
         def account() -> None:
@@ -325,7 +343,7 @@ class Gateway:
             if meter.total > 0:  # the spend files, written off this call's path
                 self._spent(self.tree.chain(node.session))
             record.update(
-                status=response.status_code,
+                status=reply.status,
                 latency_ms=_ms(started),
                 model=meter.model,
                 tokens_in=meter.tokens_in,
@@ -334,26 +352,20 @@ class Gateway:
             self.emit(record)
 
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": [
-                        (k.encode("latin-1"), v.encode("latin-1"))
-                        for k, v in response.headers.multi_items()
-                        if k.lower() not in _DROP_DOWN
-                    ],
-                }
-            )
-            async for chunk in response.aiter_raw():
+            await send.start(reply.status, [h for h in reply.headers if h[0] not in _DROP_DOWN])
+            reply.before_wait = send.flush  # the head goes with the first bytes, or before a wait
+            left = reply.length
+            async for chunk in reply:
                 meter.feed(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if left is not None:
+                    left -= len(chunk)
+                    if left <= 0:  # the last bytes of a sized body: account first
+                        account()
+                await send.body(chunk)
             account()
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send.end()
         finally:
             account()  # a reply cut short still counts what it reported
-            with trio.CancelScope(shield=True):
-                await response.aclose()
 
     def _spent(self, nodes: list[Node]) -> None:
         if self.on_spend is not None and nodes:
@@ -371,9 +383,11 @@ class Gateway:
                     pass  # the files are a view; a call is never failed for them
 
     async def flush_forever(self) -> None:
-        """Write marked nodes as they are marked, until cancelled (coalescing bursts)."""
+        """Write marked nodes as they are marked, until cancelled (coalescing bursts: what
+        is marked within :data:`FLUSH_DELAY` seconds of a first mark is written at once)."""
         while True:
             await self._wake.wait()
+            await trio.sleep(FLUSH_DELAY)
             self._wake = trio.Event()
             await self.flush()
 
@@ -382,27 +396,6 @@ def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000.0, 3)
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
 async def _send_json(send: Send, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send.start(status, [_JSON, (b"content-length", str(len(body)).encode())])
+    await send.end(body)

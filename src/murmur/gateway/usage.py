@@ -56,13 +56,17 @@ class UsageMeter:
             if len(self._buf) > _MAX_BODY:
                 self._buf.clear()
             return
-        while True:
-            cut = self._buf.find(b"\n")
-            if cut < 0:
-                return
-            line = bytes(self._buf[:cut]).rstrip(b"\r")
-            del self._buf[: cut + 1]
-            if line.startswith(b"data:"):
+        if b"\n" not in chunk:  # the buffer held no whole line before: it holds none now
+            if len(self._buf) > _MAX_BODY:
+                self._buf.clear()  # one line this long carries no usage worth reading
+            return
+        data = bytes(self._buf)
+        cut = data.rindex(b"\n")
+        self._buf = bytearray(data[cut + 1 :])
+        for line in data[:cut].split(b"\n"):
+            if line.startswith(b"data:") and (
+                b'"usage"' in line or (self.model is None and b'"model"' in line)
+            ):  # an event naming neither (a text delta, most of a stream) is not parsed
                 self._event(line[5:].strip())
 
     def close(self) -> None:
