@@ -188,6 +188,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         )
         for pid in pids[:5]:
             sys.stderr.write(f"  left: {pid} {_cmdline(pid)}\n")
+        for sub in subunits[:5]:  # the unit's name says whose it was (a session's, a formation's)
+            sys.stderr.write(f"  unit: {sub.relative_to(unit)}\n")
     assert janitor.stdin is not None
     janitor.stdin.close()
     try:
