@@ -19,7 +19,7 @@ OpenAI's otherwise), recorded in ``refused`` and never given a scripted reply. W
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 
 import attrs
@@ -111,17 +111,7 @@ class ScriptedServer:
         await trio.serve_listeners(self._connection, listeners)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        buf = b""
-        try:
-            while True:
-                got = await read_request(stream, buf)
-                if got is None:
-                    return
-                received, buf = got
-                if not await self.respond(stream, received):
-                    return
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return
+        await serve_requests(stream, self.respond)
 
     async def respond(self, stream: trio.SocketStream, received: Received) -> bool:
         """Answer one request read from ``stream``; False when the connection is done (a held
@@ -161,6 +151,24 @@ class ScriptedServer:
         # next reply by a client that keeps the connection (the gateway's pool does)
         await stream.send_all(("\r\n".join(out) + "\r\n\r\n").encode() + (b"" if method == "HEAD" else payload))
         return True
+
+
+async def serve_requests(
+    stream: trio.SocketStream, respond: Callable[[trio.SocketStream, Received], Awaitable[bool]]
+) -> None:
+    """Answer each request of one kept-alive connection with ``respond`` until the client
+    closes it, the stream breaks, or ``respond`` returns False (it closed the connection)."""
+    buf = b""
+    try:
+        while True:
+            got = await read_request(stream, buf)
+            if got is None:
+                return
+            received, buf = got
+            if not await respond(stream, received):
+                return
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return
 
 
 async def read_request(stream: trio.SocketStream, buf: bytes) -> tuple[Received, bytes] | None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
 
-from .scripted import carried_key, read_request, refusal_401
+from .scripted import carried_key, refusal_401, serve_requests
 
 __all__ = [
     "ModelReply",
@@ -196,16 +197,10 @@ class ScriptedResponses:
         return 200, "text/event-stream", _stream(reply, self._served)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        buf = b""
-        try:
-            while True:
-                got = await read_request(stream, buf)
-                if got is None:
-                    return
-                received, buf = got
-                await self.respond(stream, Received(received.method, received.path, received.headers, received.body))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return
+        async def respond(stream: trio.SocketStream, r: Any) -> bool:
+            return await self.respond(stream, Received(r.method, r.path, r.headers, r.body))
+
+        await serve_requests(stream, respond)
 
     async def respond(self, stream: trio.SocketStream, req: Received) -> bool:
         """Answer one request read from ``stream`` (always True: the connection stays)."""

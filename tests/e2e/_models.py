@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import trio
 
-from agent.scripted import Received, Reply, ScriptedServer, read_request
+from agent.scripted import Received, Reply, ScriptedServer, serve_requests
 from agent.scripted_openai import ScriptedResponses
 
 
@@ -85,17 +85,10 @@ class ModelServers:
         return f"http://127.0.0.1:{self.port}"
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        buf = b""
-        try:
-            while True:
-                got = await read_request(stream, buf)
-                if got is None:
-                    return
-                received, buf = got
-                if not await self._route(received).respond(stream, received):  # type: ignore[arg-type]
-                    return
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return
+        async def respond(stream: trio.SocketStream, r: Received) -> bool:
+            return await self._route(r).respond(stream, r)  # type: ignore[arg-type]
+
+        await serve_requests(stream, respond)
 
     def _route(self, r: Received) -> ScriptedServer | ScriptedResponses:
         if r.path.split("?")[0].endswith("/responses") and self.openai:
