@@ -272,7 +272,8 @@ class Gateway:
         origin, url, path = upstream.origin, upstream.url, exchange.path
         out_headers = [(k, v) for k, v in exchange.headers if k not in _DROP_UP]
         out_headers.append((b"accept-encoding", b"identity"))  # usage is read from the bytes
-        entry = self.keys.key_for(origin, self.tree.chain(node.session))
+        chain = self.tree.chain(node.session)  # the caller, then each ancestor up to the root
+        entry = self.keys.key_for(origin, chain)
         if entry is not None:
             out_headers += [
                 (k.encode("latin-1"), v.encode("latin-1"))
@@ -280,7 +281,6 @@ class Gateway:
             ]
         target = url[len(origin) :] or "/"
         started = time.monotonic()
-        chain = self.tree.chain(node.session)
         record: dict[str, object] = {
             "type": "model_call",
             "session": node.session,
