@@ -72,6 +72,7 @@ class TestScaffoldAdmitted:
             "  reachability: lead → worker",
             "  ✓ admitted: 2 members, 1 edge",
             detect(probe=True).doctor_line(),
+            *detect(probe=True).doctor_notes(),
         ]
         assert proc.stderr == ""
 
@@ -84,12 +85,12 @@ class TestScaffoldAdmitted:
         )
         report = json.loads(ok(mur("doctor", "--roster", "--json", cwd=project, env=env)).stdout)
         host = detect(probe=True)
-        assert report["teardown"] == {"class": host.name, "detail": host.why}
+        assert report["teardown"] == {"class": host.name, "detail": host.why, "favordynmods": host.dynmods}
         if host.name == "cgroup":
             plain = ok(mur("doctor", "--roster", cwd=project, env=env))
-            assert _lines(plain.stdout)[-1] == (
-                "teardown: cgroup v2 (every process a session starts is contained)"
-            )
+            notes = host.doctor_notes()
+            assert _lines(plain.stdout)[-1 - len(notes):] == [
+                "teardown: cgroup v2 (every process a session starts is contained)", *notes]
 
     def test_json(self, demo: tuple[Path, dict[str, str]]) -> None:
         """--json prints one object: members, sha256, callees, edges, no warnings."""
@@ -116,7 +117,7 @@ class TestScaffoldAdmitted:
         proc = ok(mur("doctor", cwd=project / "worker", env=env))
         assert _lines(proc.stdout) == [
             "capsule: murmur.yaml", "  ✓ demo-worker 0.1.0 serves peers authenticated door",
-            detect(probe=True).doctor_line()]
+            detect(probe=True).doctor_line(), *detect(probe=True).doctor_notes()]
 
     def test_roster_file_path(self, demo: tuple[Path, dict[str, str]]) -> None:
         """--roster accepts the roster.yaml itself."""
@@ -212,7 +213,8 @@ class TestPlans:
         proc = mur("doctor", "--roster", ".", cwd=tmp_path, env=env)
         assert proc.returncode == 1, proc.stdout
         assert "  ✗ solo: error[E-PLN-006]" in proc.stdout
-        assert _lines(proc.stdout)[-2].startswith("  ✗ admitted, but 1 member plan")
+        assert _lines(proc.stdout)[-2 - len(detect(probe=True).doctor_notes())].startswith(
+            "  ✗ admitted, but 1 member plan")
 
 
 class TestWarning:

@@ -149,6 +149,37 @@ def test_doctor_line_cgroup() -> None:
     assert h.base == Path("/sys/fs/cgroup/x")
 
 
+def test_mount_favors_dynmods_reads_the_super_options() -> None:
+    unified = Path("/sys/fs/cgroup/unified")
+    assert not host.mount_favors_dynmods(HYBRID, unified)
+    assert host.mount_favors_dynmods(HYBRID.replace("cgroup2 cgroup2 rw", "cgroup2 cgroup2 rw,favordynmods"), unified)
+    assert host.mount_favors_dynmods(PURE_V2.replace("rw,nsdelegate", "rw,nsdelegate,favordynmods"),
+                                     Path("/sys/fs/cgroup"))
+    assert not host.mount_favors_dynmods(PURE_V2, Path("/sys/fs/cgroup"))
+    # a mount option of that name (not a super option) is not the cgroup flag
+    assert not host.mount_favors_dynmods(HYBRID.replace("/sys/fs/cgroup/unified rw,", "/sys/fs/cgroup/unified favordynmods,"),
+                                         unified)
+    assert not host.mount_favors_dynmods("", unified)
+
+
+def test_doctor_notes_the_slow_join_only_on_a_cgroup_host_without_favordynmods() -> None:
+    mount = Path("/sys/fs/cgroup")
+    slow = HostClass(CGROUP, mount, "/x", "cgroup v2 at /sys/fs/cgroup, beneath /x", dynmods=False)
+    (note,) = slow.doctor_notes()
+    assert "lacks favordynmods" in note and "mount -o remount,favordynmods /sys/fs/cgroup" in note
+    assert HostClass(CGROUP, mount, "/x", "why", dynmods=True).doctor_notes() == []
+    assert detect({"MURMUR_CONTAINMENT": "groups"}).doctor_notes() == []
+
+
+def test_detect_reads_favordynmods_from_this_hosts_mount() -> None:
+    got = detect({})
+    if got.name != CGROUP:
+        assert got.dynmods is None
+        return
+    assert got.mount is not None
+    assert got.dynmods is host.mount_favors_dynmods(Path("/proc/self/mountinfo").read_text(), got.mount)
+
+
 def test_doctor_line_groups_says_what_it_cannot_catch_and_why() -> None:
     h = detect({"MURMUR_CONTAINMENT": "groups"})
     line = h.doctor_line()

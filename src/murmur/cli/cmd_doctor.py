@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     report["ok"] = ok
     host = detect(probe=True)  # the teardown class (spec/session.md "Containment")
     lines.append(host.doctor_line())
-    report["teardown"] = {"class": host.name, "detail": host.why}
+    lines.extend(host.doctor_notes())
+    report["teardown"] = {"class": host.name, "detail": host.why, "favordynmods": host.dynmods}
     from murmur.sandbox.host import probe
 
     support = probe()
