@@ -10,16 +10,26 @@ Prints figures, never asserts. Two parts, each measured in the same run as its f
   plan ``capsule`` step delegates the same task to ``kid``. For each, from ``SendMessage`` to
   the child started (its journal ``start`` event) and to the answer back (the task completed,
   the link's answer printed by the step). Interleaved runs; medians with their quartiles;
-  link / step ratios.
+  link / step ratios;
+* **placement** — why the link's child starts later: a link's chain holds one more contained
+  start (its shell command's, ``sh -c 'kid …'``) than a capsule step's, and on a cgroup v2
+  mount without ``favordynmods`` every join of a fresh unit waits one RCU grace period unless
+  another process moved just before. Rounds spaced ``--gap-ms`` apart (as real starts are;
+  back-to-back starts hide the wait, as ``benchmarks/shell_breakdown.py`` shows): a whole
+  ``run_process(["true"])`` in a fresh unit beside the same uncontained (the floor), and a
+  fork that writes itself into a fresh cgroup beside a ``clone3(CLONE_INTO_CGROUP)`` straight
+  into one (what a single-threaded placer could do instead; measured here only).
 
-Usage: ``python benchmarks/links.py [--runs 40] [--e2e-runs 15]``.
+Usage: ``python benchmarks/links.py [--runs 40] [--e2e-runs 15] [--gap-ms 50]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -183,14 +193,114 @@ def delegation(runs: int) -> None:
           f"{'met' if ratio <= 1.1 else 'NOT met'}")
 
 
+# -- placement: what one contained start pays for its unit ------------------------------------
+
+
+class _CloneArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack", "stack_size", "tls",
+        "set_tid", "set_tid_size", "cgroup")]
+
+
+_SYS_CLONE3 = 435  # x86_64 and aarch64
+_CLONE_INTO_CGROUP = 0x200000000
+
+
+def _fork_then_join(unit: Path) -> float:
+    """ms from fork to the child's write into ``unit``'s cgroup.procs returning (the child reports it)."""
+    r, w = os.pipe()
+    began = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = os.open(unit / "cgroup.procs", os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.write(w, f"{(time.perf_counter() - began) * 1000:.3f}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 64)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return float(got) if got else float("nan")
+
+
+def _clone_into(unit: Path, libc: ctypes.CDLL) -> float:
+    """ms of one ``clone3(CLONE_INTO_CGROUP)`` into ``unit`` (the child exits at once)."""
+    fd = os.open(unit, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        args = _CloneArgs(flags=_CLONE_INTO_CGROUP, exit_signal=signal.SIGCHLD, cgroup=fd)
+        began = time.perf_counter()
+        pid = libc.syscall(_SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args))
+        if pid == 0:
+            os._exit(0)
+        took = (time.perf_counter() - began) * 1000
+    finally:
+        os.close(fd)
+    if pid < 0:
+        return float("nan")
+    os.waitpid(pid, 0)
+    return took
+
+
+def placement(runs: int, gap_ms: float) -> None:
+    import trio
+
+    from murmur import containment
+    from murmur.containment.host import detect
+    from murmur.procs import run_process
+
+    host = detect()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    times: dict[str, list[float]] = {k: [] for k in (
+        "run_process true, uncontained (floor)", "run_process true, in a fresh unit",
+        "fork, then join a fresh cgroup", "clone3 into a fresh cgroup")}
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    async def shell_starts() -> None:
+        for _ in range(runs):
+            for label, contained in (("run_process true, uncontained (floor)", False),
+                                     ("run_process true, in a fresh unit", True)):
+                await trio.sleep(gap_ms / 1000)
+                began = time.perf_counter()
+                await run_process(["true"], env=env, contained=contained)
+                times[label].append((time.perf_counter() - began) * 1000)
+
+    trio.run(shell_starts)
+    base = host.base
+    if host.name == containment.CGROUP and base is not None:
+        for i in range(runs):
+            for label in ("fork, then join a fresh cgroup", "clone3 into a fresh cgroup"):
+                unit = base / f"murmur-bench-{os.getpid()}-{i}-{len(times[label])}"
+                os.mkdir(unit)
+                try:
+                    time.sleep(gap_ms / 1000)
+                    got = _fork_then_join(unit) if label.startswith("fork") else _clone_into(unit, libc)
+                    times[label].append(got)
+                finally:
+                    os.rmdir(unit)
+    print(f"placement, {runs} interleaved runs each, {gap_ms:g} ms apart, median (q1-q3) "
+          f"[{host.name}{'' if host.dynmods is None else ', favordynmods' if host.dynmods else ', no favordynmods'}]:")
+    floor = statistics.median(times["run_process true, uncontained (floor)"])
+    for label, values in times.items():
+        values = [v for v in values if v == v]
+        if not values:
+            print(f"  {label:38s} (not measured: {'no cgroup v2 unit here' if host.name != 'cgroup' else 'refused'})")
+            continue
+        extra = f"   x{statistics.median(values) / floor:4.2f} of uncontained" if label.startswith("run_process") else ""
+        print(f"  {label:38s} {spread(values)}{extra}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40, help="stub start runs per figure")
     parser.add_argument("--e2e-runs", type=int, default=15, help="delegations per figure")
+    parser.add_argument("--gap-ms", type=float, default=50.0, help="pause before each placement run")
     args = parser.parse_args()
     print(f"host cores: {os.cpu_count()}")
     stub_start(args.runs)
     delegation(args.e2e_runs)
+    placement(args.e2e_runs, args.gap_ms)
 
 
 if __name__ == "__main__":
