@@ -9,8 +9,10 @@ Prints figures, never asserts. Two parts, each measured in the same run as its f
   ``MURMUR_HOME``: ``boss``, whose shell step runs the link ``kid x``, and ``stepper``, whose
   plan ``capsule`` step delegates the same task to ``kid``. For each, from ``SendMessage`` to
   the child started (its journal ``start`` event) and to the answer back (the task completed,
-  the link's answer printed by the step). Interleaved runs; medians with their quartiles;
-  link / step ratios;
+  the link's answer printed by the step), the first split at the delegation's making (its id's
+  time): before it, the caller's own path (a link: its shell command, the stub, the socket);
+  after it, the child's start, which is the same on both. Interleaved runs; medians with their
+  quartiles; link / step ratios;
 * **placement** — why the link's child starts later: a link's chain holds one more contained
   start (its shell command's, ``sh -c 'kid …'``) than a capsule step's, and on a cgroup v2
   mount without ``favordynmods`` every join of a fresh unit waits one RCU grace period unless
@@ -114,8 +116,10 @@ def start(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.P
     return proc, proc.stdout.readline().decode()
 
 
-def child_starts(home: Path) -> list[int]:
-    """``unix_ms`` of every journaled start of a `kid` child."""
+def child_starts(home: Path) -> list[tuple[int, int | None]]:
+    """``(unix_ms, its delegation's id time in unix ms)`` of every journaled start of a `kid` child."""
+    from murmur.ids import id_timestamp_ms
+
     path = home / "tree" / "journal.jsonl"
     out = []
     for line in path.read_text().splitlines() if path.exists() else []:
@@ -124,12 +128,16 @@ def child_starts(home: Path) -> list[int]:
         except ValueError:
             continue
         if ev.get("event") == "start" and str(ev.get("capsule", "")).split("/")[-1].startswith("kid@"):
-            out.append(int(ev["unix_ms"]))
+            dlg = (ev.get("lineage") or {}).get("delegation_id")
+            out.append((int(ev["unix_ms"]), id_timestamp_ms(dlg) if isinstance(dlg, str) else None))
     return out
 
 
-def one_task(url: str, home: Path, text: str) -> tuple[float, float, str]:
-    """(ms to the child's start, ms to the completed task, the answer) for one SendMessage."""
+def one_task(url: str, home: Path, text: str) -> tuple[float, float, float, str]:
+    """(ms to the child's start, ms to the completed task, ms to the delegation made, the
+    answer) for one SendMessage. The delegation is "made" when its id is (a UUIDv7: ms
+    resolution): before it, what the caller's path does (a link: its shell command, the stub,
+    the socket); after it, the child's start, the same on both paths."""
     before = len(child_starts(home))
     t0 = time.time()
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
@@ -139,8 +147,9 @@ def one_task(url: str, home: Path, text: str) -> tuple[float, float, str]:
     t1 = time.time()
     starts = child_starts(home)[before:]
     answer = "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []))
-    started = (starts[0] / 1000 - t0) * 1000 if starts else float("nan")
-    return started, (t1 - t0) * 1000, answer
+    started = (starts[0][0] / 1000 - t0) * 1000 if starts else float("nan")
+    made = (starts[0][1] / 1000 - t0) * 1000 if starts and starts[0][1] is not None else float("nan")
+    return started, (t1 - t0) * 1000, made, answer
 
 
 def delegation(runs: int) -> None:
@@ -168,12 +177,14 @@ def delegation(runs: int) -> None:
                 procs.append(p)
                 doors[name] = json.loads(ready)["url"]
             figures: dict[str, tuple[list[float], list[float]]] = {"link": ([], []), "capsule step": ([], [])}
+            made: dict[str, list[float]] = {"link": [], "capsule step": []}
             for i in range(runs):
                 for label, name in (("link", "boss"), ("capsule step", "stepper")):
-                    started, done, answer = one_task(doors[name], home, f"x{i}")
+                    started, done, delegated, answer = one_task(doors[name], home, f"x{i}")
                     assert f"kid x{i}" in answer, (label, answer)
                     figures[label][0].append(started)
                     figures[label][1].append(done)
+                    made[label].append(delegated)
         finally:
             for p in procs:
                 p.terminate()
@@ -186,6 +197,9 @@ def delegation(runs: int) -> None:
     med = {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in figures.items()}
     for label, (a, b) in figures.items():
         print(f"  {label:14s} child started {spread(a)}   answer back {spread(b)}")
+    for label, values in made.items():
+        after = [a - m for a, m in zip(figures[label][0], values, strict=True)]
+        print(f"  {label:14s} of which to the delegation made {spread(values)}, then to the child started {spread(after)}")
     link, step = med["link"], med["capsule step"]
     print(f"  link / capsule step: child started x{link[0] / step[0]:.2f}, answer back x{link[1] / step[1]:.2f}")
     ratio = link[0] / step[0]
