@@ -145,7 +145,7 @@ def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float
     its owner to kill and remove every unit the owner registered with it -- also one no killed
     process is in when the tree is frozen (a formation's ``starter-1`` made just before its starter
     is moved in, or already empty while its launcher winds down), which this sweep cannot see.
-    Killing it left such units behind (issue 32 item 1). A spared janitor exits once its units
+    Killing it left such units behind. A spared janitor exits once its units
     are gone (at most its bound, spec/formation.md "The janitor").
 
     Args:
