@@ -24,6 +24,7 @@ from agent.scripted import Reply, ScriptedServer
 from murmur import containment, tracectx
 from murmur.containment.host import pid_cgroup
 from murmur.delegation import completion as comp
+from murmur.delegation import parent as parent_module
 from murmur.delegation.book import DelegationBook
 from murmur.delegation.child_process import capsule_ref, mur_command
 from murmur.delegation.parent import ChildArtifact, Launcher, child_dir_name
@@ -54,10 +55,20 @@ class Rig:
     door: ScriptedServer
     records: list[tuple[str, dict[str, Any]]]
     report: Path
+    started: dict[str, list[int]]
 
     def info(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.report.read_text())
         return data
+
+    def pid(self) -> int:
+        """The pid of the one child this launcher started, recorded as it was started: a child
+        stopped before its interpreter wrote its report (a short bound on a loaded host) has
+        one too. Where the report exists it names the same process."""
+        (pid,) = self.started[str(self.report)]
+        if self.report.exists():
+            assert self.info()["pid"] == pid
+        return pid
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [f for e, f in self.records if e == event]
@@ -67,7 +78,9 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(tmp_path: Path, roost: StartRoost, nursery: trio.Nursery) -> AsyncIterator[Any]:
+async def rig(
+    tmp_path: Path, roost: StartRoost, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Any]:
     """``await rig(mode, **launcher_kwargs)`` builds a running launcher for one fake mode."""
     url = await roost([PARENT, WORKER], spawn_allow=["orch"])
     door = ScriptedServer()
@@ -76,6 +89,15 @@ async def rig(tmp_path: Path, roost: StartRoost, nursery: trio.Nursery) -> Async
     async with RoostClient(url) as client:
         credential = await client.register("ses_" + "0" * 32, "orch", "0.1.0")
     made: list[Launcher] = []
+    started: dict[str, list[int]] = {}  # report path -> pids of the children started for it
+    real_start = parent_module.start
+
+    async def recording_start(child: Any, argv: list[str], *args: Any, **kwargs: Any) -> Any:
+        proc = await real_start(child, argv, *args, **kwargs)
+        started.setdefault(argv[3], []).append(proc.pid)  # argv: python, fake_child.py, mode, report, ...
+        return proc
+
+    monkeypatch.setattr(parent_module, "start", recording_start)
 
     async def make(mode: str, **kw: Any) -> Rig:
         records: list[tuple[str, dict[str, Any]]] = []
@@ -98,7 +120,7 @@ async def rig(tmp_path: Path, roost: StartRoost, nursery: trio.Nursery) -> Async
         )
         made.append(launcher)
         await nursery.start(launcher.run)
-        return Rig(launcher, door, records, report)
+        return Rig(launcher, door, records, report, started)
 
     yield make
     for launcher in made:
@@ -203,7 +225,7 @@ class TestLaunchFailures:
         result = await r.delegate()
         assert (result["status"], result["output"]) == ("failed", reason)
         assert "child_workdir" not in result
-        assert pid_gone(r.info()["pid"]) and r.launcher.live == 0
+        assert pid_gone(r.pid()) and r.launcher.live == 0
         (call,) = r.of("delegation")
         assert (call["outcome"], call["reason"], call["delegation_id"]) == ("failed", reason, result["delegation_id"])
         (child_dir,) = (tmp_path / "work" / ".murmur" / "children").iterdir()
@@ -250,7 +272,7 @@ class TestSlotsGivenBack:
         with trio.move_on_after(1.0) as scope:
             await r.delegate()
         assert scope.cancelled_caught
-        assert r.launcher.live == 0 and pid_gone(r.info()["pid"])  # the clean-up ran before start() returned
+        assert r.launcher.live == 0 and pid_gone(r.pid())  # the clean-up ran before start() returned
         assert await parent_figures(r) == (0, 1)
 
 

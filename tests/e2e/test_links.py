@@ -254,7 +254,7 @@ def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path:
     b = procs.mur_run("boss", tmp_path / "work", url)
     sid, records = b.ready["session_id"], Path(b.ready["records_dir"])
     files = tmp_path / "work"  # the workdir: what the commands may read and write under any class
-    gate, held, go = files / "gate", files / "held", files / "go"
+    gate, held, go = files / "gate", files / "held", files / "go"  # gate: the holder's
     links = records / "links"
     hold = (f"import socket, os, time\nos.chdir({str(links)!r})\n"
             "ss = [socket.socket(socket.AF_UNIX) for _ in range(4)]\n"
@@ -265,13 +265,17 @@ def test_connection_cap_refuses_the_excess_with_one_line(procs: Procs, tmp_path:
     (files / "hold.py").write_text(hold)
     # The order is fixed by files, not by timing: the four links are live children (seen by the
     # test) before the holder connects, and the holder's four connections are open before the
-    # ninth connection is made.
-    script = (" ".join(f"gated {gate} > g{i}.out 2>&1 &" for i in range(4))
+    # ninth connection is made. Each child's gate is `gate` in its own workdir (a relative task):
+    # under sealed a child's root holds only its workdir, so a gate anywhere else is never seen
+    # and each child waited out its 60 s loop. The children's workdirs are inside the boss's, so
+    # its command opens them all.
+    script = (" ".join(f"gated gate > g{i}.out 2>&1 &" for i in range(4))
               + f" i=0; while [ ! -e {go} ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done; "
               + f" python3 {files / 'hold.py'} & "
               + f"i=0; while [ ! -e {held} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
               + "kid excess > x.out 2> x.err; echo x=$? >> x.out; "
-              + f": > {gate}; wait; cat g0.out g1.out g2.out g3.out x.out x.err")  # boss holds no `touch`
+              + f': > {gate}; for d in .murmur/children/gated-*; do : > "$d/gate"; done; '  # boss holds no `touch`
+              + "wait; cat g0.out g1.out g2.out g3.out x.out x.err")
     future = in_background(b.ready["url"], script)
     try:
         wait_until(lambda: gated_live(procs.env, sid, 4), timeout=100, what="four gated children running")

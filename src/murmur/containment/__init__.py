@@ -18,12 +18,21 @@ from murmur.containment.host import (
     force_problem,
     pid_cgroup,
 )
-from murmur.containment.units import Containment, Unit, here, kill_all_here, reset_for_tests
+from murmur.containment.units import (
+    JANITOR_SCRIPT,
+    Containment,
+    Unit,
+    here,
+    is_janitor,
+    kill_all_here,
+    reset_for_tests,
+)
 
 __all__ = [
     "CGROUP",
     "FORCE_ENV",
     "GROUPS",
+    "JANITOR_SCRIPT",
     "UNIT_ENV",
     "Containment",
     "HostClass",
@@ -32,6 +41,7 @@ __all__ = [
     "detect",
     "force_problem",
     "here",
+    "is_janitor",
     "kill_all_here",
     "killpg",
     "pid_cgroup",

@@ -46,7 +46,21 @@ from murmur import procstat, realtime
 from murmur.containment import cgroup, groups
 from murmur.containment.host import CGROUP, GROUPS, UNIT_ENV, HostClass, detect, own_cgroup
 
-__all__ = ["Containment", "Unit", "here", "reset_for_tests"]
+__all__ = ["JANITOR_SCRIPT", "Containment", "Unit", "here", "is_janitor", "reset_for_tests"]
+
+JANITOR_SCRIPT = Path(__file__).with_name("janitor.py")
+"""The janitor's script (:mod:`murmur.containment.janitor`), run as ``python -I -S JANITOR_SCRIPT``."""
+
+
+def is_janitor(pid: int) -> bool:
+    """Whether ``pid`` runs this install's containment janitor (its ``/proc/<pid>/cmdline`` names
+    :data:`JANITOR_SCRIPT`); False once it is gone. A janitor is what removes its owner's units
+    after the owner died, so a sweep that kills a tree spares it (``murmur.demo.sweep``)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return os.fsencode(JANITOR_SCRIPT) in args[1:4]
 
 JANITOR_BOUND = 25.0  # seconds a member or child may still wind down after its owner died
 _REMOVE_WAIT = 2.0  # seconds release() waits for a killed unit to empty before leaving it

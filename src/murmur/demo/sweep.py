@@ -140,7 +140,13 @@ def _wait_states(pids: Iterable[int], done: frozenset[str] | None, within: float
 
 
 def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float = 2.0) -> set[int]:
-    """SIGKILL the seeds and everything linked to them (see the module docstring).
+    """SIGKILL the seeds and everything linked to them (see the module docstring), except the
+    containment janitors among them (:func:`murmur.containment.is_janitor`): a janitor outlives
+    its owner to kill and remove every unit the owner registered with it -- also one no killed
+    process is in when the tree is frozen (a formation's ``starter-1`` made just before its starter
+    is moved in, or already empty while its launcher winds down), which this sweep cannot see.
+    Killing it left such units behind. A spared janitor exits once its units
+    are gone (at most its bound, spec/formation.md "The janitor").
 
     Args:
         seeds (Iterable[int]): pids (or process group leaders) to start from.
@@ -150,12 +156,18 @@ def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float
     Returns:
         set[int]: the pids that were signalled.
     """
+    from murmur.containment import is_janitor
+
     skip = {*exclude, os.getpid(), os.getppid()}
     stopped: set[int] = set()
+    spared: set[int] = set()  # containment janitors: each removes its dead owner's units
     end = time.monotonic() + bound
     while True:
-        found = linked(set(seeds) | stopped, process_table(), skip)
+        found = linked(set(seeds) | stopped, process_table(), skip | spared)
         new = found - stopped
+        janitors = {pid for pid in new if is_janitor(pid)}
+        spared |= janitors
+        new -= janitors
         if not new:
             break
         for pid in new:  # what a scan found is stopped (and then killed) even past the bound
@@ -164,7 +176,9 @@ def kill_tree(seeds: Iterable[int], *, exclude: Iterable[int] = (), bound: float
         if time.monotonic() >= end:
             break
         _wait_states(new, _STOPPED_OR_DEAD, max(0.0, end - time.monotonic()))
-    units = _units_of(stopped)  # their janitors are in the tree too: nobody else removes these
+    # The units the killed processes are in; a unit that holds none of them at this moment (made
+    # but not yet entered, or already left) is removed by its owner's janitor, spared above.
+    units = _units_of(stopped)
     for pid in stopped:
         _signal(pid, signal.SIGKILL)
     _wait_states(stopped, None, bound)

@@ -9,8 +9,6 @@ cleaned even after a SIGKILL of their owner; :func:`ensure_janitor`), then asks
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from murmur import containment
 from murmur.procs import detached
 
@@ -20,7 +18,7 @@ __all__ = ["ensure_janitor", "new_unit"]
 def ensure_janitor(c: containment.Containment) -> None:
     """Start ``c``'s janitor if it needs one and has none yet (:func:`murmur.procs.detached.start_janitor`)."""
     if c.janitor_wanted():
-        c.attach_janitor(detached.start_janitor(str(Path(containment.__file__).with_name("janitor.py"))))
+        c.attach_janitor(detached.start_janitor(str(containment.JANITOR_SCRIPT)))
 
 
 def new_unit(label: str, c: containment.Containment | None = None) -> containment.Unit:
