@@ -56,17 +56,35 @@ async def _server(body: bytes, task_status: trio.TaskStatus[int] = trio.TASK_STA
     await trio.serve_listeners(answer, listeners)
 
 
+async def _scoped_server(body: bytes, scope: trio.CancelScope,
+                         task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    """:func:`_server` inside ``scope`` (cancelled to drop a port that will not do)."""
+    with scope:
+        await _server(body, task_status=task_status)
+
+
 async def _fetch(klass: Containment, tmp_path: Path, bin_dir: Path) -> tuple[str, list[str]]:
     work = tmp_path / f"work-{klass.value}"
     work.mkdir()
     refused: list[str] = []
     async with trio.open_nursery() as nursery:
         allowed = await nursery.start(_server, b"allowed")
-        ungranted = await nursery.start(_server, b"ungranted")
         policy = Policy(klass=klass, workdir=str(work), allow=("python3",), search_path=str(bin_dir),
                         ro=_stdlib(str(bin_dir / "python3")),
                         network_allow=(f"http://127.0.0.1:{allowed}",))
         box = compiled.compile(policy)
+        # The ungranted port is a host port the namespace does not hold. The namespace's own
+        # proxy listens on a port the kernel picked inside it, from the same range as the host's
+        # (bind(0) with SO_REUSEADDR: odd ports in the lower half, about 7,000), so a host port
+        # can carry its number by chance -- then the direct connect would reach the proxy, not
+        # the host. One loaded run met that; the server is restarted until the numbers differ.
+        inside = box.proxy_url
+        while True:
+            scope = trio.CancelScope()
+            ungranted = await nursery.start(_scoped_server, b"ungranted", scope)
+            if inside is None or not inside.endswith(f":{ungranted}"):
+                break
+            scope.cancel()
         install(box)
         try:
             if box.confinement() is not None:
