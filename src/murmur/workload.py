@@ -11,15 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from murmur.errors import MurmurError
 from murmur.manifest import Manifest
 
-if TYPE_CHECKING:
-    from murmur.procs import CommandStarter
+
+class CommandStarter(Protocol):
+    """The session's warm starter as a shell step reaches it: ``murmur.procs.CommandStarter``
+    (the same shape; the process it returns is ``murmur.procs``' to type)."""
+
+    async def exec_into(self, argv: list[str], executable: str, env: dict[str, str], cwd: str,
+                        fds: list[tuple[int, int]], *, session: bool, cgroup: str,
+                        confinement: dict[str, Any] | None) -> Any:
+        """The started process, or None (start it another way)."""
 
 
 class DeniedBinaryFn(Protocol):

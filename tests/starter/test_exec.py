@@ -61,7 +61,7 @@ async def warm() -> AsyncIterator[Starter]:
         await nursery.start(s.run)
         try:
             with trio.fail_after(60):
-                await s._ready.wait()
+                assert await s.wait_ready()
             yield s
         finally:
             nursery.cancel_scope.cancel()

@@ -20,7 +20,8 @@ close on exec; its module was imported by the starter before the clone) and its
 exits 127; the starter reaps that child and answers the error (:class:`ExecFailed`).
 
 Errors: :class:`ExecFailed` (an ``OSError``) — ``stage`` ``clone`` (the kernel refused the
-clone: ``ENOSYS``, ``EPERM``, ``EINVAL``…: the owner starts the command another way) or
+clone: ``ENOSYS``, ``EPERM``, ``EINVAL``…) or ``place`` (the child could not set its
+descriptors, signals or group up): the owner starts the command another way; or
 ``chdir``/``setup``/``exec`` (the command failed to start: the owner raises it as
 ``subprocess.Popen`` would).
 """
@@ -43,6 +44,7 @@ CLONE_VFORK = 0x4000
 CLONE_PIDFD = 0x1000
 CLONE_INTO_CGROUP = 0x200000000
 _FD_PARK = 256  # passed descriptors are parked here before they are moved into place
+_MAXFD = max(os.sysconf("SC_OPEN_MAX"), 1024)
 _RESET = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -79,7 +81,7 @@ class ExecFailed(OSError):
     """An ``exec`` request failed; ``stage`` says where (see the module text).
 
     Attributes:
-        stage (str): ``clone``, ``chdir``, ``setup`` or ``exec``.
+        stage (str): ``clone``, ``place``, ``chdir``, ``setup`` or ``exec``.
     """
 
     def __init__(self, code: int, stage: str, filename: str | None = None) -> None:
@@ -151,7 +153,7 @@ def clone_exec(req: Spec, received: list[int]) -> tuple[int, int]:
     stage, _, num = report.decode("ascii", "replace").partition(":")
     code = int(num) if num.isdigit() else errno.EIO
     filename = req.cwd if stage == "chdir" else req.executable if stage == "exec" else None
-    raise ExecFailed(code, stage if stage in ("chdir", "setup", "exec") else "exec", filename)
+    raise ExecFailed(code, stage if stage in ("chdir", "setup", "exec") else "place", filename)
 
 
 def _read_all(fd: int) -> bytes:
@@ -168,7 +170,7 @@ def _read_all(fd: int) -> bytes:
 
 def _child(req: Spec, received: list[int], errw: int, loader: Loader | None) -> NoReturn:
     """The cloned child (the starter's only thread, copied): then ``execve`` (never returns)."""
-    stage = "exec"
+    stage = "place"  # descriptors, signals, group: a failure here is the starter's, not the command's
     err = errw
     try:
         err = os.dup2(errw, _FD_PARK + len(received), inheritable=False)
@@ -180,7 +182,7 @@ def _child(req: Spec, received: list[int], errw: int, loader: Loader | None) -> 
             if keep > low:
                 os.closerange(low, keep)
             low = keep + 1
-        os.closerange(low, 65536)
+        os.closerange(low, _MAXFD)
         for sig in _RESET:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])

@@ -293,6 +293,11 @@ class Starter:
 
     # -- requests ----------------------------------------------------------------------------
 
+    async def wait_ready(self) -> bool:
+        """Wait until the starter has done its imports (or is gone); whether it is ready."""
+        await self._ready.wait()
+        return self.alive
+
     async def wait_exit(self, pid: int) -> int | None:
         """The status the starter reported for ``pid``; None when the starter went away first."""
         while pid not in self.exits and self.alive:

@@ -8,8 +8,8 @@ Starter → launcher:
 
 * ``{"ready": PID}`` once, when every import is done;
 * ``{"started": ID, "pid": PID}`` or ``{"started": ID, "errno": N, "error": TEXT}`` for each
-  request, in order (an ``exec`` refusal adds ``"stage"``: ``clone`` — the clone itself
-  failed, start it another way — or ``chdir``/``setup``/``exec`` — the child failed before or
+  request, in order (an ``exec`` refusal adds ``"stage"``: ``clone`` or ``place`` — the clone
+  itself failed, or the child's set-up before its ``chdir``: start it another way — or ``chdir``/``setup``/``exec`` — the child failed before or
   at its ``execve``, as ``subprocess.Popen`` would raise it — and ``"filename"``);
 * ``{"exited": PID, "status": S}`` when a child it forked has been reaped: ``S`` as
   ``os.waitstatus_to_exitcode`` gives it (``-N`` for signal ``N``).
