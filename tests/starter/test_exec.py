@@ -301,3 +301,18 @@ async def test_a_sandbox_refusal_on_this_path(warm: Starter, tmp_path: Path) -> 
     assert len(rec.got) == 2 and all(isinstance(g, WarmProcess) for g in rec.got)
     assert control.returncode == 0 and control.stdout == b"s"
     assert inside.returncode != 0 and b"Permission denied" in inside.stderr
+
+
+async def test_a_confinement_without_a_wire_form_is_applied_by_exec(warm: Starter, tmp_path: Path) -> None:
+    """A confinement that cannot cross to the starter (``to_wire`` raises ValueError): the
+    starter is not asked, and the exec path applies it (the fd limit its setup set)."""
+    _cgroup_class()
+    from procs.marker import NOFILE, Marker
+
+    class Local(Marker):  # type: ignore[misc]
+        def to_wire(self) -> dict[str, Any]:
+            raise ValueError("no wire form")
+
+    rec = Recording(warm)
+    code, out, _err = await _finish(await _open(["sh", "-c", "ulimit -n"], SH, rec, tmp_path, confinement=Local()))
+    assert rec.got == [] and (code, out) == (0, f"{NOFILE}\n".encode())
