@@ -115,9 +115,10 @@ async def _finish(proc: procs.OwnedProcess) -> tuple[int, bytes, bytes]:
 
 
 async def test_the_command_is_in_its_unit_and_the_starters_child(warm: Starter, tmp_path: Path) -> None:
-    """``cat /proc/self/stat /proc/self/cgroup`` exec'd with no trampoline: the starter is its
-    parent, its cgroup is its unit (nothing wrote ``cgroup.procs``: the clone placed it), its
-    status came from the starter."""
+    """``cat /proc/self/stat /proc/self/cgroup`` cloned and exec'd by the starter: its parent
+    is the starter, no ``/bin/sh`` trampoline ran before it (so nothing but the clone can have
+    put it in a unit), and the cgroup it reads as it runs is its unit's; its status came from
+    the starter."""
     _cgroup_class()
     rec = Recording(warm)
     proc = await _open(["cat", "/proc/self/stat", "/proc/self/cgroup"], "/bin/cat", rec, tmp_path)
