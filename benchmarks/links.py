@@ -20,7 +20,9 @@ Prints figures, never asserts. Two parts, each measured in the same run as its f
   back-to-back starts hide the wait, as ``benchmarks/shell_breakdown.py`` shows): a whole
   ``run_process(["true"])`` in a fresh unit beside the same uncontained (the floor), and a
   fork that writes itself into a fresh cgroup beside a ``clone3(CLONE_INTO_CGROUP)`` straight
-  into one (what a single-threaded placer could do instead; measured here only).
+  into one; and the same ``run_process`` started by a warm starter, which clones the command
+  straight into its unit (what a session that delegates does for its shell commands,
+  ``murmur.procs.cloned``).
 
 Usage: ``python benchmarks/links.py [--runs 40] [--e2e-runs 15] [--gap-ms 50]``.
 """
@@ -268,17 +270,30 @@ def placement(runs: int, gap_ms: float) -> None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     times: dict[str, list[float]] = {k: [] for k in (
         "run_process true, uncontained (floor)", "run_process true, in a fresh unit",
-        "fork, then join a fresh cgroup", "clone3 into a fresh cgroup")}
+        "run_process true, by the warm starter", "fork, then join a fresh cgroup", "clone3 into a fresh cgroup")}
     libc = ctypes.CDLL(None, use_errno=True)
+    true = "/bin/true" if os.path.exists("/bin/true") else "/usr/bin/true"
 
     async def shell_starts() -> None:
-        for _ in range(runs):
-            for label, contained in (("run_process true, uncontained (floor)", False),
-                                     ("run_process true, in a fresh unit", True)):
-                await trio.sleep(gap_ms / 1000)
-                began = time.perf_counter()
-                await run_process(["true"], env=env, contained=contained)
-                times[label].append((time.perf_counter() - began) * 1000)
+        from murmur.starter.client import Commands, Starter
+
+        warm = Starter.launch(os.environ, env={"PATH": env["PATH"]})
+        commands = Commands(lambda: warm)
+        async with trio.open_nursery() as nursery:
+            if warm is not None:
+                await nursery.start(warm.run)
+                await warm.wait_ready()
+            for _ in range(runs):
+                for label, contained, by in (("run_process true, uncontained (floor)", False, None),
+                                             ("run_process true, in a fresh unit", True, None),
+                                             ("run_process true, by the warm starter", True, commands)):
+                    if by is not None and warm is None:
+                        continue
+                    await trio.sleep(gap_ms / 1000)
+                    began = time.perf_counter()
+                    await run_process(["true"], env=env, contained=contained, executable=true, starter=by)
+                    times[label].append((time.perf_counter() - began) * 1000)
+            nursery.cancel_scope.cancel()
 
     trio.run(shell_starts)
     base = host.base

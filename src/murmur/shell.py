@@ -218,6 +218,7 @@ async def run_shell(
     output_cap: int = timing.SHELL_OUTPUT_CAP,
     stdin: bytes | None = None,
     confinement: procs.Confinement | None = None,
+    starter: procs.CommandStarter | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> ShellResult:
     """Run one allowlisted command in its own process group and capture what it did.
@@ -242,6 +243,9 @@ async def run_shell(
         confinement (procs.Confinement | None): the sandbox's contribution, applied by
             :mod:`murmur.procs`; None: the session's sandbox (:func:`murmur.sandbox.installed`),
             advisory when the session has none.
+        starter (procs.CommandStarter | None): the session's warm starter
+            (``TaskServices.starter``): it clones the command straight into its unit
+            (:func:`murmur.procs.open_process`); None: exec.
         task_status: for ``nursery.start``: reports the process id (= its group id).
 
     Returns:
@@ -264,7 +268,7 @@ async def run_shell(
     try:
         done = await procs.run_process(
             argv, env=tracectx.with_env(env), cwd=cwd, executable=executable, stdin=stdin, cap=output_cap,
-            confinement=confinement, task_status=task_status,
+            confinement=confinement, starter=starter, task_status=task_status,
         )
     except OSError as exc:
         if exc.filename == str(cwd):

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from murmur.errors import MurmurError
 from murmur.manifest import Manifest
+
+
+class CommandStarter(Protocol):
+    """The session's warm starter as a shell step reaches it: ``murmur.procs.CommandStarter``
+    (the same shape; the process it returns is ``murmur.procs``' to type)."""
+
+    async def exec_into(self, argv: list[str], executable: str, env: dict[str, str], cwd: str,
+                        fds: list[tuple[int, int]], *, session: bool, cgroup: str,
+                        confinement: dict[str, Any] | None) -> Any:
+        """The started process, or None (start it another way)."""
 
 
 class DeniedBinaryFn(Protocol):
@@ -77,6 +87,9 @@ class TaskServices:
             arrived within 10 s; used by components' virtual peer addresses (spec/components.md).
         emit_chunk: ``emit_chunk(text, thinking, source)`` streams a component's chunk on the
             task's A2A stream (spec/door.md "Chunks"); None when the task has no stream.
+        starter: the session's warm starter for shell steps' commands (a session that
+            delegates has one: :meth:`murmur.delegation.parent.Launcher.commands`); it clones
+            each command straight into its unit (:func:`murmur.procs.open_process`); None: exec.
     """
 
     delegate: DelegateFn | None = None
@@ -88,6 +101,7 @@ class TaskServices:
     spawn: tuple[str, ...] | None = None
     peer_route: PeerRouteFn | None = None
     emit_chunk: Callable[[str, bool, str], None] | None = None
+    starter: CommandStarter | None = None
 
 
 @attrs.define

@@ -110,6 +110,32 @@ class TestBasics:
         }
         assert isinstance(step["duration_ms"], int) and step["parent_id"] == TASK_EVENT
 
+    async def test_shell_steps_are_offered_to_the_sessions_starter(self, tmp_path: Path) -> None:
+        """A shell step's command goes to ``services.starter`` first (resolved, in its unit's
+        directory on the cgroup class); one that answers None leaves it to the exec path."""
+        asked: list[tuple[list[str], str]] = []
+
+        class Declining:
+            async def exec_into(self, argv: list[str], executable: str, *_a: object, **_k: object) -> None:
+                asked.append((argv, executable))
+
+        from murmur import containment
+
+        out = await run(
+            """\
+            steps:
+              - id: answer
+                shell: [echo, "via {{ task }}"]
+            output: "{{ steps.answer.stdout }}"
+            """,
+            make_ctx(tmp_path, "x", services=TaskServices(starter=Declining())),
+        )
+        assert out == TaskOutcome("ok", "via x")
+        if containment.here().host.name == containment.CGROUP:
+            assert [(a, os.path.basename(e)) for a, e in asked] == [(["echo", "via x"], "echo")]
+        else:  # groups class: the starter is not asked
+            assert asked == []
+
     async def test_task_text_is_one_argument(self, tmp_path: Path) -> None:
         """Task text with shell metacharacters reaches argv as one literal argument."""
         ctx = make_ctx(tmp_path, "x; touch pwned $(id)")

@@ -171,6 +171,11 @@ class Launcher:
         self._relay = relay
         self._nursery: trio.Nursery | None = None
         self._starter: Starter | None = None  # the warm starter, while run() holds it
+        from murmur.starter.client import Commands
+
+        self.commands = Commands(lambda: self._starter)
+        """Shell commands started by the warm starter (``TaskServices.starter``; falls back to
+        exec while there is none)."""
         self._running = trio.Event()
         self._closed = False
         self._live: dict[str, Child] = {}

@@ -289,15 +289,17 @@ class DelegationRuntime:
     # -- services -------------------------------------------------------------------------
 
     def services_for(self, task: Task, base: TaskServices) -> TaskServices:
-        """A copy of ``base`` with ``delegate`` bound to ``task``'s context and trust (a
-        services layer, :class:`murmur.session.Contribution`)."""
+        """A copy of ``base`` with ``delegate`` bound to ``task``'s context and trust, and
+        ``starter`` the launcher's warm starter for shell commands (a services layer,
+        :class:`murmur.session.Contribution`)."""
         if self.launcher is None:
             return base
 
         async def guarded(capsule: str, version: str, text: str, wait: bool) -> Mapping[str, object]:
             return await self.delegate_call(capsule, version, text, wait, context_id=task.context_id, trust=task.trust)
 
-        return attrs.evolve(base, delegate=guarded, spawn=tuple(session_lineage(self.setup).spawn))
+        return attrs.evolve(base, delegate=guarded, spawn=tuple(session_lineage(self.setup).spawn),
+                            starter=self.launcher.commands)
 
     @property
     def session(self) -> SessionHandle | None:

@@ -266,6 +266,7 @@ class _PlanRun:
                 allow=self.ctx.manifest.shell_allow,
                 cwd=self.ctx.workdir,
                 env=self.ctx.shell_env,
+                starter=self.ctx.services.starter,
             )
         except ShellRefused as exc:
             self.ctx.usage.shell_calls -= 1  # never started

@@ -50,7 +50,15 @@ if TYPE_CHECKING:
     from murmur.procs.confinement import Confinement, from_wire, register_loader
     from murmur.procs.detached import fork_child, fork_helper, spawn_starter, start_janitor
     from murmur.procs.grace import end_within
-    from murmur.procs.owned import DEVNULL, PIPE, OwnedProcess, Running, fork_process, open_process
+    from murmur.procs.owned import (
+        DEVNULL,
+        PIPE,
+        CommandStarter,
+        OwnedProcess,
+        Running,
+        fork_process,
+        open_process,
+    )
     from murmur.procs.placement import ensure_janitor, new_unit
     from murmur.procs.readyline import (
         MAX_READY_LINE,
@@ -72,6 +80,7 @@ __all__ = [
     "NO_DOOR",
     "NO_SESSION",
     "PIPE",
+    "CommandStarter",
     "Completed",
     "Confinement",
     "FirstLine",
@@ -104,7 +113,7 @@ __getattr__ = lazy.face(__name__, {
     "confinement": ["Confinement", "from_wire", "register_loader"],
     "detached": ["fork_child", "fork_helper", "spawn_starter", "start_janitor"],
     "grace": ["end_within"],
-    "owned": ["DEVNULL", "PIPE", "OwnedProcess", "Running", "fork_process", "open_process"],
+    "owned": ["DEVNULL", "PIPE", "CommandStarter", "OwnedProcess", "Running", "fork_process", "open_process"],
     "placement": ["ensure_janitor", "new_unit"],
     "readyline": ["MAX_READY_LINE", "NOT_A_READY_LINE", "NO_DOOR", "NO_SESSION", "FirstLine", "ReadyLine",
                   "normalise_url", "parse_ready_line", "read_first_line"],

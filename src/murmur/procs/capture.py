@@ -19,7 +19,7 @@ import trio
 
 from murmur import timing
 from murmur.procs.confinement import Confinement
-from murmur.procs.owned import DEVNULL, PIPE, open_process
+from murmur.procs.owned import DEVNULL, PIPE, CommandStarter, open_process
 
 __all__ = ["Completed", "run_process", "write_stdin"]
 
@@ -80,6 +80,7 @@ async def run_process(
     cap: int = timing.SHELL_OUTPUT_CAP,
     confinement: Confinement | None = None,
     contained: bool = True,
+    starter: CommandStarter | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> Completed:
     """Run one command in a ``cmd`` unit of its own and capture what it did.
@@ -93,6 +94,8 @@ async def run_process(
         cap (int): bytes kept per output stream.
         confinement (Confinement | None): the sandbox's contribution (None: advisory).
         contained (bool): False: no unit (the demo's installs; see :func:`open_process`).
+        starter (CommandStarter | None): the session's warm starter, which clones the command
+            straight into its unit (see :func:`open_process`); None: exec.
         task_status: for ``nursery.start``: reports its pid (= its process group id).
 
     Raises:
@@ -102,7 +105,7 @@ async def run_process(
     started = time.monotonic()
     proc = await open_process(argv, label="cmd", env=env, cwd=cwd, executable=executable,
                               stdin=PIPE if stdin is not None else DEVNULL, confinement=confinement,
-                              contained=contained)
+                              contained=contained, starter=starter)
     task_status.started(proc.pid)
     out, err = bytearray(), bytearray()
     totals = [0, 0]

@@ -24,7 +24,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Confinement", "Loader", "from_wire", "register_loader"]
+__all__ = ["Confinement", "Loader", "from_wire", "loader_for", "register_loader"]
 
 
 @runtime_checkable
@@ -71,6 +71,17 @@ def from_wire(data: Mapping[str, Any] | None) -> Confinement | None:
     """
     if data is None:
         return None
+    return loader_for(data)(data)
+
+
+def loader_for(data: Mapping[str, Any]) -> Loader:
+    """The loader of a wire object's ``kind``, importing the ``module`` it names first if need
+    be (nothing is rebuilt: the warm starter's ``exec`` checks this before it clones, and the
+    cloned child rebuilds it).
+
+    Raises:
+        ValueError: as :func:`from_wire`.
+    """
     kind = data.get("kind")
     if not isinstance(kind, str) or not kind:
         raise ValueError("a confinement's wire object names no kind")
@@ -83,4 +94,4 @@ def from_wire(data: Mapping[str, Any] | None) -> Confinement | None:
     loader = _LOADERS.get(kind)
     if loader is None:
         raise ValueError(f"no confinement loader is registered for {kind!r}")
-    return loader(data)
+    return loader

@@ -16,6 +16,12 @@ the warm starter forks it) both:
    (ask, the grace, SIGKILL of the unit, reaped) or :meth:`~OwnedProcess.kill_and_reap`
    (SIGKILL of the unit, reaped, pipes closed, unit released; shielded).
 
+Given the session's warm starter (``starter=``, :class:`CommandStarter`), :func:`open_process`
+hands a command on the cgroup class to it instead: the starter clones it straight into its
+unit (``clone3(CLONE_INTO_CGROUP)``, :mod:`murmur.procs.cloned`) and execs it, so no
+trampoline runs and no ``cgroup.procs`` write waits for an RCU grace period; whenever the
+starter cannot, the same call takes the exec path below.
+
 The exec path calls ``subprocess.Popen`` on the Trio thread (it uses ``vfork``: about 0.15 ms
 for a runtime's 50 MB, measured in ``benchmarks/shell_breakdown.py``) instead of
 ``trio.lowlevel.open_process``'s worker thread, whose hand-off cost about 1 ms per command
@@ -32,6 +38,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import trio
@@ -40,7 +47,7 @@ from murmur import containment
 from murmur.procs import childside, grace, placement
 from murmur.procs.confinement import Confinement
 
-__all__ = ["DEVNULL", "PIPE", "OwnedProcess", "Running", "fork_process", "open_process"]
+__all__ = ["DEVNULL", "PIPE", "CommandStarter", "OwnedProcess", "Running", "fork_process", "open_process"]
 
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
@@ -60,6 +67,21 @@ class Running(Protocol):
     async def wait(self) -> int: ...
 
     def send_signal(self, sig: int) -> None: ...
+
+
+class CommandStarter(Protocol):
+    """What clones a command straight into its unit (:class:`murmur.starter.client.Commands`)."""
+
+    async def exec_into(self, argv: list[str], executable: str, env: dict[str, str], cwd: str,
+                        fds: list[tuple[int, int]], *, session: bool, cgroup: str,
+                        confinement: dict[str, Any] | None) -> Running | None:
+        """The started process, or None (start it another way).
+
+        ``fds`` are ``(descriptor here, number in the child)``; the caller keeps its own.
+
+        Raises:
+            OSError: the command could not start (as ``subprocess.Popen`` raises it).
+        """
 
 
 class _Exec:
@@ -218,8 +240,15 @@ async def open_process(
     executable: str | None = None,
     confinement: Confinement | None = None,
     contained: bool = True,
+    starter: CommandStarter | None = None,
 ) -> OwnedProcess:
     """Start ``argv`` by exec, in a fresh unit, and own it.
+
+    With a ``starter`` (the session's warm starter, :class:`murmur.starter.client.Commands`),
+    a start on the cgroup class in a session of its own with a resolved ``executable`` is
+    cloned by the starter straight into its unit (``clone3(CLONE_INTO_CGROUP)``) and exec'd
+    there: no trampoline, no write to ``cgroup.procs``. Whenever the starter cannot (it is
+    gone, not ready, or the kernel refuses the clone) it starts as without one.
 
     Args:
         argv: the command (``argv[0]`` looked up on ``env``'s ``PATH`` unless ``executable``).
@@ -236,54 +265,106 @@ async def open_process(
         confinement (Confinement | None): the sandbox's contribution (None: advisory).
         contained (bool): False starts it in no unit (only the demo does: its processes are
             whole ``mur`` programs, and its own watchdog ends them if the demo dies).
+        starter (CommandStarter | None): the session's warm starter (see above); None: exec.
 
     Raises:
         OSError: it could not be started (``filename`` is ``cwd`` when that is what failed);
-            the unit is released first.
+            the unit is released first. Through the starter, the subclass, ``errno`` and
+            ``filename`` ``subprocess.Popen`` gives for the same failure.
     """
     unit = placement.new_unit(label) if contained else None
     path = unit.path if unit is not None else None
     close: list[int] = []
     ours: list[int | None] = []
+    asked = False
     try:
         argv, penv, extra = _placed(argv, env, unit, runtime=runtime, confinement=confinement)
-        setup = confinement.child_setup() if confinement is not None else None
-        if setup is not None:  # the join and the setup in the child, in that order
-            command, preexec = argv, childside.preexec(str(path) if path is not None else None, setup)
-        elif unit is not None and path is not None:  # the unit's trampoline joins it (vfork kept)
-            command = unit.command(argv, penv) if executable is None else [*unit.prefix(penv), executable, *argv[1:]]
-            preexec = None
-        else:
-            command, preexec = list(argv), None
-        exe = executable if (path is None or setup is not None) else None
         c_in, p_in = _pipe(stdin, read=False, close=close)
         c_out, p_out = _pipe(stdout, read=True, close=close)
         c_err, p_err = _pipe(stderr, read=True, close=close)
         ours = [p_in, p_out, p_err]
-        # On this thread, not a worker's: vfork takes ~0.15 ms, the thread hand-off ~1 ms.
-        popen = subprocess.Popen(  # noqa: ASYNC220 - see the module text (measured)
-            command, executable=exe, stdin=c_in, stdout=c_out, stderr=c_err,
-            cwd=os.fspath(cwd) if cwd is not None else None, env=penv,
-            pass_fds=(*pass_fds, *extra), start_new_session=session, close_fds=True, preexec_fn=preexec,
-        )
+        running: Running | None = None
+        if starter is not None and path is not None and session and executable is not None:
+            asked = True
+            running = await _by_starter(starter, argv, executable, penv, cwd, (c_in, c_out, c_err),
+                                        (*pass_fds, *extra), str(path), confinement)
+        if running is None:
+            running = _popen(argv, penv, unit, path, cwd=cwd, stdio=(c_in, c_out, c_err), executable=executable,
+                             pass_fds=(*pass_fds, *extra), session=session, confinement=confinement)
     except BaseException:
         for fd in ours:
             if fd is not None:
                 os.close(fd)
         if unit is not None:
-            unit.release_blocking()  # the start failed: nothing runs in it
+            if asked:  # the starter may have cloned it before the failure: kill what the unit holds
+                with trio.CancelScope(shield=True):
+                    await unit.release()
+            else:
+                unit.release_blocking()  # the start failed: nothing runs in it
         raise
     finally:
         for fd in close:
             os.close(fd)
     if unit is not None:
-        unit.started(popen.pid, own_group=session, winds_down=winds_down)
+        unit.started(running.pid, own_group=session, winds_down=winds_down, child=isinstance(running, _Exec))
     return OwnedProcess(
-        _Exec(popen), unit,
+        running, unit,
         stdin=trio.lowlevel.FdStream(p_in) if p_in is not None else None,
         stdout=trio.lowlevel.FdStream(p_out) if p_out is not None else None,
         stderr=trio.lowlevel.FdStream(p_err) if p_err is not None else None,
     )
+
+
+def _popen(argv: list[str], penv: dict[str, str], unit: containment.Unit | None, path: Path | None, *,
+           cwd: str | os.PathLike[str] | None, stdio: tuple[Stdio, Stdio, Stdio], executable: str | None,
+           pass_fds: tuple[int, ...], session: bool, confinement: Confinement | None) -> _Exec:
+    """The exec path: ``subprocess.Popen`` (the unit's trampoline joins it, or ``preexec_fn``)."""
+    setup = confinement.child_setup() if confinement is not None else None
+    if setup is not None:  # the join and the setup in the child, in that order
+        command, preexec = argv, childside.preexec(str(path) if path is not None else None, setup)
+    elif unit is not None and path is not None:  # the unit's trampoline joins it (vfork kept)
+        command = unit.command(argv, penv) if executable is None else [*unit.prefix(penv), executable, *argv[1:]]
+        preexec = None
+    else:
+        command, preexec = list(argv), None
+    exe = executable if (path is None or setup is not None) else None
+    c_in, c_out, c_err = stdio
+    # On this thread, not a worker's: vfork takes ~0.15 ms, the thread hand-off ~1 ms.
+    return _Exec(subprocess.Popen(  # called on the Trio thread: see the module text (measured)
+        command, executable=exe, stdin=c_in, stdout=c_out, stderr=c_err,
+        cwd=os.fspath(cwd) if cwd is not None else None, env=penv,
+        pass_fds=pass_fds, start_new_session=session, close_fds=True, preexec_fn=preexec,
+    ))
+
+
+async def _by_starter(starter: CommandStarter, argv: list[str], executable: str, penv: dict[str, str],
+                      cwd: str | os.PathLike[str] | None, stdio: tuple[Stdio, Stdio, Stdio],
+                      extra: tuple[int, ...], cgroup: str, confinement: Confinement | None) -> Running | None:
+    """The session's starter clones it into ``cgroup`` and execs it; None: start it by exec.
+
+    ``stdio`` is what the child gets for 0, 1, 2 (a descriptor, ``DEVNULL``, or None: this
+    process's own); ``extra`` descriptors keep their numbers.
+    """
+    opened: list[int] = []
+    fds: list[tuple[int, int]] = []
+    for target, kind in enumerate(stdio):
+        if kind == DEVNULL:
+            fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            opened.append(fd)
+        else:
+            fd = target if kind is None else int(kind)
+        fds.append((fd, target))
+    fds.extend((fd, fd) for fd in extra)
+    try:
+        try:
+            wire = confinement.to_wire() if confinement is not None else None
+        except ValueError:  # it cannot cross to the starter: it is applied here instead
+            return None
+        return await starter.exec_into(list(argv), executable, penv, os.fspath(cwd) if cwd is not None else os.getcwd(),
+                                       fds, session=True, cgroup=cgroup, confinement=wire)
+    finally:
+        for fd in opened:
+            os.close(fd)
 
 
 Forker = Callable[[list[str], dict[str, str], "str | None", "dict[str, Any] | None", tuple[int, ...]],

@@ -19,11 +19,12 @@ that member by exec instead); ``OSError`` — the starter refused this one start
 from __future__ import annotations
 
 import array
+import errno
 import os
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
@@ -247,6 +248,8 @@ class Starter:
             self._ready.set()
         elif isinstance(msg.get("started"), int):
             rid = msg["started"]
+            if isinstance(msg.get("pid"), int):  # a status kept for an earlier process of that pid is stale
+                self.exits.pop(msg["pid"], None)
             self._answers[rid] = msg
             event = self._answered.pop(rid, None)
             if event is not None:
@@ -289,6 +292,11 @@ class Starter:
             pass
 
     # -- requests ----------------------------------------------------------------------------
+
+    async def wait_ready(self) -> bool:
+        """Wait until the starter has done its imports (or is gone); whether it is ready."""
+        await self._ready.wait()
+        return self.alive
 
     async def wait_exit(self, pid: int) -> int | None:
         """The status the starter reported for ``pid``; None when the starter went away first."""
@@ -360,3 +368,91 @@ class Starter:
             return int(answer["pid"])
         code = answer.get("errno")
         raise OSError(code if isinstance(code, int) else 0, str(answer.get("error") or "the starter refused"))
+
+    async def exec(
+        self,
+        argv: list[str],
+        executable: str,
+        env: dict[str, str],
+        cwd: str,
+        fds: list[tuple[int, int]],
+        *,
+        session: bool,
+        cgroup: str,
+        confinement: dict[str, Any] | None = None,
+    ) -> int:
+        """Have the starter clone a command straight into unit ``cgroup`` and exec it; its pid
+        once it has exec'd (:mod:`murmur.procs.cloned`). Its exit status comes as a
+        member's does (:meth:`wait_exit`, :class:`WarmProcess`).
+
+        Args:
+            argv (list[str]): the command's arguments; ``executable`` (str): the absolute path run.
+            env, cwd, fds, session, confinement: as :meth:`start`.
+            cgroup (str): its unit's directory.
+
+        Raises:
+            Unavailable: the starter is gone, not ready, or the kernel refused the clone
+                (``clone3`` ``ENOSYS``/``EPERM``/``EINVAL``…): start the command another way.
+            OSError: the command could not start (its ``chdir``, its confinement's setup or its
+                ``execve`` failed): the subclass and ``filename`` ``subprocess.Popen`` gives.
+        """
+        if not self.alive or not self._ready.is_set():  # never wait for a cold starter: exec it now
+            raise Unavailable("the starter is not ready")
+        async with self._lock:
+            self._ids += 1
+            rid = self._ids
+            req = protocol.ExecRequest(
+                id=rid, argv=tuple(argv), executable=executable, env=env, cwd=cwd,
+                fds=tuple(target for _, target in fds), session=session,
+                pgid=None if session else os.getpgrp(), cgroup=cgroup, confinement=confinement,
+            )
+            event = self._answered[rid] = trio.Event()
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in fds]))]
+            try:
+                await self._sock.sendmsg([req.encode()], ancillary)
+            except OSError as exc:
+                self._answered.pop(rid, None)
+                raise Unavailable(f"the starter cannot be asked ({exc})") from None
+        await event.wait()
+        answer = self._answers.pop(rid, None)
+        if answer is None:
+            raise Unavailable("the starter went away")
+        if isinstance(answer.get("pid"), int):
+            return int(answer["pid"])
+        code = answer.get("errno")
+        code = code if isinstance(code, int) and code > 0 else errno.EIO
+        if answer.get("stage") not in ("chdir", "setup", "exec"):
+            raise Unavailable(f"the starter could not clone it ({os.strerror(code)})")
+        filename = answer.get("filename")
+        raise OSError(code, os.strerror(code), filename if isinstance(filename, str) else None)
+
+
+class Commands:
+    """A session's commands started by its warm starter (what :func:`murmur.procs.open_process`
+    takes as ``starter``): the starter is looked up at each start, so one that has gone, or is
+    not there yet, makes that start fall back to the exec path.
+
+    Args:
+        current: the session's starter now (None: none).
+    """
+
+    def __init__(self, current: Callable[[], Starter | None]) -> None:
+        self._current = current
+
+    async def exec_into(self, argv: list[str], executable: str, env: dict[str, str], cwd: str,
+                        fds: list[tuple[int, int]], *, session: bool, cgroup: str,
+                        confinement: dict[str, Any] | None) -> procs.Running | None:
+        """The started command, or None when it must be started another way (see :meth:`Starter.exec`).
+
+        Raises:
+            OSError: the command could not start (as ``subprocess.Popen`` raises it).
+        """
+        got = self._current()
+        if got is None:
+            return None
+        try:
+            pid = await got.exec(argv, executable, env, cwd, fds, session=session, cgroup=cgroup,
+                                 confinement=confinement)
+        except Unavailable:
+            return None
+        return WarmProcess(got, pid, None, None)

@@ -7,7 +7,8 @@ Specification: ``spec/formation.md`` "The warm start path". Run by a launcher as
 (the command line's module hands :func:`main` ``mur``'s own ``main`` as what every fork runs,
 and the list of modules to import). It imports them, warms what a child would build itself, then answers
 ``{"ready": pid}`` on its socket and serves requests (:mod:`murmur.starter.protocol`): each
-``start`` forks one child (:func:`murmur.starter.child.run`), answers its pid, and closes the
+``start`` forks one child (:func:`murmur.starter.child.run`), each ``exec`` clones a command
+straight into its unit and execs it (:mod:`murmur.procs.cloned`); it answers the pid, and closes the
 starter's copies of the child's descriptors at once (so EOF on a member's pipes means what it
 means on the exec path). The starter is every child's parent: it reaps each one (a ``pidfd``
 per child, polled beside the socket) and reports ``{"exited": pid, "status": s}``.
@@ -34,6 +35,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from murmur.procs import fork_child
+from murmur.procs.cloned import ExecFailed, clone_exec
 from murmur.starter import child, procarea, protocol
 from murmur.starter.child import Entry
 
@@ -130,10 +132,13 @@ class Server:
                 os.close(fd)
             return False
         try:
-            req = protocol.StartRequest.decode(raw)
+            req = protocol.decode_request(raw)
         except ValueError:
             for fd in fds:
                 os.close(fd)
+            return True
+        if isinstance(req, protocol.ExecRequest):
+            self.exec(req, fds)
             return True
         try:
             pid = self.fork(req, fds)
@@ -145,6 +150,24 @@ class Server:
             for fd in fds:
                 os.close(fd)
         return True
+
+    def exec(self, req: protocol.ExecRequest, fds: list[int]) -> None:
+        """Clone ``req``'s command into its unit and exec it (:mod:`murmur.procs.cloned`);
+        answer its pid, or the refusal with its ``stage``; close the descriptors either way."""
+        try:
+            if threading.active_count() != 1:
+                raise ExecFailed(errno.EAGAIN, "clone")
+            pid, pidfd = clone_exec(req, fds)
+        except ExecFailed as exc:
+            self.send({"started": req.id, "errno": exc.errno, "error": exc.strerror or "", "stage": exc.stage,
+                       "filename": exc.filename})
+        else:
+            self.children[pidfd] = pid
+            self.poll.register(pidfd, select.POLLIN)
+            self.send({"started": req.id, "pid": pid})
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def fork(self, req: protocol.StartRequest, fds: list[int]) -> int:
         if len(fds) != len(req.fds):
