@@ -17,6 +17,7 @@ from murmur.tokens import (
     ApprovalClaims,
     CredentialClaims,
     Keyring,
+    TokenKind,
     approval_payload,
     credential_payload,
 )
@@ -174,6 +175,16 @@ class TestRemembered:
         assert len(keys._known) == REMEMBERED_TOKENS and first not in keys._known
         assert keys.verify_credential(first) == CredentialClaims("ses_0")
         assert first in keys._known
+
+    def test_the_mac_is_hmac_sha256_byte_for_byte(self) -> None:
+        """The MAC finished from precomputed pads is :func:`hmac.digest`'s, for keys shorter
+        than, as long as, and longer than SHA-256's block (which RFC 2104 hashes first)."""
+        for size in (0, 1, 32, 63, 64, 65, 200):
+            keys = Keyring(bytes(range(size)), bytes(255 - i % 256 for i in range(size)))
+            for signed in ("", "msc1.x", "msa1." + "y" * 300):
+                for kind, key in ((TokenKind.CREDENTIAL, keys.credential_key), (TokenKind.APPROVAL, keys.approval_key)):
+                    assert keys._mac(kind, signed) == hmac.digest(key, signed.encode(), "sha256")
+                    assert keys._mac(kind, signed) == keys._mac(kind, signed)  # the pads are not consumed
 
     def test_nothing_unverified_is_remembered(self) -> None:
         """A refused string leaves no trace in the memo, so it is refused again."""

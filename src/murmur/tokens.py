@@ -27,10 +27,13 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import hashlib
 import hmac
 import json
 import re
 import secrets
+from collections import OrderedDict
+from typing import Any
 
 import attrs
 
@@ -51,6 +54,9 @@ _KEY_BYTES = 32
 _MAC_B64_CHARS = 43  # 32 bytes of HMAC-SHA256, base64url without padding
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
 _VERSION = 1
+_BLOCK = 64  # SHA-256's block size in bytes (RFC 2104's B)
+_IPAD = bytes(x ^ 0x36 for x in range(256))  # RFC 2104's ipad, as a bytes.translate table
+_OPAD = bytes(x ^ 0x5C for x in range(256))  # and opad
 
 
 class TokenKind(enum.Enum):
@@ -94,20 +100,37 @@ class ApprovalClaims:
     expires_at_ms: int
 
 
+_QUOTE = json.encoder.encode_basestring_ascii
+"""What ``json.dumps`` writes for a ``str`` (quoted, ASCII escapes), called directly."""
+
+
 def credential_payload(session_id: str) -> str:
     """A credential's payload JSON: ``{"v":1,"s":...}``, exactly as ``json.dumps`` writes that
     object compactly with ASCII escapes (written out, not through the general encoder)."""
-    return f'{{"v":{_VERSION},"s":{json.dumps(session_id)}}}'
+    return f'{{"v":{_VERSION},"s":{_QUOTE(session_id)}}}'
 
 
 def approval_payload(claims: ApprovalClaims) -> str:
     """An approval's payload JSON (``v s a n r h d x``), as :func:`credential_payload` writes."""
-    q = json.dumps  # a bare str: the C escaper, no encoder object
+    q = _QUOTE
     return (
         f'{{"v":{_VERSION},"s":{q(claims.granted_by)},"a":{q(claims.approval_id)},'
         f'"n":{q(claims.name)},"r":{q(claims.version)},"h":{q(claims.sha256)},'
         f'"d":{int(claims.depth_remaining)},"x":{int(claims.expires_at_ms)}}}'
     )
+
+
+def _hmac_pads(key: bytes) -> tuple[Any, Any]:
+    """SHA-256 states that have absorbed ``key XOR ipad`` and ``key XOR opad`` (RFC 2104).
+
+    HMAC(K, m) = H((K ^ opad) || H((K ^ ipad) || m)); both pads are one block, so a copy of
+    these states finishes a MAC with two short updates -- the same bytes as
+    :func:`hmac.digest`, without OpenSSL setting up a new MAC context for each token.
+    """
+    if len(key) > _BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    return hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
 
 
 def _b64e(raw: bytes) -> str:
@@ -138,8 +161,22 @@ class Keyring:
 
     credential_key: bytes
     approval_key: bytes
-    _known: dict[str, CredentialClaims | ApprovalClaims] = attrs.field(
-        factory=dict, init=False, eq=False, repr=False
+    # an OrderedDict: dropping the oldest is O(1) (a dict's first live entry is found by
+    # scanning past every slot deleted before it)
+    _known: OrderedDict[str, CredentialClaims | ApprovalClaims] = attrs.field(
+        factory=OrderedDict, init=False, eq=False, repr=False
+    )
+    _pads: dict[TokenKind, tuple[Any, Any]] = attrs.field(
+        default=attrs.Factory(
+            lambda self: {
+                TokenKind.CREDENTIAL: _hmac_pads(self.credential_key),
+                TokenKind.APPROVAL: _hmac_pads(self.approval_key),
+            },
+            takes_self=True,
+        ),
+        init=False,
+        eq=False,
+        repr=False,
     )
 
     def __repr__(self) -> str:
@@ -224,13 +261,16 @@ class Keyring:
         known = self._known
         known[token] = claims
         if len(known) > REMEMBERED_TOKENS:
-            del known[next(iter(known))]
-
-    def _key(self, kind: TokenKind) -> bytes:
-        return self.credential_key if kind is TokenKind.CREDENTIAL else self.approval_key
+            known.popitem(last=False)
 
     def _mac(self, kind: TokenKind, signed: str) -> bytes:
-        return hmac.digest(self._key(kind), signed.encode("ascii"), "sha256")
+        """HMAC-SHA256 of ``signed`` under ``kind``'s key (byte for byte :func:`hmac.digest`)."""
+        inner_pad, outer_pad = self._pads[kind]
+        inner = inner_pad.copy()
+        inner.update(signed.encode("ascii"))
+        outer = outer_pad.copy()
+        outer.update(inner.digest())
+        return bytes(outer.digest())
 
     def _seal(self, kind: TokenKind, payload: str) -> str:
         body = _b64e(payload.encode("ascii"))

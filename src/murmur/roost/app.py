@@ -64,6 +64,10 @@ __all__ = [
 CREDENTIAL_HEADER = "x-murmur-spawn-credential"
 APPROVAL_HEADER = "x-murmur-spawn-approval"
 REGISTRANT_HEADER = "x-murmur-registrant-pid"  # a hint only: the daemon checks it (peer.py)
+# the same names as the ASGI scope spells them (lowercase bytes), for :func:`_headers`
+CREDENTIAL_KEY = CREDENTIAL_HEADER.encode("latin-1")
+APPROVAL_KEY = APPROVAL_HEADER.encode("latin-1")
+REGISTRANT_KEY = REGISTRANT_HEADER.encode("latin-1")
 MAX_BODY_BYTES = 64 * 1024
 
 ASGIApp = Any  # hypercorn's and quart's ASGI signatures differ in detail; both are ASGI 3
@@ -118,13 +122,22 @@ def _pid_hint(value: str | None) -> int | None:
     return int(value) or None
 
 
-def _one_header(name: str) -> str | None:
+def _headers(scope: Mapping[str, Any], name: bytes) -> list[str]:
+    """Every value of header ``name`` (lowercase, as ASGI gives names) in the request's order.
+
+    Read from the ASGI scope's header list -- what Quart builds ``request.headers`` from, so
+    the same values (latin-1, as Quart decodes them) -- in one pass without case folding.
+    """
+    return [value.decode("latin-1") for key, value in scope["headers"] if key == name]
+
+
+def _one_header(scope: Mapping[str, Any], name: bytes) -> str | None:
     """The header's value when sent exactly once; None when absent or repeated."""
-    values = request.headers.getlist(name)
+    values = _headers(scope, name)
     return values[0] if len(values) == 1 else None
 
 
-async def _body() -> bytes:
+async def _body(scope: Mapping[str, Any]) -> bytes:
     """The request body: taken from the scope when hypercorn has parsed all of it
     (:data:`murmur.httpserve.BODY_KEY`, which this daemon's server config asks for), else
     awaited as Quart awaits it (which also raises the 413 of an oversized one).
@@ -133,15 +146,15 @@ async def _body() -> bytes:
     scheduling round per body message), so awaiting it cost a park and a wake-up on every
     POST; the scope holds it as soon as hypercorn has read it.
     """
-    kept = request.scope.get(BODY_KEY)
+    kept = scope.get(BODY_KEY)
     if isinstance(kept, bytes) and len(kept) <= MAX_BODY_BYTES:
         return kept
     raw = await request.get_data(cache=False, as_text=False)
     return raw if isinstance(raw, bytes) else raw.encode()
 
 
-async def _json_object() -> dict[str, object]:
-    raw = await _body()
+async def _json_object(scope: Mapping[str, Any]) -> dict[str, object]:
+    raw = await _body(scope)
     try:
         return decode_object(raw)
     except BodyError as exc:
@@ -192,11 +205,12 @@ class _Roost:
         return _respond(200, {"spawn_allow": sorted(self.ledger.spawn_allow)})
 
     async def spawn(self) -> Response:
-        claims = self.keyring.verify_credential(_one_header(CREDENTIAL_HEADER))
+        scope = request.scope
+        claims = self.keyring.verify_credential(_one_header(scope, CREDENTIAL_KEY))
         session_id = claims.session_id if claims is not None else None
         if session_id is None or not self.ledger.is_running(session_id):
             return _identity()
-        body = await _json_object()
+        body = await _json_object(scope)
         name, version = _string_field(body, "name"), _string_field(body, "version")
         # From here to the grant there is no await: the decision is atomic.
         now = self.clock()
@@ -221,12 +235,13 @@ class _Roost:
         }
 
     async def register(self) -> Response:
-        body = await _json_object()
+        scope = request.scope
+        body = await _json_object(scope)
         session_id = _string_field(body, "session_id")
         if not session_id:
             raise _BadRequest("`session_id` must not be empty")
         name, version = _string_field(body, "name"), _string_field(body, "version")
-        presented = request.headers.getlist(APPROVAL_HEADER)
+        presented = _headers(scope, APPROVAL_KEY)
         if not presented:  # the top-level path: --spawn-allow first, then the registry
             refusal = self.ledger.check_top_level(name)
             if refusal is not None:
@@ -244,16 +259,16 @@ class _Roost:
             refusal = self.ledger.register_delegated(session_id, approval, artifact, self.clock())
         if refusal is not None:
             return _refused(refusal)
-        await self._watch_process(session_id)
+        await self._watch_process(scope, session_id)
         return _respond(200, {"credential": self.keyring.mint_credential(session_id)})
 
-    async def _watch_process(self, session_id: str) -> None:
+    async def _watch_process(self, scope: Mapping[str, Any], session_id: str) -> None:
         """Watch the registering process, so its end retires the session (spec/roost.md)."""
         if self.watch is None:
             return
-        scope = request.scope
         client, server = scope.get("client"), scope.get("server")
-        hint = _pid_hint(request.headers.get(REGISTRANT_HEADER))
+        hints = _headers(scope, REGISTRANT_KEY)
+        hint = _pid_hint(hints[0] if hints else None)
         on_end = partial(self.process_ended, session_id)
         done, _ = self.watch.watch_quickly(session_id, client, server, on_end, hint=hint)
         if done:
@@ -270,11 +285,12 @@ class _Roost:
             )
 
     async def deregister(self) -> Response:
-        claims = self.keyring.verify_credential(_one_header(CREDENTIAL_HEADER))
+        scope = request.scope
+        claims = self.keyring.verify_credential(_one_header(scope, CREDENTIAL_KEY))
         session_id = claims.session_id if claims is not None else None
         if session_id is None or not self.ledger.is_running(session_id):
             return _identity()
-        body = await _json_object()
+        body = await _json_object(scope)
         outcome = body.get("outcome")
         if outcome not in ("complete", "failed"):
             raise _BadRequest("`outcome` must be `complete` or `failed`")

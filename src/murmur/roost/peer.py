@@ -19,6 +19,7 @@ for a connection it cannot place: it answers None, and the caller watches nothin
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import os
@@ -69,6 +70,14 @@ def _normal(addr: Address) -> Address:
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return addr.ipv4_mapped
     return addr
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _host(text: str) -> Address:
+    """An ASGI host string as :func:`_normal` compares it; remembered (a pure function of the
+    text, and a daemon sees the same loopback host or two: parsing one cost more than the
+    socket lookup). Raises ``ValueError`` for a string that is not an address."""
+    return _normal(ipaddress.ip_address(text))
 
 
 def parse_endpoint(text: str, byteorder: str = sys.byteorder) -> Endpoint:
@@ -260,8 +269,8 @@ def _place(
     session's own calls); otherwise it is passed over.
     """
     try:
-        local = (_normal(ipaddress.ip_address(client[0])), int(client[1]))
-        remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
+        local = (_host(client[0]), int(client[1]))
+        remote = (_host(server[0]), int(server[1]))
     except (ValueError, TypeError, IndexError):
         return None
     row = _socket(local, remote, proc)
@@ -355,8 +364,8 @@ class PeerFinder:
         if hint is None or hint == os.getpid():
             return None
         try:
-            local = (_normal(ipaddress.ip_address(client[0])), int(client[1]))
-            remote = (_normal(ipaddress.ip_address(server[0])), int(server[1]))
+            local = (_host(client[0]), int(client[1]))
+            remote = (_host(server[0]), int(server[1]))
         except (ValueError, TypeError, IndexError):
             return None
         row = _socket(local, remote, self.proc)
