@@ -338,21 +338,36 @@ class Starter:
             await self._ready.wait()
         if not self.alive or not self._ready.is_set():
             raise Unavailable("the starter is not ready")
+        answer = await self._ask(lambda rid: protocol.StartRequest(
+            id=rid,
+            argv=tuple(argv),
+            env=env,
+            cwd=cwd,
+            fds=tuple(target for _, target in fds),
+            session=session,
+            pgid=None if session else os.getpgrp(),
+            cgroup=cgroup,
+            title=protocol.title(argv),
+            confinement=confinement,
+        ), fds)
+        if isinstance(answer.get("pid"), int):
+            return int(answer["pid"])
+        code = answer.get("errno")
+        raise OSError(code if isinstance(code, int) else 0, str(answer.get("error") or "the starter refused"))
+
+    async def _ask(
+        self, make: Callable[[int], protocol.StartRequest | protocol.ExecRequest], fds: list[tuple[int, int]]
+    ) -> dict[str, Any]:
+        """Send the request ``make`` builds for the next id, with ``fds`` passed beside it
+        (SCM_RIGHTS), and return the starter's answer to it.
+
+        Raises:
+            Unavailable: it could not be sent, or the starter went away before answering.
+        """
         async with self._lock:
             self._ids += 1
             rid = self._ids
-            req = protocol.StartRequest(
-                id=rid,
-                argv=tuple(argv),
-                env=env,
-                cwd=cwd,
-                fds=tuple(target for _, target in fds),
-                session=session,
-                pgid=None if session else os.getpgrp(),
-                cgroup=cgroup,
-                title=protocol.title(argv),
-                confinement=confinement,
-            )
+            req = make(rid)
             event = self._answered[rid] = trio.Event()
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in fds]))]
             try:
@@ -364,10 +379,7 @@ class Starter:
         answer = self._answers.pop(rid, None)
         if answer is None:
             raise Unavailable("the starter went away")
-        if isinstance(answer.get("pid"), int):
-            return int(answer["pid"])
-        code = answer.get("errno")
-        raise OSError(code if isinstance(code, int) else 0, str(answer.get("error") or "the starter refused"))
+        return answer
 
     async def exec(
         self,
@@ -398,25 +410,11 @@ class Starter:
         """
         if not self.alive or not self._ready.is_set():  # never wait for a cold starter: exec it now
             raise Unavailable("the starter is not ready")
-        async with self._lock:
-            self._ids += 1
-            rid = self._ids
-            req = protocol.ExecRequest(
-                id=rid, argv=tuple(argv), executable=executable, env=env, cwd=cwd,
-                fds=tuple(target for _, target in fds), session=session,
-                pgid=None if session else os.getpgrp(), cgroup=cgroup, confinement=confinement,
-            )
-            event = self._answered[rid] = trio.Event()
-            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in fds]))]
-            try:
-                await self._sock.sendmsg([req.encode()], ancillary)
-            except OSError as exc:
-                self._answered.pop(rid, None)
-                raise Unavailable(f"the starter cannot be asked ({exc})") from None
-        await event.wait()
-        answer = self._answers.pop(rid, None)
-        if answer is None:
-            raise Unavailable("the starter went away")
+        answer = await self._ask(lambda rid: protocol.ExecRequest(
+            id=rid, argv=tuple(argv), executable=executable, env=env, cwd=cwd,
+            fds=tuple(target for _, target in fds), session=session,
+            pgid=None if session else os.getpgrp(), cgroup=cgroup, confinement=confinement,
+        ), fds)
         if isinstance(answer.get("pid"), int):
             return int(answer["pid"])
         code = answer.get("errno")
